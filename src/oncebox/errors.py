@@ -1,0 +1,52 @@
+"""One error root for oncebox, with branches a caller can act on.
+
+An error's default message is its class docstring, so ``raise StorageUnavailable()``
+still says something useful; pass a message to add the specifics.
+"""
+
+from __future__ import annotations
+
+
+class OnceboxError(Exception):
+    """oncebox failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(OnceboxError):
+    """The configuration is not valid."""
+
+
+class UnknownInbox(ConfigError):
+    """No inbox of that name is declared."""
+
+
+class StorageError(OnceboxError):
+    """The store failed; nothing was decided, so the delivery must not be acknowledged."""
+
+
+class StorageUnavailable(StorageError):
+    """The store is busy or unreachable; retrying later is safe."""
+
+    retryable = True
+
+
+class UnsafeSQLite(StorageError):
+    """This SQLite library has a known corruption bug and is refused."""
+
+
+class ApplyError(OnceboxError):
+    """An inbox's apply step failed; its transaction rolled back and nothing was stored."""
+
+    def __init__(self, message: str | None = None, *, index: int = 0) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class NotFound(OnceboxError):
+    """No such item."""
+
+
+class InvalidOperation(OnceboxError):
+    """The operation does not apply to the item in its current state."""

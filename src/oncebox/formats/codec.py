@@ -1,0 +1,81 @@
+"""What a codec is: the pure step that turns one delivery into comparable content.
+
+A codec never touches storage. It bounds, decodes and validates a delivery, and names
+the content whose SHA-256 is the witness and (in ``key`` identity mode) the declared
+identity. Users add their own by implementing :class:`Codec` and calling
+:func:`register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from oncebox.errors import ConfigError
+
+IdentityMode = Literal["content", "key"]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One arrival as received: the bytes plus the transport's facts about them.
+
+    None of the transport facts is identity: a snapshot id is provenance, a device time
+    is recorded but never trusted, a transport delivery id changes on every redelivery.
+    """
+
+    body: bytes
+    key: str | None = None
+    snapshot_id: str | None = None
+    device_time: str | None = None
+    delivery_id: str | None = None
+    lease_token: int | None = None
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A valid delivery: ``content`` is canonical, ``key`` the declared identity."""
+
+    content: bytes
+    key: str | None = None
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """The interface a codec implements.
+
+    ``decode`` raises :class:`oncebox.formats.invalid.Invalid` for anything it refuses;
+    it must not raise anything else on bad input. ``max_bytes`` bounds the raw body
+    before ``decode`` is called.
+    """
+
+    name: str
+    identity: IdentityMode
+    max_bytes: int
+
+    def decode(self, delivery: Delivery) -> Decoded: ...
+
+
+_REGISTRY: dict[str, Codec] = {}
+
+
+def register(codec: Codec) -> Codec:
+    """Make a codec available to inboxes by its name."""
+    if codec.identity not in ("content", "key"):
+        raise ConfigError(f"codec {codec.name!r}: identity must be 'content' or 'key'")
+    _REGISTRY[codec.name] = codec
+    return codec
+
+
+def get_codec(name: str) -> Codec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ConfigError(f"unknown codec {name!r} (known: {known})") from None
+
+
+def codec_names() -> list[str]:
+    return sorted(_REGISTRY)

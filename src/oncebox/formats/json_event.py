@@ -1,0 +1,102 @@
+"""``json-event``: the strict normalized listing event of seed 002.
+
+Identity is the tuple (source, subscription, notification_id); the witness covers the
+whole canonical event, so a different payload, work key, type or event time under the
+same identity is a conflict. Transport facts (receipt handles, receive times, attempt
+counters) do not belong in the event: they would change a repeated notification.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from oncebox.formats.canonical import canonical
+from oncebox.formats.codec import Decoded, Delivery, IdentityMode
+from oncebox.formats.invalid import Invalid
+from oncebox.formats.strictjson import JsonNumber, loads
+
+MAX_BYTES = 65_536
+MAX_DEPTH = 20
+IDENTITY_FIELDS = ("source", "subscription", "notification_id")
+WORK_KEY_FIELDS = ("seller_id", "sku", "marketplace_id")
+NOTIFICATION_TYPES = frozenset({"listing_status_changed", "listing_issues_changed"})
+FIELDS = frozenset(
+    {"schema_version", *IDENTITY_FIELDS, *WORK_KEY_FIELDS, "notification_type", "event_time",
+     "payload"}
+)
+_EVENT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+def _bounded_string(event: dict[str, Any], name: str) -> str:
+    value = event[name]
+    if not isinstance(value, str) or isinstance(value, JsonNumber):
+        raise Invalid("bad_field", f"{name} must be a string")
+    if not 1 <= len(value) <= 256:
+        raise Invalid("bad_field", f"{name} must have 1 to 256 characters")
+    if value != value.strip():
+        raise Invalid("bad_field", f"{name} has surrounding whitespace")
+    if _CONTROL.search(value):
+        raise Invalid("bad_field", f"{name} holds a control character")
+    return value
+
+
+def _event_time(value: Any) -> str:
+    if not isinstance(value, str) or isinstance(value, JsonNumber):
+        raise Invalid("bad_event_time", "event_time must be a string")
+    if not _EVENT_TIME.fullmatch(value):
+        raise Invalid("bad_event_time", "event_time must be YYYY-MM-DDTHH:MM:SSZ")
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise Invalid("bad_event_time", f"{value} is not a real date and time") from None
+    return value
+
+
+def validate_event(event: Any) -> dict[str, Any]:
+    """Check a parsed event against every field rule; return the fields apply steps use."""
+    if not isinstance(event, dict):
+        raise Invalid("bad_shape", "an event must be a JSON object")
+    unknown = sorted(set(event) - FIELDS)
+    if unknown:
+        raise Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
+    missing = sorted(FIELDS - set(event))
+    if missing:
+        raise Invalid("missing_field", f"missing field(s): {', '.join(missing)}")
+    if event["schema_version"] != JsonNumber("1") or not isinstance(
+        event["schema_version"], JsonNumber
+    ):
+        raise Invalid("bad_schema_version", "schema_version must be the integer 1")
+    fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
+    kind = event["notification_type"]
+    if kind not in NOTIFICATION_TYPES or isinstance(kind, JsonNumber):
+        raise Invalid("bad_notification_type", f"notification_type must be one of "
+                      f"{', '.join(sorted(NOTIFICATION_TYPES))}")
+    fields["notification_type"] = kind
+    fields["event_time"] = _event_time(event["event_time"])
+    if not isinstance(event["payload"], dict):
+        raise Invalid("bad_payload", "payload must be a JSON object")
+    return fields
+
+
+def identity_key(fields: dict[str, Any]) -> str:
+    """The identity tuple as one unambiguous string (a canonical JSON array)."""
+    return canonical([fields[name] for name in IDENTITY_FIELDS]).decode("utf-8")
+
+
+class JsonEventCodec:
+    name = "json-event"
+    identity: IdentityMode = "key"
+    max_bytes = MAX_BYTES
+
+    def decode(self, delivery: Delivery) -> Decoded:
+        if len(delivery.body) > MAX_BYTES:
+            raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
+        event = loads(delivery.body, max_depth=MAX_DEPTH)
+        fields = validate_event(event)
+        content = canonical(event)
+        if len(content) > MAX_BYTES:
+            raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
+        return Decoded(content=content, key=identity_key(fields), fields=fields)

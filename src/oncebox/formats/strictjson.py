@@ -1,0 +1,113 @@
+"""A strict JSON reader: the standard parser plus the rules that make content comparable.
+
+The standard library's parser is correct on grammar but lenient where oncebox cannot be:
+it accepts NaN and Infinity, keeps the last of duplicate members, decodes lone surrogate
+escapes, turns ``1e999`` into infinity and recurses without bound. Each of those is
+refused here with a reason that names the rule. Numbers are kept exactly as spelled
+(:class:`JsonNumber`), so ``1`` and ``1.0`` stay different content.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from oncebox.formats.invalid import Invalid
+
+UTF8_BOM = "\ufeff"
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+class JsonNumber(str):
+    """A JSON number kept as its exact spelling."""
+
+    __slots__ = ()
+
+
+def _number(text: str) -> JsonNumber:
+    return JsonNumber(text)
+
+
+def _float(text: str) -> JsonNumber:
+    # Spelling is what we keep, but a number no IEEE double can hold is refused:
+    # most consumers would read it as infinity.
+    if math.isinf(float(text)):
+        raise Invalid("non_finite_number", f"number {text[:40]} overflows a double")
+    return JsonNumber(text)
+
+
+def _constant(name: str) -> Any:
+    raise Invalid("non_finite_number", f"{name} is not a JSON number")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise Invalid("duplicate_member", f"member {key[:60]!r} appears twice")
+            seen.add(key)
+    return obj
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest container nesting, found by a scan that never recurses."""
+    depth = deepest = 0
+    for token in _TOKENS.finditer(text):
+        char = token.group()
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _check_unicode(value: Any) -> None:
+    """Refuse strings holding lone surrogates (from ``\\ud800``-style escapes)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Invalid("invalid_unicode", "string holds a lone surrogate") from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
+    """Parse one JSON text under the strict rules, or raise :class:`Invalid`."""
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Invalid("invalid_unicode", f"not UTF-8 at byte {exc.start}") from None
+    else:
+        text = data
+    if text.startswith(UTF8_BOM):
+        raise Invalid("bad_json", "a byte order mark is not JSON")
+    depth = nesting_depth(text)
+    if depth > max_depth:
+        raise Invalid("too_deep", f"nesting depth {depth} exceeds {max_depth}")
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_int=_number,
+            parse_float=_float,
+            parse_constant=_constant,
+        )
+    except json.JSONDecodeError as exc:
+        raise Invalid("bad_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise Invalid("too_deep", "nesting too deep to parse") from None
+    _check_unicode(value)
+    return value

@@ -1,0 +1,63 @@
+"""``ussd-h1``: the field adapter's USSD frame ``H1|seq|site|need|headcount|pri|#xx``.
+
+The trailer ``xx`` is POSIX ``cksum`` of the body (everything before ``|#``) modulo 256
+in two hex digits. Format is checked first, then the trailer, and only then may dedup
+state be consulted (seed 003, R1), so a corrupted copy can never poison a frame id.
+The gateway supplies the identity, ``frame_id`` (``rec_id-seq``); the witness is the
+exact frame bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oncebox.formats.cksum import cksum
+from oncebox.formats.codec import Decoded, Delivery, IdentityMode
+from oncebox.formats.invalid import Invalid
+
+MAX_BYTES = 160
+FRAME = re.compile(
+    rb"H1\|(?P<seq>\d+)\|(?P<site>[A-Za-z0-9]{1,8})\|(?P<need>[A-Z]{3})"
+    rb"\|(?P<headcount>\d+)\|(?P<pri>\d+)\|#(?P<trailer>[0-9a-fA-F]{2})"
+)
+FRAME_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def trailer(body: bytes) -> str:
+    """The two lowercase hex digits the sender appends to ``body``."""
+    return f"{cksum(body) % 256:02x}"
+
+
+def make_frame(seq: int, site: str, need: str, headcount: int, pri: int) -> str:
+    body = f"H1|{seq}|{site}|{need}|{headcount}|{pri}"
+    return f"{body}|#{trailer(body.encode())}"
+
+
+class UssdH1Codec:
+    name = "ussd-h1"
+    identity: IdentityMode = "key"
+    max_bytes = MAX_BYTES
+
+    def decode(self, delivery: Delivery) -> Decoded:
+        frame = delivery.body
+        if len(frame) > MAX_BYTES:
+            raise Invalid("too_large", f"{len(frame)} bytes exceeds {MAX_BYTES}")
+        match = FRAME.fullmatch(frame)
+        if match is None:
+            raise Invalid("bad_format", "not an H1|seq|site|need|headcount|pri|#xx frame")
+        if delivery.key is None or not FRAME_ID.fullmatch(delivery.key):
+            raise Invalid("bad_format", "the gateway must supply a frame_id (rec_id-seq)")
+        body = frame[: frame.rindex(b"|#")]
+        expected = trailer(body)
+        if match["trailer"].lower() != expected.encode():
+            raise Invalid(
+                "bad_checksum", f"trailer #{match['trailer'].decode()} but cksum gives #{expected}"
+            )
+        fields = {
+            "seq": int(match["seq"]),
+            "site": match["site"].decode(),
+            "need": match["need"].decode(),
+            "headcount": int(match["headcount"]),
+            "pri": int(match["pri"]),
+        }
+        return Decoded(content=frame, key=delivery.key, fields=fields)
