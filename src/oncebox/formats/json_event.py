@@ -26,7 +26,9 @@ FIELDS = frozenset(
     {"schema_version", *IDENTITY_FIELDS, *WORK_KEY_FIELDS, "notification_type", "event_time",
      "payload"}
 )
-_EVENT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+# ASCII digits only: a str pattern's \d would also take other scripts' digits, which
+# strptime then reads as numbers, so two spellings of one instant would both pass.
+_EVENT_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
@@ -71,7 +73,8 @@ def validate_event(event: Any) -> dict[str, Any]:
         raise Invalid("bad_schema_version", "schema_version must be the integer 1")
     fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
     kind = event["notification_type"]
-    if kind not in NOTIFICATION_TYPES or isinstance(kind, JsonNumber):
+    # Type first: an object or array is unhashable and must not reach the set lookup.
+    if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:
         raise Invalid("bad_notification_type", f"notification_type must be one of "
                       f"{', '.join(sorted(NOTIFICATION_TYPES))}")
     fields["notification_type"] = kind

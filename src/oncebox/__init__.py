@@ -1,0 +1,78 @@
+"""oncebox: exactly-once effects from at-least-once, out-of-order, corrupted deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from oncebox.engine.apply import Change
+from oncebox.engine.box import Oncebox
+from oncebox.engine.clock import ManualClock
+from oncebox.engine.config import DEFAULT_INBOXES, load_config
+from oncebox.engine.decision import Decision, Verdict
+from oncebox.engine.inboxes import InboxSpec
+from oncebox.errors import (
+    ApplyError,
+    ConfigError,
+    InvalidOperation,
+    NotFound,
+    OnceboxError,
+    StorageError,
+    StorageUnavailable,
+    UnknownInbox,
+    UnsafeSQLite,
+)
+from oncebox.formats import Codec, Decoded, Delivery, Invalid, register
+from oncebox.store import open_store
+
+__version__ = "0.1.0"
+
+
+def open(
+    url: str | None = None,
+    *,
+    config: str | Path | None = None,
+    inboxes: Iterable[InboxSpec] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Oncebox:
+    """Open a store (``sqlite:///path.db``) with its inboxes.
+
+    Inboxes come from ``inboxes``, else from the TOML ``config`` file, else the defaults
+    (``ussd``, ``listing``, ``feed``). ``clock`` replaces the server clock (tests, demos).
+    """
+    specs: list[InboxSpec] = list(inboxes) if inboxes is not None else []
+    if config is not None:
+        configured_url, configured = load_config(config)
+        url = url or configured_url
+        if inboxes is None:
+            specs = configured
+    if inboxes is None and config is None:
+        specs = list(DEFAULT_INBOXES)
+    if url is None:
+        raise ConfigError("no store URL given (e.g. sqlite:///oncebox.db)")
+    return Oncebox(open_store(url, clock=clock), specs)
+
+
+__all__ = [
+    "ApplyError",
+    "Change",
+    "Codec",
+    "ConfigError",
+    "Decision",
+    "Decoded",
+    "Delivery",
+    "InboxSpec",
+    "Invalid",
+    "InvalidOperation",
+    "ManualClock",
+    "NotFound",
+    "Oncebox",
+    "OnceboxError",
+    "StorageError",
+    "StorageUnavailable",
+    "UnknownInbox",
+    "UnsafeSQLite",
+    "Verdict",
+    "open",
+    "register",
+]

@@ -1,0 +1,1 @@
+"""The engine: the ingest pipeline, operator adjudication and retention."""

@@ -1,0 +1,55 @@
+"""An operator's verdict on a quarantined newcomer: keep the original, or accept it.
+
+Accepting makes the newcomer the record's next revision and runs the inbox's apply
+step with the previous fields, so effects move by the difference. The revision it
+replaces is kept; nothing is silent and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+
+from oncebox.engine.apply import Change
+from oncebox.engine.ingest import ActiveInbox
+from oncebox.errors import ApplyError, InvalidOperation, NotFound
+from oncebox.store.base import QuarantineRow, Tx
+
+
+class Resolution(StrEnum):
+    KEEP = "keep"
+    ACCEPT = "accept"
+
+
+def resolve(
+    tx: Tx, inbox: ActiveInbox, row: QuarantineRow, action: Resolution, note: str, now: float
+) -> QuarantineRow:
+    if not note.strip():
+        raise InvalidOperation("a resolution needs a note saying why")
+    if row.status != "open":
+        raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
+    if action is Resolution.KEEP:
+        tx.close_quarantine(row.id, "kept", note, now)
+    else:
+        record = tx.find_record(inbox.row.id, row.ident)
+        if record is None or record.is_tombstone:
+            raise InvalidOperation(
+                f"quarantine {row.id}: the original record was evicted by retention, so "
+                f"there is nothing to revise; keep it instead"
+            )
+        if record.witness != row.witness:
+            revision = tx.revise_record(record, row.witness, row.content, row.fields, now, note)
+            change = Change(
+                inbox.name, inbox.row.id, record.id, row.identity, revision,
+                json.loads(row.fields), json.loads(record.fields or "{}"),
+            )
+            try:
+                inbox.apply(tx, change)
+            except Exception as exc:
+                raise ApplyError(f"inbox {inbox.name}: apply step failed on accepting "
+                                 f"quarantine {row.id}: {exc}") from exc
+        tx.close_quarantine(row.id, "accepted", note, now)
+    closed = tx.get_quarantine(row.id)
+    if closed is None:
+        raise NotFound(f"quarantine {row.id} vanished")
+    return closed

@@ -1,0 +1,99 @@
+"""Apply steps: the effects of a record, run inside the transaction that decides it.
+
+Because the record insert and its effects commit or roll back together, a crash can
+never leave a record without its effects or effects without their record (I5).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oncebox.errors import ConfigError
+from oncebox.store.base import LedgerRow, Tx
+
+
+@dataclass(frozen=True)
+class Change:
+    """A record's new content: its first revision, or one an operator accepted.
+
+    ``previous`` holds the fields of the revision it replaces (None for the first), so
+    a step can move its effects by the difference instead of adding the whole again.
+    """
+
+    inbox: str
+    inbox_id: int
+    record_id: int
+    identity: str
+    revision: int
+    fields: Mapping[str, Any]
+    previous: Mapping[str, Any] | None = None
+
+
+ApplyStep = Callable[[Tx, Change], None]
+
+
+def no_effect(tx: Tx, change: Change) -> None:
+    """Keep the record only."""
+
+
+def _work_key(fields: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (fields["seller_id"], fields["sku"], fields["marketplace_id"])
+
+
+def bump_generation(tx: Tx, change: Change) -> None:
+    """Seed 002: a new event makes its work key dirty, whatever its event time."""
+    key = _work_key(change.fields)
+    tx.bump_generation(change.inbox_id, key)
+    if change.previous is not None and _work_key(change.previous) != key:
+        # The accepted revision moved the event to another key: the old key's refreshed
+        # state was derived from an event that no longer says that, so refresh it too.
+        tx.bump_generation(change.inbox_id, _work_key(change.previous))
+
+
+def triage(tx: Tx, change: Change) -> None:
+    """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
+    fields = change.fields
+    row = LedgerRow(change.record_id, fields["site"], fields["need"], int(fields["headcount"]),
+                    int(fields["pri"]))
+    if change.previous is None:
+        tx.ledger_insert(change.inbox_id, row)
+    else:
+        tx.ledger_replace(change.inbox_id, row)
+
+
+BUILT_IN: dict[str, ApplyStep] = {
+    "none": no_effect,
+    "generation": bump_generation,
+    "triage": triage,
+}
+
+
+def resolve_apply(step: ApplyStep | str) -> ApplyStep:
+    """A built-in step by name, ``module:function`` for a user's own, or a callable."""
+    if callable(step):
+        return step
+    if step in BUILT_IN:
+        return BUILT_IN[step]
+    module_name, _, attr = step.partition(":")
+    if not attr:
+        known = ", ".join(sorted(BUILT_IN))
+        raise ConfigError(f"unknown apply step {step!r} (built in: {known}; or module:function)")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load apply step {step!r}: {exc}") from None
+    if not callable(found):
+        raise ConfigError(f"apply step {step!r} is not callable")
+    return found  # type: ignore[no-any-return]
+
+
+def apply_name(step: ApplyStep | str) -> str:
+    if isinstance(step, str):
+        return step
+    for name, known in BUILT_IN.items():
+        if known is step:
+            return name
+    return f"{getattr(step, '__module__', '?')}:{getattr(step, '__qualname__', repr(step))}"

@@ -1,0 +1,209 @@
+"""The library's front door: a store plus its declared inboxes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from oncebox.engine import retention
+from oncebox.engine.adjudicate import Resolution, resolve
+from oncebox.engine.apply import apply_name
+from oncebox.engine.decision import Decision
+from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
+from oncebox.engine.inboxes import InboxSpec, format_duration
+from oncebox.errors import ConfigError, NotFound, UnknownInbox
+from oncebox.formats import Delivery
+from oncebox.store.base import (
+    DeadLetterRow,
+    EvictionRow,
+    LedgerRow,
+    QuarantineRow,
+    RecordRow,
+    RevisionRow,
+    Store,
+    WorkKeyRow,
+)
+
+
+class Oncebox:
+    """Exactly-once intake over one store. Safe to share between threads: every call
+    runs on the calling thread's own connection."""
+
+    def __init__(self, store: Store, inboxes: Iterable[InboxSpec] = ()) -> None:
+        self.store = store
+        self._inboxes: dict[str, ActiveInbox] = {}
+        for spec in inboxes:
+            self.declare(spec)
+
+    # -- inboxes -----------------------------------------------------------------------
+    def declare(self, spec: InboxSpec) -> None:
+        """Declare (or re-declare) an inbox. Its codec can never change once declared:
+        identities decided under one codec mean nothing to another."""
+        codec, step = spec.check()
+        now = self.store.now()
+        with self.store.transaction() as tx:
+            known = {row.name: row for row in tx.inboxes()}
+            old = known.get(spec.name)
+            if old is not None and old.codec != codec.name:
+                raise ConfigError(f"inbox {spec.name} already holds {old.codec} deliveries; "
+                                  f"it cannot switch to {codec.name}")
+            row = tx.declare_inbox(spec.name, codec.name, apply_name(spec.apply),
+                                   spec.retention_seconds, spec.tombstone_seconds)
+            overrides = tx.retention_overrides(row.id)
+            below_floor = spec.retention_override is not None and row.retention_seconds
+            if below_floor and (not overrides or overrides[-1][:2] != (
+                    row.retention_seconds, spec.retention_override)):
+                assert row.retention_seconds is not None and spec.retention_override
+                tx.record_retention_override(row.id, row.retention_seconds,
+                                             spec.retention_override, now)
+        self._inboxes[spec.name] = ActiveInbox(row, codec, step)
+
+    def inbox(self, name: str) -> ActiveInbox:
+        try:
+            return self._inboxes[name]
+        except KeyError:
+            known = ", ".join(sorted(self._inboxes)) or "none"
+            raise UnknownInbox(f"no inbox named {name!r} (declared: {known})") from None
+
+    @property
+    def inboxes(self) -> list[ActiveInbox]:
+        return [self._inboxes[name] for name in sorted(self._inboxes)]
+
+    # -- ingest ------------------------------------------------------------------------
+    def ingest(self, inbox: str, delivery: Delivery | bytes | str, **facts: Any) -> Decision:
+        """Decide one delivery. Returns only after the decision committed."""
+        return self.ingest_batch(inbox, [_delivery(delivery, facts)])[0]
+
+    def ingest_batch(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Decision]:
+        """Decide many deliveries in one transaction, one decision each, in order.
+
+        The decisions are those deciding them one by one would give, duplicates inside
+        the batch included. The batch is atomic: if an apply step fails, nothing in it
+        is stored and :class:`oncebox.errors.ApplyError` names the failing index.
+        """
+        active = self.inbox(inbox)
+        items = [prepare(active.codec, d) for d in deliveries]
+        with self.store.transaction() as tx:
+            decisions = decide_all(tx, active, items, self.store.now())
+        # Only now has everything the decisions wrote committed.
+        return [replace(d, may_ack=True) for d in decisions]
+
+    # -- operators ---------------------------------------------------------------------
+    def quarantined(
+        self, inbox: str | None = None, status: str | None = "open", limit: int = 1000
+    ) -> list[QuarantineRow]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.transaction() as tx:
+            return tx.list_quarantine(inbox_id, status, limit)
+
+    def resolve(self, quarantine_id: int, action: str, note: str) -> QuarantineRow:
+        """``keep`` the original (closing the row with a note) or ``accept`` the newcomer
+        as the record's next revision, its effects moved by the difference."""
+        chosen = Resolution(action)
+        now = self.store.now()
+        with self.store.transaction() as tx:
+            row = tx.get_quarantine(quarantine_id)
+            if row is None:
+                raise NotFound(f"no quarantine row {quarantine_id}")
+            active = self._by_id(row.inbox_id)
+            return resolve(tx, active, row, chosen, note, now)
+
+    def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetterRow]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.transaction() as tx:
+            return tx.list_dead_letters(inbox_id, limit)
+
+    def record(self, inbox: str, identity: str) -> RecordRow | None:
+        import hashlib
+
+        ident = hashlib.sha256(identity.encode("utf-8")).digest()
+        with self.store.transaction() as tx:
+            return tx.find_record(self.inbox(inbox).row.id, ident)
+
+    def revisions(self, record_id: int) -> list[RevisionRow]:
+        with self.store.transaction() as tx:
+            return tx.revisions(record_id)
+
+    def evict(self, inbox: str | None = None, now: float | None = None) -> list[
+            retention.Eviction]:
+        targets = [self.inbox(inbox)] if inbox else self.inboxes
+        return [retention.evict(self.store, active, now) for active in targets]
+
+    def evictions(self, inbox: str | None = None, limit: int = 1000) -> list[EvictionRow]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.transaction() as tx:
+            return tx.evictions(inbox_id, limit)
+
+    # -- views ---------------------------------------------------------------------------
+    def stats(self, inbox: str) -> dict[str, Any]:
+        active = self.inbox(inbox)
+        with self.store.transaction() as tx:
+            counts = tx.verdict_counts(active.row.id)
+            figures = tx.inbox_figures(active.row.id)
+            overrides = tx.retention_overrides(active.row.id)
+        verdicts: dict[str, int] = {}
+        reasons: dict[str, int] = {}
+        for (verdict, reason), n in sorted(counts.items()):
+            verdicts[verdict] = verdicts.get(verdict, 0) + n
+            if reason:
+                reasons[f"{verdict}:{reason}"] = n
+        return {
+            "inbox": active.name,
+            "codec": active.codec.name,
+            "apply": active.row.apply,
+            "retention": format_duration(active.row.retention_seconds),
+            "tombstone_horizon": format_duration(active.row.tombstone_seconds),
+            "retention_overrides": [
+                {"retention": format_duration(s), "reason": r, "at": a} for s, r, a in overrides
+            ],
+            "verdicts": verdicts,
+            "reasons": reasons,
+            **figures,
+        }
+
+    def triage(self, inbox: str) -> dict[str, Any]:
+        """The headcount ledger: totals per site and need, and the priority ranking."""
+        active = self.inbox(inbox)
+        with self.store.transaction() as tx:
+            totals = tx.ledger_totals(active.row.id)
+            ranking: list[LedgerRow] = tx.ledger_ranking(active.row.id)
+        return {
+            "headcount": sum(h for _, _, h, _ in totals),
+            "cases": sum(c for _, _, _, c in totals),
+            "totals": [{"site": s, "need": n, "headcount": h, "cases": c}
+                       for s, n, h, c in totals],
+            "ranking": [{"record_id": r.record_id, "site": r.site, "need": r.need,
+                         "headcount": r.headcount, "pri": r.pri} for r in ranking],
+        }
+
+    def work_keys(self, inbox: str) -> list[WorkKeyRow]:
+        with self.store.transaction() as tx:
+            return tx.work_keys(self.inbox(inbox).row.id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Oncebox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _by_id(self, inbox_id: int) -> ActiveInbox:
+        for active in self._inboxes.values():
+            if active.row.id == inbox_id:
+                return active
+        raise UnknownInbox(f"inbox id {inbox_id} is not declared in this process")
+
+
+def _delivery(delivery: Delivery | bytes | str, facts: dict[str, Any]) -> Delivery:
+    if isinstance(delivery, Delivery):
+        return replace(delivery, **facts) if facts else delivery
+    body = delivery.encode("utf-8") if isinstance(delivery, str) else delivery
+    return Delivery(body=body, **facts)
+
+
+def fields_of(row: RecordRow | QuarantineRow) -> dict[str, Any]:
+    return json.loads(row.fields) if row.fields else {}

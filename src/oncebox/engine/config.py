@@ -1,0 +1,46 @@
+"""Inboxes declared in a TOML file, and the ones a fresh store gets by default."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from oncebox.engine.inboxes import InboxSpec
+from oncebox.errors import ConfigError
+
+DEFAULT_INBOXES = (
+    InboxSpec("ussd", codec="ussd-h1", apply="triage"),
+    InboxSpec("listing", codec="json-event", apply="generation"),
+    InboxSpec("feed", codec="feed"),
+)
+_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override"}
+
+
+def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
+    """Read ``store`` (a URL) and ``[inboxes.NAME]`` tables from a TOML file."""
+    try:
+        data = tomllib.loads(Path(path).read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    store = data.get("store")
+    if store is not None and not isinstance(store, str):
+        raise ConfigError(f"config {path}: store must be a URL string")
+    tables = data.get("inboxes", {})
+    if not isinstance(tables, dict):
+        raise ConfigError(f"config {path}: [inboxes.NAME] tables expected")
+    specs = []
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"config {path}: inboxes.{name} must be a table")
+        unknown = set(table) - _KEYS
+        if unknown:
+            raise ConfigError(f"config {path}: inboxes.{name}: unknown key(s) "
+                              f"{', '.join(sorted(unknown))}")
+        if "codec" not in table:
+            raise ConfigError(f"config {path}: inboxes.{name} needs a codec")
+        options: dict[str, Any] = dict(table)
+        specs.append(InboxSpec(name=name, **options))
+    return store, specs

@@ -1,0 +1,56 @@
+"""Verdicts and decisions, and the pure rule that picks a verdict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Verdict(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    REJECTED = "rejected"
+
+
+CONFLICT_REASON = "same_identity_different_content"
+LATE_REPLAY = "late_replay"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What oncebox decided about one delivery.
+
+    ``may_ack`` is true only once everything the decision wrote has committed: the
+    record, its apply step's effects, the duplicate count, the quarantine row or the
+    dead letter. A storage failure raises instead of returning a decision.
+    """
+
+    inbox: str
+    verdict: Verdict
+    may_ack: bool
+    reason: str | None = None
+    detail: str | None = None
+    identity: str | None = None
+    witness: str | None = None
+    record_id: int | None = None
+    revision: int | None = None
+    quarantine_id: int | None = None
+    dead_letter_id: int | None = None
+    late_replay: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["verdict"] = str(self.verdict)
+        return data
+
+
+def classify(existing_witness: bytes | None, witness: bytes) -> Verdict:
+    """First write wins: no record means accept, the same content is a duplicate, and
+    different content under the same identity is a conflict (never an overwrite)."""
+    if existing_witness is None:
+        return Verdict.ACCEPTED
+    if existing_witness == witness:
+        return Verdict.DUPLICATE
+    return Verdict.CONFLICT

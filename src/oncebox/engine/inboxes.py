@@ -1,0 +1,85 @@
+"""Inbox declarations: codec, apply step and retention, checked before anything is stored."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from oncebox.engine.apply import ApplyStep, resolve_apply
+from oncebox.errors import ConfigError
+from oncebox.formats import Codec, get_codec
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+RETENTION_DEFAULT = 30 * DAY
+RETENTION_FLOOR = 72 * HOUR
+TOMBSTONES_DEFAULT = 365 * DAY
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?")
+_UNITS = {"s": 1.0, "m": 60.0, "h": HOUR, "d": DAY, "w": 7 * DAY, None: 1.0}
+
+
+def parse_duration(value: str | float | int | None) -> float | None:
+    """``"30d"``, ``"72h"``, ``"90m"``, seconds as a number, or ``"forever"`` (None)."""
+    if value is None or value == "forever":
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(str(value).strip())
+        if not match:
+            raise ConfigError(f"not a duration: {value!r} (use e.g. 30d, 72h, 90m or forever)")
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds <= 0:
+        raise ConfigError(f"a duration must be positive: {value!r}")
+    return seconds
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "forever"
+    for unit, size in (("d", DAY), ("h", HOUR), ("m", 60.0)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+@dataclass(frozen=True)
+class InboxSpec:
+    """A named intake. Retention is by age only; below the 72-hour floor it needs an
+    explicit ``retention_override`` reason, which the store records."""
+
+    name: str
+    codec: str
+    apply: ApplyStep | str = "none"
+    retention: str | float | None = "30d"
+    tombstones: str | float | None = "365d"
+    retention_override: str | None = None
+
+    @property
+    def retention_seconds(self) -> float | None:
+        return parse_duration(self.retention)
+
+    @property
+    def tombstone_seconds(self) -> float | None:
+        return parse_duration(self.tombstones)
+
+    def check(self) -> tuple[Codec, ApplyStep]:
+        """Validate the declaration; return the codec and apply step it names."""
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
+            raise ConfigError(f"inbox name {self.name!r}: use 1 to 64 letters, digits, _ . -")
+        codec = get_codec(self.codec)
+        step = resolve_apply(self.apply)
+        retention = self.retention_seconds
+        if retention is not None and retention < RETENTION_FLOOR and not self.retention_override:
+            raise ConfigError(
+                f"inbox {self.name}: retention {format_duration(retention)} is below the 72h "
+                f"floor; a shorter window re-admits old resends as new, so it needs an explicit "
+                f"retention_override reason"
+            )
+        tombstones = self.tombstone_seconds
+        if retention is not None and tombstones is not None and tombstones <= retention:
+            raise ConfigError(
+                f"inbox {self.name}: tombstones ({format_duration(tombstones)}) must outlast "
+                f"retention ({format_duration(retention)})"
+            )
+        return codec, step

@@ -1,0 +1,44 @@
+"""Retention: evict by age only, never by count, and record every eviction (I7).
+
+An evicted record becomes a tombstone (identity digest, witness digest, first and last
+seen), kept for a second age-only horizon, so a resend that arrives after the window is
+still recognised and never applied twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oncebox.engine.ingest import ActiveInbox
+from oncebox.store.base import Store
+
+BATCH = 5_000
+
+
+@dataclass(frozen=True)
+class Eviction:
+    inbox: str
+    records: int
+    tombstones: int
+
+
+def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Eviction:
+    """Evict what is older than the inbox's windows, in bounded transactions."""
+    row = inbox.row
+    now = store.now() if now is None else now
+    records = tombstones = 0
+    if row.retention_seconds is not None:
+        while True:
+            with store.transaction() as tx:
+                done = tx.evict_records(row.id, now - row.retention_seconds, now, BATCH)
+            records += done
+            if done < BATCH:
+                break
+        if row.tombstone_seconds is not None:
+            while True:
+                with store.transaction() as tx:
+                    done = tx.drop_tombstones(row.id, now - row.tombstone_seconds, now, BATCH)
+                tombstones += done
+                if done < BATCH:
+                    break
+    return Eviction(inbox.name, records, tombstones)

@@ -1,0 +1,29 @@
+"""Storage backends behind one small interface (:mod:`oncebox.store.base`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from oncebox.errors import ConfigError
+from oncebox.store.base import Store, Tx
+
+
+def sqlite_path(url: str) -> str:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``, or a
+    plain file path."""
+    if url.startswith("sqlite:///"):
+        return url[len("sqlite:///"):] or ":memory:"
+    if url in ("sqlite://", "sqlite:"):
+        return ":memory:"
+    if "://" in url:
+        raise ConfigError(f"unsupported store URL {url!r} (use sqlite:///path.db)")
+    return url
+
+
+def open_store(url: str, clock: Callable[[], float] | None = None) -> Store:
+    from oncebox.store.sqlite import SQLiteStore
+
+    return SQLiteStore(sqlite_path(url), clock=clock)
+
+
+__all__ = ["Store", "Tx", "open_store", "sqlite_path"]

@@ -1,0 +1,281 @@
+"""The store interface: what the engine asks of storage, in the engine's own words.
+
+The engine never writes SQL. It opens a transaction and calls these methods; each
+backend implements them in one module with its SQL kept in one place. The verdict
+rules stay in the engine: the store reports facts (what row exists, what it holds)
+and records what the engine decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    id: int
+    name: str
+    codec: str
+    apply: str
+    retention_seconds: float | None
+    tombstone_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Transport facts kept beside what a delivery left behind; never identity."""
+
+    device_time: str | None = None
+    snapshot_id: str | None = None
+    delivery_id: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    id: int
+    inbox_id: int
+    ident: bytes
+    identity: str | None
+    witness: bytes
+    revision: int
+    content: bytes | None
+    fields: str | None
+    first_seen: float
+    last_seen: float
+    seen_count: int
+    evicted_at: float | None
+    late_replays: int
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.evicted_at is not None
+
+
+@dataclass(frozen=True)
+class QuarantineRow:
+    id: int
+    inbox_id: int
+    ident: bytes
+    identity: str
+    record_id: int | None
+    witness: bytes
+    content: bytes
+    fields: str
+    reason: str
+    status: str
+    note: str | None
+    first_seen: float
+    last_seen: float
+    seen_count: int
+    resolved_at: float | None
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+
+
+@dataclass(frozen=True)
+class DeadLetterRow:
+    id: int
+    inbox_id: int
+    reason: str
+    detail: str
+    head: bytes
+    length: int
+    sha256: str
+    key: str | None
+    received_at: float
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    record_id: int
+    revision: int
+    witness: bytes
+    content: bytes | None
+    fields: str | None
+    decided_at: float
+    superseded_at: float
+    note: str | None
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    record_id: int
+    site: str
+    need: str
+    headcount: int
+    pri: int
+
+
+@dataclass(frozen=True)
+class WorkKeyRow:
+    seller_id: str
+    sku: str
+    marketplace_id: str
+    generation: int
+    applied_generation: int
+
+
+@dataclass(frozen=True)
+class EvictionRow:
+    id: int
+    inbox_id: int
+    kind: str
+    ident: bytes
+    witness: bytes
+    first_seen: float
+    evicted_at: float
+
+
+class Tx(Protocol):
+    """One open transaction. Everything done through it commits or rolls back together."""
+
+    # -- records -------------------------------------------------------------------
+    def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None: ...
+
+    def insert_record(
+        self,
+        inbox_id: int,
+        ident: bytes,
+        identity: str,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        arrival: Arrival,
+        now: float,
+    ) -> int: ...
+
+    def touch_duplicate(self, record_id: int, now: float) -> None: ...
+
+    def touch_late_replay(self, record_id: int, now: float, lateness: float) -> None: ...
+
+    def revise_record(
+        self, record: RecordRow, witness: bytes, content: bytes, fields: str, now: float,
+        note: str | None,
+    ) -> int: ...
+
+    def get_record(self, record_id: int) -> RecordRow | None: ...
+
+    def revisions(self, record_id: int) -> list[RevisionRow]: ...
+
+    # -- quarantine and dead letters ---------------------------------------------------
+    def quarantine(
+        self,
+        inbox_id: int,
+        ident: bytes,
+        identity: str,
+        record_id: int | None,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        reason: str,
+        arrival: Arrival,
+        now: float,
+    ) -> tuple[int, bool]:
+        """Keep a newcomer; a repeat of one already kept is counted. Returns (id, is_new)."""
+        ...
+
+    def get_quarantine(self, quarantine_id: int) -> QuarantineRow | None: ...
+
+    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> None: ...
+
+    def list_quarantine(
+        self, inbox_id: int | None, status: str | None, limit: int
+    ) -> list[QuarantineRow]: ...
+
+    def dead_letter(
+        self,
+        inbox_id: int,
+        reason: str,
+        detail: str,
+        head: bytes,
+        length: int,
+        sha256: str,
+        key: str | None,
+        arrival: Arrival,
+        now: float,
+    ) -> int: ...
+
+    def list_dead_letters(self, inbox_id: int | None, limit: int) -> list[DeadLetterRow]: ...
+
+    # -- counters ----------------------------------------------------------------------
+    def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
+        """Add to the per-hour counts of (verdict, reason)."""
+        ...
+
+    def verdict_counts(self, inbox_id: int) -> dict[tuple[str, str], int]: ...
+
+    def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
+        """Sizes a stats view needs: records, tombstones, quarantine, dead letters, ..."""
+        ...
+
+    # -- apply steps -------------------------------------------------------------------
+    def bump_generation(self, inbox_id: int, key: tuple[str, str, str]) -> int: ...
+
+    def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
+
+    def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None: ...
+
+    def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
+        """Replace a record's ledger row, moving totals by the difference; return the old."""
+        ...
+
+    def ledger_totals(self, inbox_id: int) -> list[tuple[str, str, int, int]]:
+        """(site, need, headcount, cases) per bucket."""
+        ...
+
+    def ledger_ranking(self, inbox_id: int) -> list[LedgerRow]: ...
+
+    # -- retention ---------------------------------------------------------------------
+    def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
+        """Turn records first seen before ``cutoff`` into tombstones; log each eviction."""
+        ...
+
+    def drop_tombstones(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int: ...
+
+    def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]: ...
+
+    def record_retention_override(
+        self, inbox_id: int, retention_seconds: float, reason: str, now: float
+    ) -> None: ...
+
+    def retention_overrides(self, inbox_id: int) -> list[tuple[float, str, float]]: ...
+
+    # -- inboxes -----------------------------------------------------------------------
+    def declare_inbox(
+        self, name: str, codec: str, apply: str, retention_seconds: float | None,
+        tombstone_seconds: float | None,
+    ) -> InboxRow: ...
+
+    def inboxes(self) -> list[InboxRow]: ...
+
+    # -- a user's own apply step -------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run the user's own SQL (in this backend's dialect) inside the transaction."""
+        ...
+
+
+class Store(Protocol):
+    """A store: transactions, and the server clock that decides time."""
+
+    url: str
+
+    def transaction(self) -> AbstractContextManager[Tx]:
+        """A write transaction; commits on normal exit, rolls back on an exception."""
+        ...
+
+    def now(self) -> float:
+        """The server clock, in seconds since the epoch."""
+        ...
+
+    def close(self) -> None: ...
+

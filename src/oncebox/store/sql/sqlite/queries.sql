@@ -1,0 +1,185 @@
+-- Every statement the SQLite store runs, by name. Loaded once by oncebox.store.sqlfile.
+
+-- name: find_record
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id
+FROM records WHERE inbox_id = ? AND ident = ?;
+
+-- name: get_record
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id
+FROM records WHERE id = ?;
+
+-- name: insert_record
+INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id;
+
+-- name: touch_duplicate
+UPDATE records SET seen_count = seen_count + 1, last_seen = ? WHERE id = ?;
+
+-- name: touch_late_replay
+UPDATE records
+SET late_replays = late_replays + 1, last_seen = ?, max_lateness = max(max_lateness, ?)
+WHERE id = ?;
+
+-- name: keep_revision
+INSERT INTO revisions (record_id, revision, witness, content, fields, decided_at,
+                       superseded_at, note)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: revise_record
+UPDATE records
+SET witness = ?, content = ?, fields = ?, revision = revision + 1, last_seen = ?
+WHERE id = ?
+RETURNING revision;
+
+-- name: revisions
+SELECT record_id, revision, witness, content, fields, decided_at, superseded_at, note
+FROM revisions WHERE record_id = ? ORDER BY revision;
+
+-- name: quarantine_insert
+INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
+                        reason, first_seen, last_seen, device_time, snapshot_id, delivery_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, ident, witness) DO NOTHING
+RETURNING id;
+
+-- name: quarantine_repeat
+UPDATE quarantine SET seen_count = seen_count + 1, last_seen = ?
+WHERE inbox_id = ? AND ident = ? AND witness = ?
+RETURNING id;
+
+-- name: get_quarantine
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine WHERE id = ?;
+
+-- name: close_quarantine
+UPDATE quarantine SET status = ?, note = ?, resolved_at = ? WHERE id = ? AND status = 'open';
+
+-- name: list_quarantine
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine
+WHERE (?1 IS NULL OR inbox_id = ?1) AND (?2 IS NULL OR status = ?2)
+ORDER BY id LIMIT ?3;
+
+-- name: dead_letter
+INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
+                          device_time, snapshot_id, delivery_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id;
+
+-- name: list_dead_letters
+SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
+       snapshot_id, delivery_id
+FROM dead_letters WHERE (?1 IS NULL OR inbox_id = ?1) ORDER BY id LIMIT ?2;
+
+-- name: count_verdict
+INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE SET n = n + excluded.n;
+
+-- name: verdict_counts
+SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = ? GROUP BY verdict, reason;
+
+-- name: inbox_figures
+SELECT
+  (SELECT count(*) FROM records WHERE inbox_id = ?1 AND evicted_at IS NULL),
+  (SELECT count(*) FROM records WHERE inbox_id = ?1 AND evicted_at IS NOT NULL),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = ?1),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = ?1),
+  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = ?1),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = ?1 AND status = 'open'),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = ?1),
+  (SELECT count(*) FROM dead_letters WHERE inbox_id = ?1),
+  (SELECT count(*) FROM evictions WHERE inbox_id = ?1);
+
+-- name: bump_generation
+INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
+VALUES (?, ?, ?, ?, 1)
+ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
+DO UPDATE SET generation = generation + 1
+RETURNING generation;
+
+-- name: work_keys
+SELECT seller_id, sku, marketplace_id, generation, applied_generation
+FROM work_keys WHERE inbox_id = ? ORDER BY seller_id, sku, marketplace_id;
+
+-- name: ledger_insert
+INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: ledger_get
+SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = ?;
+
+-- name: ledger_update
+UPDATE triage_ledger SET site = ?, need = ?, headcount = ?, pri = ? WHERE record_id = ?;
+
+-- name: totals_add
+INSERT INTO triage_totals (inbox_id, site, need, headcount, cases) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, site, need) DO UPDATE
+SET headcount = headcount + excluded.headcount, cases = cases + excluded.cases;
+
+-- name: ledger_totals
+SELECT site, need, headcount, cases FROM triage_totals
+WHERE inbox_id = ? AND cases > 0 ORDER BY site, need;
+
+-- name: ledger_ranking
+SELECT record_id, site, need, headcount, pri FROM triage_ledger
+WHERE inbox_id = ? ORDER BY pri DESC, headcount DESC, record_id;
+
+-- name: evict_records
+-- Turn the oldest records into tombstones: identity digest, witness and times stay.
+WITH doomed AS (
+  SELECT id FROM records
+  WHERE inbox_id = ?1 AND evicted_at IS NULL AND first_seen < ?2
+  ORDER BY first_seen LIMIT ?4
+)
+UPDATE records SET evicted_at = ?3, content = NULL, fields = NULL, identity = NULL
+WHERE id IN (SELECT id FROM doomed)
+RETURNING ident, witness, first_seen;
+
+-- name: evict_revisions
+DELETE FROM revisions WHERE record_id IN (
+  SELECT id FROM records WHERE inbox_id = ? AND evicted_at IS NOT NULL
+);
+
+-- name: drop_tombstones
+DELETE FROM records
+WHERE id IN (
+  SELECT id FROM records
+  WHERE inbox_id = ?1 AND evicted_at IS NOT NULL AND first_seen < ?2
+  ORDER BY first_seen LIMIT ?3
+)
+RETURNING ident, witness, first_seen;
+
+-- name: log_eviction
+INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: evictions
+SELECT id, inbox_id, kind, ident, witness, first_seen, evicted_at FROM evictions
+WHERE (?1 IS NULL OR inbox_id = ?1) ORDER BY id LIMIT ?2;
+
+-- name: record_retention_override
+INSERT INTO retention_overrides (inbox_id, retention_seconds, reason, at) VALUES (?, ?, ?, ?);
+
+-- name: retention_overrides
+SELECT retention_seconds, reason, at FROM retention_overrides WHERE inbox_id = ? ORDER BY id;
+
+-- name: declare_inbox
+INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (name) DO UPDATE
+SET apply = excluded.apply, retention_seconds = excluded.retention_seconds,
+    tombstone_seconds = excluded.tombstone_seconds;
+
+-- name: get_inbox
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds FROM inboxes WHERE name = ?;
+
+-- name: inboxes
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds FROM inboxes ORDER BY name;
