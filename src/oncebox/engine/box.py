@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -116,11 +117,14 @@ class Oncebox:
             return tx.list_dead_letters(inbox_id, limit)
 
     def record(self, inbox: str, identity: str) -> RecordRow | None:
-        import hashlib
-
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
         with self.store.transaction() as tx:
             return tx.find_record(self.inbox(inbox).row.id, ident)
+
+    def original(self, row: QuarantineRow) -> RecordRow | None:
+        """The record a quarantined newcomer conflicts with, to show them side by side."""
+        with self.store.transaction() as tx:
+            return tx.find_record(row.inbox_id, row.ident)
 
     def revisions(self, record_id: int) -> list[RevisionRow]:
         with self.store.transaction() as tx:

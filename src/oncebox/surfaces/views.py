@@ -1,0 +1,46 @@
+"""Rows as JSON for people and scripts: digests in hex, content as text where it is text."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import fields, is_dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+_TIMES = {"first_seen", "last_seen", "resolved_at", "received_at", "evicted_at", "decided_at",
+          "superseded_at"}
+_DIGESTS = {"ident", "witness"}
+
+
+def iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def _content(data: bytes) -> dict[str, Any]:
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def as_json(row: Any, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    assert is_dataclass(row)
+    for field in fields(row):
+        value = getattr(row, field.name)
+        if field.name in _DIGESTS and isinstance(value, bytes):
+            value = value.hex()
+        elif field.name in ("content", "head") and isinstance(value, bytes):
+            value = _content(value)
+        elif field.name == "fields" and isinstance(value, str):
+            value = json.loads(value)
+        elif field.name in _TIMES and value is not None:
+            value = iso(value)
+        out[field.name] = value
+    for name, value in extra.items():
+        out[name] = as_json(value) if is_dataclass(value) else value
+    return out
