@@ -74,7 +74,7 @@ def validate_event(event: Any) -> dict[str, Any]:
     fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
     kind = event["notification_type"]
     # Type first: an object or array is unhashable and must not reach the set lookup.
-    if kind not in NOTIFICATION_TYPES or isinstance(kind, JsonNumber):
+    if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:
         raise Invalid("bad_notification_type", f"notification_type must be one of "
                       f"{', '.join(sorted(NOTIFICATION_TYPES))}")
     fields["notification_type"] = kind
