@@ -17,8 +17,10 @@ PRIMARY = ("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
 
 
 def generations(box: Oncebox) -> dict[tuple[str, str, str], tuple[int, int]]:
-    return {(k.seller_id, k.sku, k.marketplace_id): (k.generation, k.applied_generation)
-            for k in box.work_keys("listing")}
+    return {
+        (k.seller_id, k.sku, k.marketplace_id): (k.generation, k.applied_generation)
+        for k in box.work_keys("listing")
+    }
 
 
 def test_new_event_is_accepted_and_bumps_its_work_key(box: Oncebox) -> None:

@@ -40,14 +40,20 @@ def resolve(
         if record.witness != row.witness:
             revision = tx.revise_record(record, row.witness, row.content, row.fields, now, note)
             change = Change(
-                inbox.name, inbox.row.id, record.id, row.identity, revision,
-                json.loads(row.fields), json.loads(record.fields or "{}"),
+                inbox.name,
+                inbox.row.id,
+                record.id,
+                row.identity,
+                revision,
+                json.loads(row.fields),
+                json.loads(record.fields or "{}"),
             )
             try:
                 inbox.apply(tx, change)
             except Exception as exc:
-                raise ApplyError(f"inbox {inbox.name}: apply step failed on accepting "
-                                 f"quarantine {row.id}: {exc}") from exc
+                raise ApplyError(
+                    f"inbox {inbox.name}: apply step failed on accepting quarantine {row.id}: {exc}"
+                ) from exc
         tx.close_quarantine(row.id, "accepted", note, now)
     closed = tx.get_quarantine(row.id)
     if closed is None:

@@ -56,8 +56,13 @@ def bump_generation(tx: Tx, change: Change) -> None:
 def triage(tx: Tx, change: Change) -> None:
     """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
     fields = change.fields
-    row = LedgerRow(change.record_id, fields["site"], fields["need"], int(fields["headcount"]),
-                    int(fields["pri"]))
+    row = LedgerRow(
+        change.record_id,
+        fields["site"],
+        fields["need"],
+        int(fields["headcount"]),
+        int(fields["pri"]),
+    )
     if change.previous is None:
         tx.ledger_insert(change.inbox_id, row)
     else:

@@ -12,8 +12,8 @@ from oncebox.engine import retention
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.decision import Decision
-from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
 from oncebox.engine.inboxes import InboxSpec, format_duration
+from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
 from oncebox.errors import ConfigError, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.store.base import (
@@ -48,17 +48,27 @@ class Oncebox:
             known = {row.name: row for row in tx.inboxes()}
             old = known.get(spec.name)
             if old is not None and old.codec != codec.name:
-                raise ConfigError(f"inbox {spec.name} already holds {old.codec} deliveries; "
-                                  f"it cannot switch to {codec.name}")
-            row = tx.declare_inbox(spec.name, codec.name, apply_name(spec.apply),
-                                   spec.retention_seconds, spec.tombstone_seconds)
+                raise ConfigError(
+                    f"inbox {spec.name} already holds {old.codec} deliveries; "
+                    f"it cannot switch to {codec.name}"
+                )
+            row = tx.declare_inbox(
+                spec.name,
+                codec.name,
+                apply_name(spec.apply),
+                spec.retention_seconds,
+                spec.tombstone_seconds,
+            )
             overrides = tx.retention_overrides(row.id)
             below_floor = spec.retention_override is not None and row.retention_seconds
-            if below_floor and (not overrides or overrides[-1][:2] != (
-                    row.retention_seconds, spec.retention_override)):
+            if below_floor and (
+                not overrides
+                or overrides[-1][:2] != (row.retention_seconds, spec.retention_override)
+            ):
                 assert row.retention_seconds is not None and spec.retention_override
-                tx.record_retention_override(row.id, row.retention_seconds,
-                                             spec.retention_override, now)
+                tx.record_retention_override(
+                    row.id, row.retention_seconds, spec.retention_override, now
+                )
         self._inboxes[spec.name] = ActiveInbox(row, codec, step)
 
     def inbox(self, name: str) -> ActiveInbox:
@@ -130,8 +140,7 @@ class Oncebox:
         with self.store.transaction() as tx:
             return tx.revisions(record_id)
 
-    def evict(self, inbox: str | None = None, now: float | None = None) -> list[
-            retention.Eviction]:
+    def evict(self, inbox: str | None = None, now: float | None = None) -> list[retention.Eviction]:
         targets = [self.inbox(inbox)] if inbox else self.inboxes
         return [retention.evict(self.store, active, now) for active in targets]
 
@@ -176,10 +185,17 @@ class Oncebox:
         return {
             "headcount": sum(h for _, _, h, _ in totals),
             "cases": sum(c for _, _, _, c in totals),
-            "totals": [{"site": s, "need": n, "headcount": h, "cases": c}
-                       for s, n, h, c in totals],
-            "ranking": [{"record_id": r.record_id, "site": r.site, "need": r.need,
-                         "headcount": r.headcount, "pri": r.pri} for r in ranking],
+            "totals": [{"site": s, "need": n, "headcount": h, "cases": c} for s, n, h, c in totals],
+            "ranking": [
+                {
+                    "record_id": r.record_id,
+                    "site": r.site,
+                    "need": r.need,
+                    "headcount": r.headcount,
+                    "pri": r.pri,
+                }
+                for r in ranking
+            ],
         }
 
     def work_keys(self, inbox: str) -> list[WorkKeyRow]:

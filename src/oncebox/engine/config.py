@@ -37,8 +37,9 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
             raise ConfigError(f"config {path}: inboxes.{name} must be a table")
         unknown = set(table) - _KEYS
         if unknown:
-            raise ConfigError(f"config {path}: inboxes.{name}: unknown key(s) "
-                              f"{', '.join(sorted(unknown))}")
+            raise ConfigError(
+                f"config {path}: inboxes.{name}: unknown key(s) {', '.join(sorted(unknown))}"
+            )
         if "codec" not in table:
             raise ConfigError(f"config {path}: inboxes.{name} needs a codec")
         options: dict[str, Any] = dict(table)

@@ -70,20 +70,31 @@ def _fields_json(decoded: Decoded) -> str:
     return json.dumps(dict(decoded.fields), sort_keys=True, separators=(",", ":"))
 
 
-def decide(
-    tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 0
-) -> Decision:
+def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 0) -> Decision:
     """Decide one prepared delivery inside an open transaction."""
     delivery = item.delivery
     if item.invalid is not None or item.decoded is None or item.identity is None:
         invalid = item.invalid or Invalid("bad_format")
         letter = tx.dead_letter(
-            inbox.row.id, invalid.reason, invalid.detail, delivery.body[:DEAD_LETTER_HEAD],
-            len(delivery.body), hashlib.sha256(delivery.body).hexdigest(), delivery.key,
-            _arrival(delivery), now,
+            inbox.row.id,
+            invalid.reason,
+            invalid.detail,
+            delivery.body[:DEAD_LETTER_HEAD],
+            len(delivery.body),
+            hashlib.sha256(delivery.body).hexdigest(),
+            delivery.key,
+            _arrival(delivery),
+            now,
         )
-        return Decision(inbox.name, Verdict.REJECTED, False, reason=invalid.reason,
-                        detail=invalid.detail, identity=delivery.key, dead_letter_id=letter)
+        return Decision(
+            inbox.name,
+            Verdict.REJECTED,
+            False,
+            reason=invalid.reason,
+            detail=invalid.detail,
+            identity=delivery.key,
+            dead_letter_id=letter,
+        )
 
     identity, decoded = item.identity, item.decoded
     ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
@@ -94,15 +105,25 @@ def decide(
 
     if existing is None:
         fields = _fields_json(decoded)
-        record_id = tx.insert_record(inbox.row.id, ident, identity.identity, witness,
-                                     decoded.content, fields, _arrival(delivery), now)
-        change = Change(inbox.name, inbox.row.id, record_id, identity.identity, 1,
-                        decoded.fields)
+        record_id = tx.insert_record(
+            inbox.row.id,
+            ident,
+            identity.identity,
+            witness,
+            decoded.content,
+            fields,
+            _arrival(delivery),
+            now,
+        )
+        change = Change(inbox.name, inbox.row.id, record_id, identity.identity, 1, decoded.fields)
         try:
             inbox.apply(tx, change)
         except Exception as exc:
-            raise ApplyError(f"inbox {inbox.name}: apply step failed on delivery {index}: "
-                             f"{type(exc).__name__}: {exc}", index=index) from exc
+            raise ApplyError(
+                f"inbox {inbox.name}: apply step failed on delivery {index}: "
+                f"{type(exc).__name__}: {exc}",
+                index=index,
+            ) from exc
         return Decision(inbox.name, verdict, False, record_id=record_id, revision=1, **facts)
 
     if verdict is Verdict.DUPLICATE:
@@ -110,25 +131,54 @@ def decide(
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             tx.touch_late_replay(existing.id, now, now - existing.first_seen)
-            return Decision(inbox.name, verdict, False, reason=LATE_REPLAY,
-                            record_id=existing.id, revision=existing.revision,
-                            late_replay=True, **facts)
+            return Decision(
+                inbox.name,
+                verdict,
+                False,
+                reason=LATE_REPLAY,
+                record_id=existing.id,
+                revision=existing.revision,
+                late_replay=True,
+                **facts,
+            )
         tx.touch_duplicate(existing.id, now)
-        return Decision(inbox.name, verdict, False, record_id=existing.id,
-                        revision=existing.revision, **facts)
+        return Decision(
+            inbox.name, verdict, False, record_id=existing.id, revision=existing.revision, **facts
+        )
 
     # Conflict: first write wins. The record and its effects stay exactly as they are;
     # the newcomer is kept for an operator, never merged and never dropped.
     quarantine_id, is_new = tx.quarantine(
-        inbox.row.id, ident, identity.identity, existing.id, witness, decoded.content,
-        _fields_json(decoded), CONFLICT_REASON, _arrival(delivery), now,
+        inbox.row.id,
+        ident,
+        identity.identity,
+        existing.id,
+        witness,
+        decoded.content,
+        _fields_json(decoded),
+        CONFLICT_REASON,
+        _arrival(delivery),
+        now,
     )
     if is_new:
-        log.warning("oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
-                    inbox.name, identity.identity, existing.id, quarantine_id)
-    return Decision(inbox.name, verdict, False, reason=CONFLICT_REASON, record_id=existing.id,
-                    revision=existing.revision, quarantine_id=quarantine_id,
-                    late_replay=existing.is_tombstone, **facts)
+        log.warning(
+            "oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
+            inbox.name,
+            identity.identity,
+            existing.id,
+            quarantine_id,
+        )
+    return Decision(
+        inbox.name,
+        verdict,
+        False,
+        reason=CONFLICT_REASON,
+        record_id=existing.id,
+        revision=existing.revision,
+        quarantine_id=quarantine_id,
+        late_replay=existing.is_tombstone,
+        **facts,
+    )
 
 
 def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) -> list[Decision]:

@@ -23,8 +23,14 @@ IDENTITY_FIELDS = ("source", "subscription", "notification_id")
 WORK_KEY_FIELDS = ("seller_id", "sku", "marketplace_id")
 NOTIFICATION_TYPES = frozenset({"listing_status_changed", "listing_issues_changed"})
 FIELDS = frozenset(
-    {"schema_version", *IDENTITY_FIELDS, *WORK_KEY_FIELDS, "notification_type", "event_time",
-     "payload"}
+    {
+        "schema_version",
+        *IDENTITY_FIELDS,
+        *WORK_KEY_FIELDS,
+        "notification_type",
+        "event_time",
+        "payload",
+    }
 )
 # ASCII digits only: a str pattern's \d would also take other scripts' digits, which
 # strptime then reads as numbers, so two spellings of one instant would both pass.
@@ -75,8 +81,10 @@ def validate_event(event: Any) -> dict[str, Any]:
     kind = event["notification_type"]
     # Type first: an object or array is unhashable and must not reach the set lookup.
     if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:
-        raise Invalid("bad_notification_type", f"notification_type must be one of "
-                      f"{', '.join(sorted(NOTIFICATION_TYPES))}")
+        raise Invalid(
+            "bad_notification_type",
+            f"notification_type must be one of {', '.join(sorted(NOTIFICATION_TYPES))}",
+        )
     fields["notification_type"] = kind
     fields["event_time"] = _event_time(event["event_time"])
     if not isinstance(event["payload"], dict):

@@ -12,7 +12,7 @@ def sqlite_path(url: str) -> str:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``, or a
     plain file path."""
     if url.startswith("sqlite:///"):
-        return url[len("sqlite:///"):] or ":memory:"
+        return url[len("sqlite:///") :] or ":memory:"
     if url in ("sqlite://", "sqlite:"):
         return ":memory:"
     if "://" in url:

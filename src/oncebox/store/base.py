@@ -159,7 +159,12 @@ class Tx(Protocol):
     def touch_late_replay(self, record_id: int, now: float, lateness: float) -> None: ...
 
     def revise_record(
-        self, record: RecordRow, witness: bytes, content: bytes, fields: str, now: float,
+        self,
+        record: RecordRow,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        now: float,
         note: str | None,
     ) -> int: ...
 
@@ -252,7 +257,11 @@ class Tx(Protocol):
 
     # -- inboxes -----------------------------------------------------------------------
     def declare_inbox(
-        self, name: str, codec: str, apply: str, retention_seconds: float | None,
+        self,
+        name: str,
+        codec: str,
+        apply: str,
+        retention_seconds: float | None,
         tombstone_seconds: float | None,
     ) -> InboxRow: ...
 
@@ -278,4 +287,3 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
-

@@ -83,13 +83,32 @@ class SQLiteTx:
         return RecordRow(*row) if row else None
 
     def insert_record(
-        self, inbox_id: int, ident: bytes, identity: str, witness: bytes, content: bytes,
-        fields: str, arrival: Arrival, now: float,
+        self,
+        inbox_id: int,
+        ident: bytes,
+        identity: str,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        arrival: Arrival,
+        now: float,
     ) -> int:
-        row = self._one("insert_record", (
-            inbox_id, ident, identity, witness, content, fields, now, now,
-            arrival.device_time, arrival.snapshot_id, arrival.delivery_id,
-        ))
+        row = self._one(
+            "insert_record",
+            (
+                inbox_id,
+                ident,
+                identity,
+                witness,
+                content,
+                fields,
+                now,
+                now,
+                arrival.device_time,
+                arrival.snapshot_id,
+                arrival.delivery_id,
+            ),
+        )
         assert row is not None
         return int(row[0])
 
@@ -100,13 +119,27 @@ class SQLiteTx:
         self._conn.execute(Q["touch_late_replay"], (now, lateness, record_id))
 
     def revise_record(
-        self, record: RecordRow, witness: bytes, content: bytes, fields: str, now: float,
+        self,
+        record: RecordRow,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        now: float,
         note: str | None,
     ) -> int:
-        self._conn.execute(Q["keep_revision"], (
-            record.id, record.revision, record.witness, record.content, record.fields,
-            record.last_seen if record.revision > 1 else record.first_seen, now, note,
-        ))
+        self._conn.execute(
+            Q["keep_revision"],
+            (
+                record.id,
+                record.revision,
+                record.witness,
+                record.content,
+                record.fields,
+                record.last_seen if record.revision > 1 else record.first_seen,
+                now,
+                note,
+            ),
+        )
         row = self._one("revise_record", (witness, content, fields, now, record.id))
         assert row is not None
         return int(row[0])
@@ -116,13 +149,36 @@ class SQLiteTx:
 
     # -- quarantine and dead letters ---------------------------------------------------
     def quarantine(
-        self, inbox_id: int, ident: bytes, identity: str, record_id: int | None,
-        witness: bytes, content: bytes, fields: str, reason: str, arrival: Arrival, now: float,
+        self,
+        inbox_id: int,
+        ident: bytes,
+        identity: str,
+        record_id: int | None,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        reason: str,
+        arrival: Arrival,
+        now: float,
     ) -> tuple[int, bool]:
-        row = self._one("quarantine_insert", (
-            inbox_id, ident, identity, record_id, witness, content, fields, reason, now, now,
-            arrival.device_time, arrival.snapshot_id, arrival.delivery_id,
-        ))
+        row = self._one(
+            "quarantine_insert",
+            (
+                inbox_id,
+                ident,
+                identity,
+                record_id,
+                witness,
+                content,
+                fields,
+                reason,
+                now,
+                now,
+                arrival.device_time,
+                arrival.snapshot_id,
+                arrival.delivery_id,
+            ),
+        )
         if row is not None:
             return int(row[0]), True
         row = self._one("quarantine_repeat", (now, inbox_id, ident, witness))
@@ -143,13 +199,33 @@ class SQLiteTx:
         return [QuarantineRow(*row) for row in rows]
 
     def dead_letter(
-        self, inbox_id: int, reason: str, detail: str, head: bytes, length: int, sha256: str,
-        key: str | None, arrival: Arrival, now: float,
+        self,
+        inbox_id: int,
+        reason: str,
+        detail: str,
+        head: bytes,
+        length: int,
+        sha256: str,
+        key: str | None,
+        arrival: Arrival,
+        now: float,
     ) -> int:
-        row = self._one("dead_letter", (
-            inbox_id, reason, detail, head, length, sha256, key, now,
-            arrival.device_time, arrival.snapshot_id, arrival.delivery_id,
-        ))
+        row = self._one(
+            "dead_letter",
+            (
+                inbox_id,
+                reason,
+                detail,
+                head,
+                length,
+                sha256,
+                key,
+                now,
+                arrival.device_time,
+                arrival.snapshot_id,
+                arrival.delivery_id,
+            ),
+        )
         assert row is not None
         return int(row[0])
 
@@ -158,9 +234,10 @@ class SQLiteTx:
 
     # -- counters ----------------------------------------------------------------------
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
-        self._conn.executemany(Q["count_verdict"], [
-            (inbox_id, hour, verdict, reason, n) for (verdict, reason), n in counts.items()
-        ])
+        self._conn.executemany(
+            Q["count_verdict"],
+            [(inbox_id, hour, verdict, reason, n) for (verdict, reason), n in counts.items()],
+        )
 
     def verdict_counts(self, inbox_id: int) -> dict[tuple[str, str], int]:
         return {(v, r): int(n) for v, r, n in self._all("verdict_counts", (inbox_id,))}
@@ -168,8 +245,17 @@ class SQLiteTx:
     def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
         row = self._one("inbox_figures", (inbox_id,))
         assert row is not None
-        names = ("records", "tombstones", "duplicates", "late_replays", "max_lateness_seconds",
-                 "quarantine_open", "quarantine_total", "dead_letters", "evictions")
+        names = (
+            "records",
+            "tombstones",
+            "duplicates",
+            "late_replays",
+            "max_lateness_seconds",
+            "quarantine_open",
+            "quarantine_total",
+            "dead_letters",
+            "evictions",
+        )
         return dict(zip(names, row, strict=True))
 
     # -- apply steps -------------------------------------------------------------------
@@ -182,9 +268,17 @@ class SQLiteTx:
         return [WorkKeyRow(*row) for row in self._all("work_keys", (inbox_id,))]
 
     def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None:
-        self._conn.execute(Q["ledger_insert"], (
-            row.record_id, inbox_id, row.site, row.need, row.headcount, row.pri,
-        ))
+        self._conn.execute(
+            Q["ledger_insert"],
+            (
+                row.record_id,
+                inbox_id,
+                row.site,
+                row.need,
+                row.headcount,
+                row.pri,
+            ),
+        )
         self._conn.execute(Q["totals_add"], (inbox_id, row.site, row.need, row.headcount, 1))
 
     def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
@@ -193,9 +287,16 @@ class SQLiteTx:
             self.ledger_insert(inbox_id, row)
             return None
         old = LedgerRow(*found)
-        self._conn.execute(Q["ledger_update"], (
-            row.site, row.need, row.headcount, row.pri, row.record_id,
-        ))
+        self._conn.execute(
+            Q["ledger_update"],
+            (
+                row.site,
+                row.need,
+                row.headcount,
+                row.pri,
+                row.record_id,
+            ),
+        )
         # Totals move by the difference: out of the old bucket, into the new one.
         self._conn.execute(Q["totals_add"], (inbox_id, old.site, old.need, -old.headcount, -1))
         self._conn.execute(Q["totals_add"], (inbox_id, row.site, row.need, row.headcount, 1))
@@ -211,18 +312,24 @@ class SQLiteTx:
     def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
         evicted = self._all("evict_records", (inbox_id, cutoff, now, limit))
         self._conn.execute(Q["evict_revisions"], (inbox_id,))
-        self._conn.executemany(Q["log_eviction"], [
-            (inbox_id, "record", ident, witness, first_seen, now)
-            for ident, witness, first_seen in evicted
-        ])
+        self._conn.executemany(
+            Q["log_eviction"],
+            [
+                (inbox_id, "record", ident, witness, first_seen, now)
+                for ident, witness, first_seen in evicted
+            ],
+        )
         return len(evicted)
 
     def drop_tombstones(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
         dropped = self._all("drop_tombstones", (inbox_id, cutoff, limit))
-        self._conn.executemany(Q["log_eviction"], [
-            (inbox_id, "tombstone", ident, witness, first_seen, now)
-            for ident, witness, first_seen in dropped
-        ])
+        self._conn.executemany(
+            Q["log_eviction"],
+            [
+                (inbox_id, "tombstone", ident, witness, first_seen, now)
+                for ident, witness, first_seen in dropped
+            ],
+        )
         return len(dropped)
 
     def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]:
@@ -231,22 +338,41 @@ class SQLiteTx:
     def record_retention_override(
         self, inbox_id: int, retention_seconds: float, reason: str, now: float
     ) -> None:
-        self._conn.execute(Q["record_retention_override"], (
-            inbox_id, retention_seconds, reason, now,
-        ))
+        self._conn.execute(
+            Q["record_retention_override"],
+            (
+                inbox_id,
+                retention_seconds,
+                reason,
+                now,
+            ),
+        )
 
     def retention_overrides(self, inbox_id: int) -> list[tuple[float, str, float]]:
-        return [(float(s), str(r), float(a))
-                for s, r, a in self._all("retention_overrides", (inbox_id,))]
+        return [
+            (float(s), str(r), float(a))
+            for s, r, a in self._all("retention_overrides", (inbox_id,))
+        ]
 
     # -- inboxes -----------------------------------------------------------------------
     def declare_inbox(
-        self, name: str, codec: str, apply: str, retention_seconds: float | None,
+        self,
+        name: str,
+        codec: str,
+        apply: str,
+        retention_seconds: float | None,
         tombstone_seconds: float | None,
     ) -> InboxRow:
-        self._conn.execute(Q["declare_inbox"], (
-            name, codec, apply, retention_seconds, tombstone_seconds,
-        ))
+        self._conn.execute(
+            Q["declare_inbox"],
+            (
+                name,
+                codec,
+                apply,
+                retention_seconds,
+                tombstone_seconds,
+            ),
+        )
         row = self._one("get_inbox", (name,))
         assert row is not None
         return InboxRow(*row)
@@ -279,9 +405,9 @@ class SQLiteStore:
         return float(self._clock())
 
     def _connect(self) -> apsw.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        existing: apsw.Connection | None = getattr(self._local, "conn", None)
+        if existing is not None:
+            return existing
         try:
             if self._memory:
                 flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI

@@ -52,11 +52,19 @@ class Context:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="ONCEBOX_DB", metavar="URL",
-              help=f"Store URL, e.g. sqlite:///intake.db [env ONCEBOX_DB; default {DEFAULT_DB}]")
-@click.option("--config", envvar="ONCEBOX_CONFIG", metavar="PATH",
-              help="TOML file declaring inboxes [env ONCEBOX_CONFIG; default ./oncebox.toml "
-                   "if present, else the built-in inboxes ussd, listing and feed]")
+@click.option(
+    "--db",
+    envvar="ONCEBOX_DB",
+    metavar="URL",
+    help=f"Store URL, e.g. sqlite:///intake.db [env ONCEBOX_DB; default {DEFAULT_DB}]",
+)
+@click.option(
+    "--config",
+    envvar="ONCEBOX_CONFIG",
+    metavar="PATH",
+    help="TOML file declaring inboxes [env ONCEBOX_CONFIG; default ./oncebox.toml "
+    "if present, else the built-in inboxes ussd, listing and feed]",
+)
 @click.version_option(oncebox.__version__, prog_name="oncebox")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
@@ -69,8 +77,13 @@ def _lines(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
     if size is None or size < PROGRESS_FROM_BYTES:
         yield from stream
         return
-    progress = Progress(TextColumn("ingesting"), BarColumn(), TransferSpeedColumn(),
-                        console=Console(stderr=True), transient=True)
+    progress = Progress(
+        TextColumn("ingesting"),
+        BarColumn(),
+        TransferSpeedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
     with progress:
         task = progress.add_task("ingest", total=size)
         for line in stream:
@@ -81,8 +94,13 @@ def _lines(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
 @cli.command()
 @click.argument("inbox")
 @click.argument("source", default="-", metavar="[FILE|-]")
-@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000),
-              help="Deliveries decided per transaction.")
+@click.option(
+    "--batch",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Deliveries decided per transaction.",
+)
 @click.pass_obj
 def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
     """Deliver NDJSON lines to INBOX; print one decision per line as JSON.
@@ -119,8 +137,9 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
             _decide(box, inbox, pending, out)
 
 
-def _decide(box: oncebox.Oncebox, inbox: str, pending: list[oncebox.Delivery], out: IO[str]
-            ) -> None:
+def _decide(
+    box: oncebox.Oncebox, inbox: str, pending: list[oncebox.Delivery], out: IO[str]
+) -> None:
     for decision in box.ingest_batch(inbox, pending):
         out.write(json.dumps(decision.to_dict(), separators=(",", ":")) + "\n")
     out.flush()
@@ -150,8 +169,12 @@ def quarantine() -> None:
 
 @quarantine.command("list")
 @click.option("--inbox")
-@click.option("--status", type=click.Choice(["open", "kept", "accepted", "all"]),
-              default="open", show_default=True)
+@click.option(
+    "--status",
+    type=click.Choice(["open", "kept", "accepted", "all"]),
+    default="open",
+    show_default=True,
+)
 @click.option("--limit", default=100, show_default=True)
 @click.pass_obj
 def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) -> None:
@@ -187,17 +210,31 @@ def dead_letters(obj: Context, inbox: str | None, limit: int) -> None:
 @click.pass_obj
 def evict(obj: Context, inbox: str | None) -> None:
     """Evict records past their inbox's retention (age only), keeping tombstones."""
-    _emit([{"inbox": e.inbox, "records": e.records, "tombstones": e.tombstones}
-           for e in obj.box.evict(inbox)])
+    _emit(
+        [
+            {"inbox": e.inbox, "records": e.records, "tombstones": e.tombstones}
+            for e in obj.box.evict(inbox)
+        ]
+    )
 
 
 @cli.command()
 @click.pass_obj
 def inboxes(obj: Context) -> None:
     """The declared inboxes."""
-    _emit([{"name": a.name, "codec": a.codec.name, "identity": a.codec.identity,
-            "apply": a.row.apply, "retention_seconds": a.row.retention_seconds,
-            "tombstone_seconds": a.row.tombstone_seconds} for a in obj.box.inboxes])
+    _emit(
+        [
+            {
+                "name": a.name,
+                "codec": a.codec.name,
+                "identity": a.codec.identity,
+                "apply": a.row.apply,
+                "retention_seconds": a.row.retention_seconds,
+                "tombstone_seconds": a.row.tombstone_seconds,
+            }
+            for a in obj.box.inboxes
+        ]
+    )
 
 
 @cli.command()

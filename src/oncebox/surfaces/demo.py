@@ -29,8 +29,14 @@ INBOXES = [
 ]
 
 
-def _event(notification_id: str, *, sku: str = "SKU-1", marketplace: str = "ATVPDKIKX0DER",
-           event_time: str = "2026-11-01T10:00:00Z", status: str = "ACTIVE") -> dict[str, Any]:
+def _event(
+    notification_id: str,
+    *,
+    sku: str = "SKU-1",
+    marketplace: str = "ATVPDKIKX0DER",
+    event_time: str = "2026-11-01T10:00:00Z",
+    status: str = "ACTIVE",
+) -> dict[str, Any]:
     return {
         "schema_version": 1,
         "source": "listings-feed",
@@ -53,8 +59,15 @@ def _ussd(box: oncebox.Oncebox, clock: ManualClock) -> dict[str, Any]:
         nonlocal without_dedup
         clock.advance(60)
         decision = box.ingest(inbox, Delivery(frame.encode(), key=frame_id))
-        steps.append({"step": step, "frame_id": frame_id, "verdict": str(decision.verdict),
-                      "reason": decision.reason, "may_ack": decision.may_ack})
+        steps.append(
+            {
+                "step": step,
+                "frame_id": frame_id,
+                "verdict": str(decision.verdict),
+                "reason": decision.reason,
+                "may_ack": decision.may_ack,
+            }
+        )
         if inbox == "ussd" and decision.verdict in ("accepted", "duplicate"):
             without_dedup += int(frame.split("|")[4])
 
@@ -65,8 +78,9 @@ def _ussd(box: oncebox.Oncebox, clock: ManualClock) -> dict[str, Any]:
     send("partial session: only frame 2 arrived", "ussd_partial", *SESSION[1])
     for frame_id, frame in SESSION:
         send("partial session: full retransmit", "ussd_partial", frame_id, frame)
-    send("same frame id, different headcount", "ussd", "rec1",
-         make_frame(1, "Kakuma1", "MED", 9, 86))
+    send(
+        "same frame id, different headcount", "ussd", "rec1", make_frame(1, "Kakuma1", "MED", 9, 86)
+    )
     send("corrupted trailer", "ussd", "rec9", SESSION[0][1][:-2] + "00")
     send("truncated frame", "ussd", "rec9", "H1|9|Kakuma1|MED|3")
     triage = box.triage("ussd")
@@ -92,10 +106,17 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
     def send(box: oncebox.Oncebox, step: str, body: str) -> None:
         clock.advance(60)
         decision = box.ingest("listing", body)
-        steps.append({"step": step, "verdict": str(decision.verdict),
-                      "reason": decision.reason, "may_ack": decision.may_ack})
-        keys = {(k.seller_id, k.sku, k.marketplace_id): k.generation
-                for k in box.work_keys("listing")}
+        steps.append(
+            {
+                "step": step,
+                "verdict": str(decision.verdict),
+                "reason": decision.reason,
+                "may_ack": decision.may_ack,
+            }
+        )
+        keys = {
+            (k.seller_id, k.sku, k.marketplace_id): k.generation for k in box.work_keys("listing")
+        }
         primary_generations.append(keys.get(("SELLER-A", "SKU-1", "ATVPDKIKX0DER"), 0))
 
     first = _event("n-1")
@@ -104,21 +125,36 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
     box.close()  # the process restarts; the queue redelivers what it never saw acked
     box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES, clock=clock)
     send(box, "redelivery after restart", json.dumps(first))
-    send(box, "redelivery, members reordered",
-         json.dumps(dict(reversed(list(first.items()))), indent=1))
-    send(box, "an older event for the same key",
-         json.dumps(_event("n-2", event_time="2026-11-01T09:00:00Z", status="INACTIVE")))
-    send(box, "a newer event for the same key",
-         json.dumps(_event("n-3", event_time="2026-11-01T11:00:00Z")))
-    send(box, "same identity, different payload",
-         json.dumps(_event("n-1", status="SUPPRESSED")))
+    send(
+        box,
+        "redelivery, members reordered",
+        json.dumps(dict(reversed(list(first.items()))), indent=1),
+    )
+    send(
+        box,
+        "an older event for the same key",
+        json.dumps(_event("n-2", event_time="2026-11-01T09:00:00Z", status="INACTIVE")),
+    )
+    send(
+        box,
+        "a newer event for the same key",
+        json.dumps(_event("n-3", event_time="2026-11-01T11:00:00Z")),
+    )
+    send(box, "same identity, different payload", json.dumps(_event("n-1", status="SUPPRESSED")))
     send(box, "another marketplace", json.dumps(_event("n-4", marketplace="A1F83G8C2ARO7P")))
     send(box, "another sku", json.dumps(_event("n-5", sku="SKU-2")))
     send(box, "schema_version true", json.dumps({**_event("n-6"), "schema_version": True}))
     stats = box.stats("listing")
-    keys = [{"seller_id": k.seller_id, "sku": k.sku, "marketplace_id": k.marketplace_id,
-             "generation": k.generation, "dirty": k.generation > k.applied_generation}
-            for k in box.work_keys("listing")]
+    keys = [
+        {
+            "seller_id": k.seller_id,
+            "sku": k.sku,
+            "marketplace_id": k.marketplace_id,
+            "generation": k.generation,
+            "dirty": k.generation > k.applied_generation,
+        }
+        for k in box.work_keys("listing")
+    ]
     box.close()
     return {
         "verdicts": steps,
@@ -157,12 +193,16 @@ def summary(result: dict[str, Any]) -> str:
         "",
         "Listing notifications (seed 002)",
     ]
-    for step, generation in zip(listing["verdicts"], listing["primary_key_generations"],
-                                strict=True):
+    for step, generation in zip(
+        listing["verdicts"], listing["primary_key_generations"], strict=True
+    ):
         reason = f" ({step['reason']})" if step["reason"] else ""
-        lines.append(f"  {step['step']:<40} {step['verdict']}{reason}"
-                     f"  [primary key generation {generation}]")
-    lines.append(f"  records {listing['records']}, quarantine open {listing['quarantine_open']}, "
-                 f"dead letters {listing['dead_letters']}, work keys "
-                 f"{len(listing['work_keys'])}")
+        lines.append(
+            f"  {step['step']:<40} {step['verdict']}{reason}  [primary key generation {generation}]"
+        )
+    lines.append(
+        f"  records {listing['records']}, quarantine open {listing['quarantine_open']}, "
+        f"dead letters {listing['dead_letters']}, work keys "
+        f"{len(listing['work_keys'])}"
+    )
     return "\n".join(lines)

@@ -8,16 +8,26 @@ from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-_TIMES = {"first_seen", "last_seen", "resolved_at", "received_at", "evicted_at", "decided_at",
-          "superseded_at"}
+_TIMES = {
+    "first_seen",
+    "last_seen",
+    "resolved_at",
+    "received_at",
+    "evicted_at",
+    "decided_at",
+    "superseded_at",
+}
 _DIGESTS = {"ident", "witness"}
 
 
 def iso(seconds: float | None) -> str | None:
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
+    return (
+        datetime.fromtimestamp(seconds, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def _content(data: bytes) -> dict[str, Any]:

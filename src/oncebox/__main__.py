@@ -1,0 +1,5 @@
+"""``python -m oncebox``."""
+
+from oncebox.surfaces.cli import main
+
+main()
