@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check .
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"
