@@ -8,7 +8,7 @@ RFC 8785, so the order is the same in every language.
 
 from __future__ import annotations
 
-import json
+from json.encoder import encode_basestring
 from typing import Any
 
 from oncebox.formats.strictjson import JsonNumber
@@ -18,11 +18,19 @@ def _utf16_key(item: tuple[str, Any]) -> bytes:
     return item[0].encode("utf-16-be", "surrogatepass")
 
 
+def _members(value: dict[str, Any]) -> list[tuple[str, Any]]:
+    # Code point order equals UTF-16 order unless a key holds a character beyond the
+    # Basic Multilingual Plane; only then is the slower key needed.
+    if any(key and max(key) > "\uffff" for key in value):
+        return sorted(value.items(), key=_utf16_key)
+    return sorted(value.items())
+
+
 def _write(value: Any, out: list[str]) -> None:
     if isinstance(value, JsonNumber):
         out.append(str(value))
     elif isinstance(value, str):
-        out.append(json.dumps(value, ensure_ascii=False))
+        out.append(encode_basestring(value))
     elif value is True:
         out.append("true")
     elif value is False:
@@ -31,10 +39,10 @@ def _write(value: Any, out: list[str]) -> None:
         out.append("null")
     elif isinstance(value, dict):
         out.append("{")
-        for i, (key, member) in enumerate(sorted(value.items(), key=_utf16_key)):
+        for i, (key, member) in enumerate(_members(value)):
             if i:
                 out.append(",")
-            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(encode_basestring(key))
             out.append(":")
             _write(member, out)
         out.append("}")

@@ -34,7 +34,7 @@ FIELDS = frozenset(
 )
 # ASCII digits only: a str pattern's \d would also take other scripts' digits, which
 # strptime then reads as numbers, so two spellings of one instant would both pass.
-_EVENT_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_EVENT_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
@@ -54,10 +54,12 @@ def _bounded_string(event: dict[str, Any], name: str) -> str:
 def _event_time(value: Any) -> str:
     if not isinstance(value, str) or isinstance(value, JsonNumber):
         raise Invalid("bad_event_time", "event_time must be a string")
-    if not _EVENT_TIME.fullmatch(value):
+    match = _EVENT_TIME.fullmatch(value)
+    if not match:
         raise Invalid("bad_event_time", "event_time must be YYYY-MM-DDTHH:MM:SSZ")
     try:
-        datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+        year, month, day, hour, minute, second = (int(part) for part in match.groups())
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise Invalid("bad_event_time", f"{value} is not a real date and time") from None
     return value

@@ -18,6 +18,8 @@ from oncebox.formats.invalid import Invalid
 
 UTF8_BOM = "\ufeff"
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+# A surrogate escape somewhere in the text; only then are the parsed strings checked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class JsonNumber(str):
@@ -94,7 +96,10 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
         text = data
     if text.startswith(UTF8_BOM):
         raise Invalid("bad_json", "a byte order mark is not JSON")
-    depth = nesting_depth(text)
+    # Counting brackets is cheap and bounds the depth; only text with more brackets
+    # than the bound pays for the exact scan.
+    brackets = text.count("[") + text.count("{")
+    depth = nesting_depth(text) if brackets > max_depth else 0
     if depth > max_depth:
         raise Invalid("too_deep", f"nesting depth {depth} exceeds {max_depth}")
     try:
@@ -109,5 +114,6 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
         raise Invalid("bad_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise Invalid("too_deep", "nesting too deep to parse") from None
-    _check_unicode(value)
+    if _SURROGATE_ESCAPE.search(text):
+        _check_unicode(value)
     return value
