@@ -106,7 +106,7 @@ class Oncebox:
         self, inbox: str | None = None, status: str | None = "open", limit: int = 1000
     ) -> list[QuarantineRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.list_quarantine(inbox_id, status, limit)
 
     def resolve(self, quarantine_id: int, action: str, note: str) -> QuarantineRow:
@@ -123,21 +123,21 @@ class Oncebox:
 
     def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetterRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.list_dead_letters(inbox_id, limit)
 
     def record(self, inbox: str, identity: str) -> RecordRow | None:
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.find_record(self.inbox(inbox).row.id, ident)
 
     def original(self, row: QuarantineRow) -> RecordRow | None:
         """The record a quarantined newcomer conflicts with, to show them side by side."""
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.find_record(row.inbox_id, row.ident)
 
     def revisions(self, record_id: int) -> list[RevisionRow]:
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.revisions(record_id)
 
     def evict(self, inbox: str | None = None, now: float | None = None) -> list[retention.Eviction]:
@@ -146,13 +146,13 @@ class Oncebox:
 
     def evictions(self, inbox: str | None = None, limit: int = 1000) -> list[EvictionRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.evictions(inbox_id, limit)
 
     # -- views ---------------------------------------------------------------------------
     def stats(self, inbox: str) -> dict[str, Any]:
         active = self.inbox(inbox)
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             counts = tx.verdict_counts(active.row.id)
             figures = tx.inbox_figures(active.row.id)
             overrides = tx.retention_overrides(active.row.id)
@@ -179,7 +179,7 @@ class Oncebox:
     def triage(self, inbox: str) -> dict[str, Any]:
         """The headcount ledger: totals per site and need, and the priority ranking."""
         active = self.inbox(inbox)
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             totals = tx.ledger_totals(active.row.id)
             ranking: list[LedgerRow] = tx.ledger_ranking(active.row.id)
         return {
@@ -199,7 +199,7 @@ class Oncebox:
         }
 
     def work_keys(self, inbox: str) -> list[WorkKeyRow]:
-        with self.store.transaction() as tx:
+        with self.store.reading() as tx:
             return tx.work_keys(self.inbox(inbox).row.id)
 
     def close(self) -> None:

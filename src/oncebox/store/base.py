@@ -282,6 +282,10 @@ class Store(Protocol):
         """A write transaction; commits on normal exit, rolls back on an exception."""
         ...
 
+    def reading(self) -> AbstractContextManager[Tx]:
+        """A read-only snapshot that does not block writers."""
+        ...
+
     def now(self) -> float:
         """The server clock, in seconds since the epoch."""
         ...

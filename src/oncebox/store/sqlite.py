@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import apsw
@@ -428,11 +428,18 @@ class SQLiteStore:
             self._connections.append(conn)
         return conn
 
+    def transaction(self) -> AbstractContextManager[SQLiteTx]:
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def reading(self) -> AbstractContextManager[SQLiteTx]:
+        # A deferred transaction: one consistent snapshot that never takes the write lock.
+        return self._transaction("BEGIN DEFERRED")
+
     @contextmanager
-    def transaction(self) -> Iterator[SQLiteTx]:
+    def _transaction(self, begin: str) -> Iterator[SQLiteTx]:
         conn = self._connect()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         try:

@@ -145,6 +145,10 @@ def _decide(
     out.flush()
 
 
+def _inbox_names(box: oncebox.Oncebox) -> dict[int, str]:
+    return {active.row.id: active.name for active in box.inboxes}
+
+
 @cli.command()
 @click.argument("inbox", required=False)
 @click.pass_obj
@@ -180,7 +184,8 @@ def quarantine() -> None:
 def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) -> None:
     """List quarantined newcomers, with the original record's content beside each."""
     rows = obj.box.quarantined(inbox, None if status == "all" else status, limit)
-    _emit([as_json(row, original=obj.box.original(row)) for row in rows])
+    names = _inbox_names(obj.box)
+    _emit([as_json(row, inbox=names[row.inbox_id], original=obj.box.original(row)) for row in rows])
 
 
 @quarantine.command("resolve")
@@ -202,7 +207,8 @@ def quarantine_resolve(obj: Context, quarantine_id: int, action: str, note: str)
 @click.pass_obj
 def dead_letters(obj: Context, inbox: str | None, limit: int) -> None:
     """Invalid deliveries: a bounded copy, its length, SHA-256 and the reason."""
-    _emit([as_json(row) for row in obj.box.dead_letters(inbox, limit)])
+    names = _inbox_names(obj.box)
+    _emit([as_json(row, inbox=names[row.inbox_id]) for row in obj.box.dead_letters(inbox, limit)])
 
 
 @cli.command()
