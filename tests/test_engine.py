@@ -86,9 +86,14 @@ def test_a_batch_is_atomic_when_an_apply_step_fails(make_box: BoxFactory) -> Non
 
 
 def test_content_identity_ignores_the_snapshot(box: Oncebox) -> None:
-    first = box.ingest("feed", Delivery(b"row-A", snapshot_id="S1", device_time="t1"))
-    again = box.ingest("feed", Delivery(b"row-A", snapshot_id="S2", device_time="t2"))
-    other = box.ingest("feed", Delivery(b"row-D", snapshot_id="S2"))
+    s1, s2 = box.lease("feed", "S1", 60).token, box.lease("feed", "S2", 60).token
+    first = box.ingest(
+        "feed", Delivery(b"row-A", snapshot_id="S1", device_time="t1", lease_token=s1)
+    )
+    again = box.ingest(
+        "feed", Delivery(b"row-A", snapshot_id="S2", device_time="t2", lease_token=s2)
+    )
+    other = box.ingest("feed", Delivery(b"row-D", snapshot_id="S2", lease_token=s2))
     assert [str(d.verdict) for d in (first, again, other)] == ["accepted", "duplicate", "accepted"]
     assert first.identity == first.witness
     record = box.record("feed", first.identity or "")
@@ -113,7 +118,7 @@ def test_unknown_inbox_is_a_clear_error(box: Oncebox) -> None:
 
 
 def test_an_inbox_cannot_change_codec(make_box: BoxFactory) -> None:
-    box = make_box([InboxSpec("intake", codec="feed")])
+    box = make_box([InboxSpec("intake", codec="feed", fenced=False)])
     box.ingest("intake", b"row")
     with pytest.raises(ConfigError, match="cannot switch"):
         box.declare(InboxSpec("intake", codec="ussd-h1"))

@@ -7,10 +7,12 @@ from pathlib import Path
 
 from oncebox.engine.apply import Change
 from oncebox.engine.box import Oncebox
+from oncebox.engine.checkpoint import Checkpoint, ProofError
 from oncebox.engine.clock import ManualClock
 from oncebox.engine.config import DEFAULT_INBOXES, load_config
 from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec
+from oncebox.engine.leases import Lease
 from oncebox.errors import (
     ApplyError,
     ConfigError,
@@ -34,11 +36,13 @@ def open(
     config: str | Path | None = None,
     inboxes: Iterable[InboxSpec] | None = None,
     clock: Callable[[], float] | None = None,
+    seal: bool = True,
 ) -> Oncebox:
     """Open a store (``sqlite:///path.db``) with its inboxes.
 
     Inboxes come from ``inboxes``, else from the TOML ``config`` file, else the defaults
     (``ussd``, ``listing``, ``feed``). ``clock`` replaces the server clock (tests, demos).
+    ``seal=False`` defers sealing records into the log to :meth:`Oncebox.recover`.
     """
     specs: list[InboxSpec] = list(inboxes) if inboxes is not None else []
     if config is not None:
@@ -50,12 +54,13 @@ def open(
         specs = list(DEFAULT_INBOXES)
     if url is None:
         raise ConfigError("no store URL given (e.g. sqlite:///oncebox.db)")
-    return Oncebox(open_store(url, clock=clock), specs)
+    return Oncebox(open_store(url, clock=clock), specs, seal=seal)
 
 
 __all__ = [
     "ApplyError",
     "Change",
+    "Checkpoint",
     "Codec",
     "ConfigError",
     "Decision",
@@ -64,10 +69,12 @@ __all__ = [
     "InboxSpec",
     "Invalid",
     "InvalidOperation",
+    "Lease",
     "ManualClock",
     "NotFound",
     "Oncebox",
     "OnceboxError",
+    "ProofError",
     "StorageError",
     "StorageUnavailable",
     "UnknownInbox",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 
+from oncebox.engine import log
 from oncebox.engine.apply import Change
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.errors import ApplyError, InvalidOperation, NotFound
@@ -55,6 +56,17 @@ def resolve(
                     f"inbox {inbox.name}: apply step failed on accepting quarantine {row.id}: {exc}"
                 ) from exc
         tx.close_quarantine(row.id, "accepted", note, now)
+    log.append(
+        tx,
+        "resolve",
+        {
+            "inbox": inbox.name,
+            "quarantine": row.id,
+            "action": str(action),
+            "note": note,
+            "witness": row.witness.hex(),
+        },
+    )
     closed = tx.get_quarantine(row.id)
     if closed is None:
         raise NotFound(f"quarantine {row.id} vanished")

@@ -8,18 +8,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from oncebox.engine import retention
+from oncebox.engine import audit, crashpoints, leases, log, retention
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
-from oncebox.engine.decision import Decision
+from oncebox.engine.checkpoint import Checkpoint
+from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec, format_duration
 from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
-from oncebox.errors import ConfigError, NotFound, UnknownInbox
+from oncebox.engine.leases import Lease
+from oncebox.errors import ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.store.base import (
     DeadLetterRow,
     EvictionRow,
+    LeaseRow,
     LedgerRow,
+    LogEntry,
     QuarantineRow,
     RecordRow,
     RevisionRow,
@@ -32,11 +36,16 @@ class Oncebox:
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection."""
 
-    def __init__(self, store: Store, inboxes: Iterable[InboxSpec] = ()) -> None:
+    def __init__(
+        self, store: Store, inboxes: Iterable[InboxSpec] = (), *, seal: bool = True
+    ) -> None:
         self.store = store
+        self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
         for spec in inboxes:
             self.declare(spec)
+        # Whatever a crash left committed but unsealed gets its log entry now (I4).
+        self.recovered_at_open = log.recover(store)
 
     # -- inboxes -----------------------------------------------------------------------
     def declare(self, spec: InboxSpec) -> None:
@@ -58,6 +67,7 @@ class Oncebox:
                 apply_name(spec.apply),
                 spec.retention_seconds,
                 spec.tombstone_seconds,
+                spec.is_fenced(codec),
             )
             overrides = tx.retention_overrides(row.id)
             below_floor = spec.retention_override is not None and row.retention_seconds
@@ -68,6 +78,15 @@ class Oncebox:
                 assert row.retention_seconds is not None and spec.retention_override
                 tx.record_retention_override(
                     row.id, row.retention_seconds, spec.retention_override, now
+                )
+                log.append(
+                    tx,
+                    "retention_override",
+                    {
+                        "inbox": spec.name,
+                        "retention_seconds": row.retention_seconds,
+                        "reason": spec.retention_override,
+                    },
                 )
         self._inboxes[spec.name] = ActiveInbox(row, codec, step)
 
@@ -98,8 +117,70 @@ class Oncebox:
         items = [prepare(active.codec, d) for d in deliveries]
         with self.store.transaction() as tx:
             decisions = decide_all(tx, active, items, self.store.now())
+        crashpoints.reach(crashpoints.AFTER_COMMIT)
+        if self.seal_inline:
+            decisions = self._seal(decisions)
+            crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed.
-        return [replace(d, may_ack=True) for d in decisions]
+        return [d.committed() for d in decisions]
+
+    def _seal(self, decisions: list[Decision]) -> list[Decision]:
+        """Step 7: give the records this batch accepted their log entries."""
+        new = [d.record_id for d in decisions if d.verdict is Verdict.ACCEPTED and d.record_id]
+        if not new:
+            return decisions
+        with self.store.transaction() as tx:
+            names = {row.id: row.name for row in tx.inboxes()}
+            records = [r for r in map(tx.get_record, new) if r is not None]
+            sealed = log.seal(tx, records, "accept", names)
+        return [
+            replace(d, log_position=sealed.get(d.record_id or 0, d.log_position))
+            if d.verdict is Verdict.ACCEPTED
+            else d
+            for d in decisions
+        ]
+
+    # -- leases --------------------------------------------------------------------------
+    def lease(self, inbox: str, scope: str, ttl: float) -> Lease:
+        """The next fencing token for ``scope``, valid ``ttl`` seconds on the server clock;
+        every older token on the scope is fenced from now on."""
+        active = self.inbox(inbox)
+        if not active.row.fenced:
+            raise InvalidOperation(f"inbox {inbox} is not lease-fenced")
+        with self.store.transaction() as tx:
+            return leases.issue(tx, active.row.id, inbox, scope, ttl, self.store.now())
+
+    def release(self, inbox: str, scope: str, token: int) -> None:
+        """Give a lease up early; its token is stale from now on."""
+        active = self.inbox(inbox)
+        with self.store.transaction() as tx:
+            leases.release(tx, active.row.id, inbox, scope, token, self.store.now())
+
+    def leases(self, inbox: str) -> list[LeaseRow]:
+        with self.store.reading() as tx:
+            return tx.list_leases(self.inbox(inbox).row.id)
+
+    # -- the log -------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Seal every committed record the log does not cover; returns how many."""
+        return log.recover(self.store)
+
+    def verify(self, against: Checkpoint | None = None) -> log.Verification:
+        return log.verify(self.store, against)
+
+    def checkpoint(self, private_key_pem: bytes | None = None) -> Checkpoint:
+        return audit.checkpoint(self.store, private_key_pem)
+
+    def prove(self, record_id: int) -> dict[str, Any]:
+        """An inclusion proof for a record's log entry in the current tree."""
+        return audit.prove_record(self.store, record_id)
+
+    def prove_consistency(self, old_size: int, new_size: int | None = None) -> dict[str, Any]:
+        return audit.prove_consistency(self.store, old_size, new_size)
+
+    def log_entries(self, start: int = 1, limit: int = 1000) -> list[LogEntry]:
+        with self.store.reading() as tx:
+            return tx.log_entries(start, start + limit)
 
     # -- operators ---------------------------------------------------------------------
     def quarantined(

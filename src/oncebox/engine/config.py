@@ -14,7 +14,7 @@ DEFAULT_INBOXES = (
     InboxSpec("listing", codec="json-event", apply="generation"),
     InboxSpec("feed", codec="feed"),
 )
-_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override"}
+_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced"}
 
 
 def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:

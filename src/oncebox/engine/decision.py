@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -16,6 +16,7 @@ class Verdict(StrEnum):
 
 CONFLICT_REASON = "same_identity_different_content"
 LATE_REPLAY = "late_replay"
+UNSTORED = frozenset({"stale_token", "expired_lease"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class Decision:
     quarantine_id: int | None = None
     dead_letter_id: int | None = None
     late_replay: bool = False
+    log_position: int | None = None
+
+    def committed(self) -> Decision:
+        """This decision once its transaction committed: it may be acked if it stored
+        something (a fenced-out delivery stored nothing and must be retried)."""
+        return replace(self, may_ack=self.reason not in UNSTORED)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -54,6 +54,7 @@ class InboxSpec:
     retention: str | float | None = "30d"
     tombstones: str | float | None = "365d"
     retention_override: str | None = None
+    fenced: bool | None = None
 
     @property
     def retention_seconds(self) -> float | None:
@@ -62,6 +63,12 @@ class InboxSpec:
     @property
     def tombstone_seconds(self) -> float | None:
         return parse_duration(self.tombstones)
+
+    def is_fenced(self, codec: Codec) -> bool:
+        """Lease-fenced if declared so, else as the codec prefers (``feed`` is)."""
+        if self.fenced is not None:
+            return self.fenced
+        return bool(getattr(codec, "fenced", False))
 
     def check(self) -> tuple[Codec, ApplyStep]:
         """Validate the declaration; return the codec and apply step it names."""

@@ -14,13 +14,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from oncebox.engine import crashpoints, leases, log
 from oncebox.engine.apply import ApplyStep, Change
 from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, classify
 from oncebox.errors import ApplyError
 from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, identify
 from oncebox.store.base import Arrival, InboxRow, Tx
 
-log = logging.getLogger("oncebox")
+logger = logging.getLogger("oncebox")
 
 DEAD_LETTER_HEAD = 65_536
 
@@ -96,6 +97,20 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
             dead_letter_id=letter,
         )
 
+    if inbox.row.fenced:
+        # Step 3, fence: the scope's current token, then the server clock's verdict on
+        # its expiry. A fenced-out delivery is not stored, so it must not be acked.
+        lease = tx.get_lease(inbox.row.id, delivery.snapshot_id or "")
+        refused = leases.fence(lease, delivery.lease_token, now)
+        if refused is not None:
+            return Decision(
+                inbox.name,
+                Verdict.REJECTED,
+                False,
+                reason=refused,
+                detail=_fence_detail(refused, delivery, lease),
+            )
+
     identity, decoded = item.identity, item.decoded
     ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
     witness = bytes.fromhex(identity.witness)
@@ -105,6 +120,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
 
     if existing is None:
         fields = _fields_json(decoded)
+        crashpoints.reach(crashpoints.BEFORE_INSERT)
         record_id = tx.insert_record(
             inbox.row.id,
             ident,
@@ -124,6 +140,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
                 f"{type(exc).__name__}: {exc}",
                 index=index,
             ) from exc
+        crashpoints.reach(crashpoints.AFTER_INSERT)
         return Decision(inbox.name, verdict, False, record_id=record_id, revision=1, **facts)
 
     if verdict is Verdict.DUPLICATE:
@@ -139,11 +156,18 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
                 record_id=existing.id,
                 revision=existing.revision,
                 late_replay=True,
+                log_position=existing.log_seq,
                 **facts,
             )
         tx.touch_duplicate(existing.id, now)
         return Decision(
-            inbox.name, verdict, False, record_id=existing.id, revision=existing.revision, **facts
+            inbox.name,
+            verdict,
+            False,
+            record_id=existing.id,
+            revision=existing.revision,
+            log_position=existing.log_seq,
+            **facts,
         )
 
     # Conflict: first write wins. The record and its effects stay exactly as they are;
@@ -161,7 +185,19 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         now,
     )
     if is_new:
-        log.warning(
+        log.append(
+            tx,
+            "quarantine",
+            {
+                "inbox": inbox.name,
+                "quarantine": quarantine_id,
+                "record": existing.id,
+                "identity": identity.identity,
+                "witness": identity.witness,
+                "reason": CONFLICT_REASON,
+            },
+        )
+        logger.warning(
             "oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
             inbox.name,
             identity.identity,
@@ -177,6 +213,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         revision=existing.revision,
         quarantine_id=quarantine_id,
         late_replay=existing.is_tombstone,
+        log_position=existing.log_seq,
         **facts,
     )
 
@@ -187,3 +224,12 @@ def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) ->
     counts = Counter((str(d.verdict), d.reason or "") for d in decisions)
     tx.count_verdicts(inbox.row.id, int(now // 3600), dict(counts))
     return decisions
+
+
+def _fence_detail(reason: str, delivery: Delivery, lease: object) -> str:
+    if reason == leases.STALE_TOKEN:
+        return (
+            f"token {delivery.lease_token} is not the current lease on scope "
+            f"{delivery.snapshot_id!r}; take a new lease"
+        )
+    return f"the lease on scope {delivery.snapshot_id!r} expired by the server clock"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.store.base import Store
+from oncebox.store.base import Evicted, Store, Tx
 
 BATCH = 5_000
 
@@ -30,15 +31,33 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
     if row.retention_seconds is not None:
         while True:
             with store.transaction() as tx:
-                done = tx.evict_records(row.id, now - row.retention_seconds, now, BATCH)
-            records += done
-            if done < BATCH:
+                evicted = tx.evict_records(row.id, now - row.retention_seconds, now, BATCH)
+                _log(tx, inbox.name, "record", evicted)
+            records += len(evicted)
+            if len(evicted) < BATCH:
                 break
         if row.tombstone_seconds is not None:
             while True:
                 with store.transaction() as tx:
-                    done = tx.drop_tombstones(row.id, now - row.tombstone_seconds, now, BATCH)
-                tombstones += done
-                if done < BATCH:
+                    dropped = tx.drop_tombstones(row.id, now - row.tombstone_seconds, now, BATCH)
+                    _log(tx, inbox.name, "tombstone", dropped)
+                tombstones += len(dropped)
+                if len(dropped) < BATCH:
                     break
     return Eviction(inbox.name, records, tombstones)
+
+
+def _log(tx: Tx, inbox: str, kind: str, evicted: list[Evicted]) -> None:
+    for item in evicted:
+        log.append(
+            tx,
+            "evict",
+            {
+                "inbox": inbox,
+                "kind": kind,
+                "record": item.record_id,
+                "identity_digest": item.ident.hex(),
+                "witness": item.witness.hex(),
+                "first_seen": item.first_seen,
+            },
+        )

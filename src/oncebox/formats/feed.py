@@ -16,6 +16,7 @@ class FeedCodec:
     name = "feed"
     identity: IdentityMode = "content"
     max_bytes = MAX_BYTES
+    fenced = True
 
     def decode(self, delivery: Delivery) -> Decoded:
         if len(delivery.body) > MAX_BYTES:

@@ -22,6 +22,7 @@ class InboxRow:
     apply: str
     retention_seconds: float | None
     tombstone_seconds: float | None
+    fenced: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class RecordRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    log_seq: int | None = None
 
     @property
     def is_tombstone(self) -> bool:
@@ -123,6 +125,32 @@ class WorkKeyRow:
     marketplace_id: str
     generation: int
     applied_generation: int
+
+
+@dataclass(frozen=True)
+class Evicted:
+    record_id: int
+    ident: bytes
+    witness: bytes
+    first_seen: float
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    inbox_id: int
+    scope: str
+    token: int
+    issued_at: float
+    expires_at: float
+    released_at: float | None
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    seq: int
+    step: str
+    state: str
+    hash: str
 
 
 @dataclass(frozen=True)
@@ -241,11 +269,13 @@ class Tx(Protocol):
     def ledger_ranking(self, inbox_id: int) -> list[LedgerRow]: ...
 
     # -- retention ---------------------------------------------------------------------
-    def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
-        """Turn records first seen before ``cutoff`` into tombstones; log each eviction."""
+    def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> list[Evicted]:
+        """Turn records first seen before ``cutoff`` into tombstones, recording each."""
         ...
 
-    def drop_tombstones(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int: ...
+    def drop_tombstones(
+        self, inbox_id: int, cutoff: float, now: float, limit: int
+    ) -> list[Evicted]: ...
 
     def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]: ...
 
@@ -263,7 +293,46 @@ class Tx(Protocol):
         apply: str,
         retention_seconds: float | None,
         tombstone_seconds: float | None,
+        fenced: bool,
     ) -> InboxRow: ...
+
+    # -- leases --------------------------------------------------------------------------
+    def next_token(self) -> int:
+        """The store's next fencing token: strictly greater than every one before."""
+        ...
+
+    def put_lease(
+        self, inbox_id: int, scope: str, token: int, now: float, expires_at: float
+    ) -> None: ...
+
+    def get_lease(self, inbox_id: int, scope: str) -> LeaseRow | None: ...
+
+    def list_leases(self, inbox_id: int) -> list[LeaseRow]: ...
+
+    def release_lease(self, inbox_id: int, scope: str, token: int, now: float) -> bool: ...
+
+    # -- the log -------------------------------------------------------------------------
+    def log_head(self) -> LogEntry | None: ...
+
+    def append_log(self, entry: LogEntry) -> None: ...
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        """Entries with ``start <= seq < end``, in order."""
+        ...
+
+    def log_entry(self, seq: int) -> LogEntry | None: ...
+
+    def merkle_node(self, level: int, index: int) -> bytes: ...
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None: ...
+
+    def unsealed_records(self, limit: int) -> list[RecordRow]: ...
+
+    def mark_sealed(self, record_id: int, seq: int) -> None: ...
+
+    def record_seals(self) -> list[tuple[int, int | None]]: ...
+
+    def meta(self, key: str) -> str | None: ...
 
     def inboxes(self) -> list[InboxRow]: ...
 

@@ -24,9 +24,12 @@ from oncebox.errors import StorageError, StorageUnavailable, UnsafeSQLite
 from oncebox.store.base import (
     Arrival,
     DeadLetterRow,
+    Evicted,
     EvictionRow,
     InboxRow,
+    LeaseRow,
     LedgerRow,
+    LogEntry,
     QuarantineRow,
     RecordRow,
     RevisionRow,
@@ -57,6 +60,11 @@ def _storage_error(exc: apsw.Error) -> StorageError:
     if isinstance(exc, apsw.FullError | apsw.IOError | apsw.CantOpenError):
         return StorageUnavailable(f"SQLite cannot write: {exc}")
     return StorageError(f"SQLite failed: {exc}")
+
+
+def _inbox(row: tuple[Any, ...]) -> InboxRow:
+    inbox_id, name, codec, apply, retention, tombstones, fenced = row
+    return InboxRow(inbox_id, name, codec, apply, retention, tombstones, bool(fenced))
 
 
 class SQLiteTx:
@@ -309,28 +317,28 @@ class SQLiteTx:
         return [LedgerRow(*row) for row in self._all("ledger_ranking", (inbox_id,))]
 
     # -- retention ---------------------------------------------------------------------
-    def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
-        evicted = self._all("evict_records", (inbox_id, cutoff, now, limit))
+    def evict_records(self, inbox_id: int, cutoff: float, now: float, limit: int) -> list[Evicted]:
+        evicted = [
+            Evicted(*row) for row in self._all("evict_records", (inbox_id, cutoff, now, limit))
+        ]
         self._conn.execute(Q["evict_revisions"], (inbox_id,))
-        self._conn.executemany(
-            Q["log_eviction"],
-            [
-                (inbox_id, "record", ident, witness, first_seen, now)
-                for ident, witness, first_seen in evicted
-            ],
-        )
-        return len(evicted)
+        self._record_evictions(inbox_id, "record", evicted, now)
+        return evicted
 
-    def drop_tombstones(self, inbox_id: int, cutoff: float, now: float, limit: int) -> int:
-        dropped = self._all("drop_tombstones", (inbox_id, cutoff, limit))
+    def drop_tombstones(
+        self, inbox_id: int, cutoff: float, now: float, limit: int
+    ) -> list[Evicted]:
+        dropped = [Evicted(*row) for row in self._all("drop_tombstones", (inbox_id, cutoff, limit))]
+        self._record_evictions(inbox_id, "tombstone", dropped, now)
+        return dropped
+
+    def _record_evictions(
+        self, inbox_id: int, kind: str, evicted: list[Evicted], now: float
+    ) -> None:
         self._conn.executemany(
             Q["log_eviction"],
-            [
-                (inbox_id, "tombstone", ident, witness, first_seen, now)
-                for ident, witness, first_seen in dropped
-            ],
+            [(inbox_id, kind, e.ident, e.witness, e.first_seen, now) for e in evicted],
         )
-        return len(dropped)
 
     def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]:
         return [EvictionRow(*row) for row in self._all("evictions", (inbox_id, limit))]
@@ -362,23 +370,77 @@ class SQLiteTx:
         apply: str,
         retention_seconds: float | None,
         tombstone_seconds: float | None,
+        fenced: bool,
     ) -> InboxRow:
         self._conn.execute(
             Q["declare_inbox"],
-            (
-                name,
-                codec,
-                apply,
-                retention_seconds,
-                tombstone_seconds,
-            ),
+            (name, codec, apply, retention_seconds, tombstone_seconds, int(fenced)),
         )
         row = self._one("get_inbox", (name,))
         assert row is not None
-        return InboxRow(*row)
+        return _inbox(row)
 
     def inboxes(self) -> list[InboxRow]:
-        return [InboxRow(*row) for row in self._all("inboxes")]
+        return [_inbox(row) for row in self._all("inboxes")]
+
+    # -- leases --------------------------------------------------------------------------
+    def next_token(self) -> int:
+        row = self._one("next_token")
+        assert row is not None
+        return int(row[0])
+
+    def put_lease(
+        self, inbox_id: int, scope: str, token: int, now: float, expires_at: float
+    ) -> None:
+        self._conn.execute(Q["put_lease"], (inbox_id, scope, token, now, expires_at))
+
+    def get_lease(self, inbox_id: int, scope: str) -> LeaseRow | None:
+        row = self._one("get_lease", (inbox_id, scope))
+        return LeaseRow(*row) if row else None
+
+    def list_leases(self, inbox_id: int) -> list[LeaseRow]:
+        return [LeaseRow(*row) for row in self._all("list_leases", (inbox_id,))]
+
+    def release_lease(self, inbox_id: int, scope: str, token: int, now: float) -> bool:
+        self._conn.execute(Q["release_lease"], (now, inbox_id, scope, token))
+        return bool(self._conn.changes())
+
+    # -- the log -------------------------------------------------------------------------
+    def log_head(self) -> LogEntry | None:
+        row = self._one("log_head")
+        return LogEntry(*row) if row else None
+
+    def append_log(self, entry: LogEntry) -> None:
+        self._conn.execute(Q["append_log"], (entry.seq, entry.step, entry.state, entry.hash))
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        return [LogEntry(*row) for row in self._all("log_entries", (start, end))]
+
+    def log_entry(self, seq: int) -> LogEntry | None:
+        row = self._one("log_entry", (seq,))
+        return LogEntry(*row) if row else None
+
+    def merkle_node(self, level: int, index: int) -> bytes:
+        row = self._one("merkle_node", (level, index))
+        if row is None:
+            raise StorageError(f"the Merkle node ({level}, {index}) is missing")
+        return bytes(row[0])
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self._conn.executemany(Q["put_merkle_node"], nodes)
+
+    def unsealed_records(self, limit: int) -> list[RecordRow]:
+        return [RecordRow(*row) for row in self._all("unsealed_records", (limit,))]
+
+    def mark_sealed(self, record_id: int, seq: int) -> None:
+        self._conn.execute(Q["mark_sealed"], (seq, record_id))
+
+    def meta(self, key: str) -> str | None:
+        row = self._one("meta", (key,))
+        return str(row[0]) if row else None
+
+    def record_seals(self) -> list[tuple[int, int | None]]:
+        return [(int(i), s) for i, s in self._all("record_seals")]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self._conn.execute(sql, params)]

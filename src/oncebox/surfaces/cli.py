@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -15,6 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 import oncebox
+from oncebox.engine.checkpoint import (
+    Checkpoint,
+    generate_key,
+    verify_consistency_document,
+    verify_inclusion_document,
+)
+from oncebox.engine.inboxes import parse_duration
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.lines import delivery_from_line
 from oncebox.surfaces.views import as_json
@@ -241,6 +249,169 @@ def inboxes(obj: Context) -> None:
             for a in obj.box.inboxes
         ]
     )
+
+
+@cli.command()
+@click.argument("inbox")
+@click.argument("scope")
+@click.option("--ttl", default="60", show_default=True, help="Seconds (or 90s, 5m, 1h).")
+@click.option(
+    "--release",
+    "release_token",
+    type=int,
+    metavar="TOKEN",
+    help="Give up the lease held by TOKEN instead of taking one.",
+)
+@click.pass_obj
+def lease(obj: Context, inbox: str, scope: str, ttl: str, release_token: int | None) -> None:
+    """Take the next fencing token for SCOPE of a lease-fenced INBOX (or release one).
+
+    Example: oncebox lease feed S1 --ttl 60
+    """
+    if release_token is not None:
+        obj.box.release(inbox, scope, release_token)
+        _emit({"inbox": inbox, "scope": scope, "released": release_token})
+        return
+    seconds = parse_duration(ttl)
+    if seconds is None:
+        _fail("a lease needs a finite ttl")
+    _emit(obj.box.lease(inbox, scope, seconds).to_dict())
+
+
+@cli.command()
+@click.option(
+    "--against",
+    type=click.Path(dir_okay=False),
+    metavar="CHECKPOINT",
+    help="Also check the log against an exported checkpoint (catches truncation).",
+)
+@click.pass_obj
+def verify(obj: Context, against: str | None) -> None:
+    """Replay the log's chain and find records it does not cover.
+
+    \b
+    Exit status: 0 all good; 3 the chain is broken (tampering); 4 records are not
+    covered (run recover); 5 the log does not match the checkpoint.
+    """
+    checkpoint = Checkpoint.from_json(_read_json(against)) if against else None
+    report = obj.box.verify(checkpoint)
+    _emit(report.to_dict())
+    if report.broken_at is not None:
+        sys.exit(3)
+    if report.checkpoint_ok is False:
+        sys.exit(5)
+    if report.uncovered:
+        sys.exit(4)
+
+
+@cli.command()
+@click.pass_obj
+def recover(obj: Context) -> None:
+    """Seal every committed record the log does not cover (also done at every open)."""
+    _emit({"recovered": obj.box.recovered_at_open + obj.box.recover()})
+
+
+@cli.command()
+@click.option(
+    "--sign",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    metavar="KEYFILE",
+    help="Ed25519 private key (PEM) to sign the checkpoint with.",
+)
+@click.pass_obj
+def checkpoint(obj: Context, key_file: str | None) -> None:
+    """Print the log's checkpoint: tree size, Merkle root and chain head.
+
+    Example: oncebox checkpoint --sign oncebox.key > cp.json
+    """
+    key = _read_bytes(key_file) if key_file else None
+    _emit(obj.box.checkpoint(key).to_json())
+
+
+@cli.command()
+@click.argument("key_file", type=click.Path(dir_okay=False), metavar="KEYFILE")
+def keygen(key_file: str) -> None:
+    """Write a new Ed25519 key pair: KEYFILE (private) and KEYFILE.pub."""
+    private, public = generate_key()
+    path = Path(key_file)
+    if path.exists():
+        _fail(f"{key_file} exists; refusing to overwrite a key")
+    path.write_bytes(private)
+    path.chmod(0o600)
+    Path(f"{key_file}.pub").write_bytes(public)
+    _emit({"private": str(path), "public": f"{key_file}.pub"})
+
+
+@cli.command()
+@click.argument("record_id", type=int, required=False)
+@click.option("--from-size", type=int, help="A consistency proof from this tree size instead.")
+@click.option("--to-size", type=int, help="With --from-size: to this size (default: now).")
+@click.pass_obj
+def prove(obj: Context, record_id: int | None, from_size: int | None, to_size: int | None) -> None:
+    """An inclusion proof for RECORD_ID, or a consistency proof between two tree sizes.
+
+    Example: oncebox prove 5 > proof.json; oncebox verify-proof proof.json --checkpoint cp.json
+    """
+    if from_size is not None:
+        _emit(obj.box.prove_consistency(from_size, to_size))
+    elif record_id is not None:
+        _emit(obj.box.prove(record_id))
+    else:
+        _fail("give a RECORD_ID, or --from-size for a consistency proof")
+
+
+@cli.command("verify-proof")
+@click.argument("proof_file", type=click.Path(dir_okay=False), metavar="PROOF")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The checkpoint (for a consistency proof: the newer one).",
+)
+@click.option(
+    "--old-checkpoint",
+    type=click.Path(dir_okay=False),
+    help="For a consistency proof: the older checkpoint.",
+)
+@click.option(
+    "--public-key",
+    type=click.Path(dir_okay=False),
+    help="Ed25519 public key (PEM); the checkpoints must be signed by it.",
+)
+def verify_proof(
+    proof_file: str, checkpoint_file: str, old_checkpoint: str | None, public_key: str | None
+) -> None:
+    """Check a proof offline: nothing but the proof, checkpoint(s) and the public key.
+
+    Example: oncebox verify-proof proof.json --checkpoint cp.json --public-key oncebox.key.pub
+    """
+    document = _read_json(proof_file)
+    new = Checkpoint.from_json(_read_json(checkpoint_file))
+    key = _read_bytes(public_key) if public_key else None
+    if isinstance(document, dict) and document.get("type") == "oncebox-consistency-proof":
+        if old_checkpoint is None:
+            _fail("a consistency proof needs --old-checkpoint as well")
+        old = Checkpoint.from_json(_read_json(old_checkpoint))
+        report = verify_consistency_document(document, old, new, key)
+    else:
+        report = verify_inclusion_document(document, new, key)
+    _emit({"ok": True, **asdict(report)})
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror}")
+
+
+def _read_json(path: str) -> Any:
+    try:
+        return json.loads(_read_bytes(path))
+    except ValueError:
+        _fail(f"{path} is not JSON")
 
 
 @cli.command()

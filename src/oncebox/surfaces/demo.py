@@ -22,6 +22,7 @@ SESSION = [
     ("rec2", "H1|2|Kakuma2|SHE|8|71|#09"),
     ("rec3", "H1|3|Kakuma1|WAT|12|69|#1a"),
 ]
+FEED_INBOXES = [InboxSpec("feed", codec="feed")]
 INBOXES = [
     InboxSpec("ussd", codec="ussd-h1", apply="triage"),
     InboxSpec("ussd_partial", codec="ussd-h1", apply="triage"),
@@ -167,6 +168,77 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
     }
 
 
+def _feed(path: Path) -> dict[str, Any]:
+    """Seed 000 in its order. The crash between commit and seal is the real state a
+    crash leaves (a process that committed and stopped before sealing); the crash
+    before the insert and the lost ack leave nothing to do but retry."""
+    clock = ManualClock(1000.0)
+    url = f"sqlite:///{path}"
+    box = oncebox.open(url, inboxes=FEED_INBOXES, clock=clock)
+    steps: list[dict[str, Any]] = []
+
+    def send(
+        case: str,
+        scope: str,
+        token: int,
+        payload: str,
+        device: float,
+        into: oncebox.Oncebox | None = None,
+    ) -> None:
+        delivery = Delivery(
+            payload.encode(), snapshot_id=scope, lease_token=token, device_time=str(device)
+        )
+        decision = (into or box).ingest("feed", delivery)
+        steps.append(
+            {
+                "case": case,
+                "snapshot": scope,
+                "payload": payload,
+                "verdict": str(decision.verdict),
+                "reason": decision.reason,
+                "may_ack": decision.may_ack,
+            }
+        )
+
+    t1 = box.lease("feed", "S1", 60).token
+    clock.now = 1180.0
+    send("1a expired lease, device clock 120 s behind", "S1", t1, "feed-row-A", 940.0)
+    t2 = box.lease("feed", "S2", 60).token
+    clock.now = 1200.0
+    send("1b valid lease, device clock 300 s ahead", "S2", t2, "feed-row-A", 1500.0)
+    t3 = box.lease("feed", "S3", 60).token
+    send("1c superseded token", "S3", t2, "feed-row-B", 1200.0)
+    with oncebox.open(url, inboxes=FEED_INBOXES, clock=clock, seal=False) as stopped:
+        send(
+            "2a committed, then the process stopped before sealing",
+            "S3",
+            t3,
+            "feed-row-B",
+            1200.0,
+            into=stopped,
+        )
+    recovered = box.recover()
+    send("2a retry after recovery", "S3", t3, "feed-row-B", 1200.0)
+    send("2b retry after a crash before the insert", "S3", t3, "feed-row-C", 1200.0)
+    t4 = box.lease("feed", "S4", 60).token
+    send("3 same payload under a new snapshot", "S4", t4, "feed-row-A", 1200.0)
+    send("3 new payload under the new snapshot", "S4", t4, "feed-row-D", 1200.0)
+    send("2c delivered and sealed, ack lost", "S4", t4, "feed-row-E", 1200.0)
+    send("2c retry", "S4", t4, "feed-row-E", 1200.0)
+    report = box.verify()
+    replay = box.verify()
+    rows = box.stats("feed")["records"]
+    box.close()
+    return {
+        "verdicts": steps,
+        "recovered": recovered,
+        "rows": rows,
+        "checkpoints": report.entries,
+        "chain_verified": report.ok and replay.head == report.head,
+        "head": report.head,
+    }
+
+
 def run_demo() -> dict[str, Any]:
     clock = ManualClock(START)
     with tempfile.TemporaryDirectory(prefix="oncebox-demo-") as folder:
@@ -174,7 +246,8 @@ def run_demo() -> dict[str, Any]:
         with oncebox.open(f"sqlite:///{path}", inboxes=INBOXES, clock=clock) as box:
             ussd = _ussd(box, clock)
         listing = _listing(path, clock)
-    return {"ussd": ussd, "listing": listing}
+        feed = _feed(Path(folder) / "feed.db")
+    return {"ussd": ussd, "listing": listing, "feed": feed}
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -205,4 +278,14 @@ def summary(result: dict[str, Any]) -> str:
         f"dead letters {listing['dead_letters']}, work keys "
         f"{len(listing['work_keys'])}"
     )
+    feed = result["feed"]
+    lines += ["", "Lease-fenced feed (seed 000)"]
+    for step in feed["verdicts"]:
+        reason = f" ({step['reason']})" if step["reason"] else ""
+        lines.append(f"  {step['case']:<55} {step['verdict']}{reason}")
+    lines.append(
+        f"  rows {feed['rows']}, log entries {feed['checkpoints']}, recovered "
+        f"{feed['recovered']}, chain verified {feed['chain_verified']}"
+    )
+    lines.append(f"  head {feed['head']}")
     return "\n".join(lines)

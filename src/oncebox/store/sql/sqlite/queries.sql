@@ -2,12 +2,14 @@
 
 -- name: find_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
 FROM records WHERE inbox_id = ? AND ident = ?;
 
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
 FROM records WHERE id = ?;
 
 -- name: insert_record
@@ -141,7 +143,7 @@ WITH doomed AS (
 )
 UPDATE records SET evicted_at = ?3, content = NULL, fields = NULL, identity = NULL
 WHERE id IN (SELECT id FROM doomed)
-RETURNING ident, witness, first_seen;
+RETURNING id, ident, witness, first_seen;
 
 -- name: evict_revisions
 DELETE FROM revisions WHERE record_id IN (
@@ -155,7 +157,7 @@ WHERE id IN (
   WHERE inbox_id = ?1 AND evicted_at IS NOT NULL AND first_seen < ?2
   ORDER BY first_seen LIMIT ?3
 )
-RETURNING ident, witness, first_seen;
+RETURNING id, ident, witness, first_seen;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
@@ -172,14 +174,70 @@ INSERT INTO retention_overrides (inbox_id, retention_seconds, reason, at) VALUES
 SELECT retention_seconds, reason, at FROM retention_overrides WHERE inbox_id = ? ORDER BY id;
 
 -- name: declare_inbox
-INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds)
-VALUES (?1, ?2, ?3, ?4, ?5)
+INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds, fenced)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 ON CONFLICT (name) DO UPDATE
 SET apply = excluded.apply, retention_seconds = excluded.retention_seconds,
-    tombstone_seconds = excluded.tombstone_seconds;
+    tombstone_seconds = excluded.tombstone_seconds, fenced = excluded.fenced;
 
 -- name: get_inbox
-SELECT id, name, codec, apply, retention_seconds, tombstone_seconds FROM inboxes WHERE name = ?;
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes WHERE name = ?;
 
 -- name: inboxes
-SELECT id, name, codec, apply, retention_seconds, tombstone_seconds FROM inboxes ORDER BY name;
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes ORDER BY name;
+
+-- name: next_token
+UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
+
+-- name: put_lease
+INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (inbox_id, scope) DO UPDATE
+SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
+    released_at = NULL;
+
+-- name: get_lease
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases WHERE inbox_id = ? AND scope = ?;
+
+-- name: list_leases
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases WHERE inbox_id = ? ORDER BY scope;
+
+-- name: release_lease
+UPDATE leases SET released_at = ? WHERE inbox_id = ? AND scope = ? AND token = ?
+  AND released_at IS NULL;
+
+-- name: log_head
+SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
+
+-- name: append_log
+INSERT INTO log (seq, step, state, hash) VALUES (?, ?, ?, ?);
+
+-- name: log_entries
+SELECT seq, step, state, hash FROM log WHERE seq >= ? AND seq < ? ORDER BY seq;
+
+-- name: log_entry
+SELECT seq, step, state, hash FROM log WHERE seq = ?;
+
+-- name: merkle_node
+SELECT hash FROM merkle_nodes WHERE level = ? AND idx = ?;
+
+-- name: put_merkle_node
+INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?);
+
+-- name: unsealed_records
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
+FROM records WHERE log_seq IS NULL ORDER BY id LIMIT ?;
+
+-- name: mark_sealed
+UPDATE records SET log_seq = ? WHERE id = ? AND log_seq IS NULL;
+
+-- name: record_seals
+SELECT id, log_seq FROM records ORDER BY id;
+
+-- name: meta
+SELECT value FROM meta WHERE key = ?;

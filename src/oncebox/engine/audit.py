@@ -1,0 +1,74 @@
+"""What an outside auditor gets: checkpoints and proofs, checkable without the store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from oncebox.engine import merkle
+from oncebox.engine.checkpoint import (
+    Checkpoint,
+    consistency_document,
+    inclusion_document,
+    sign_checkpoint,
+)
+from oncebox.engine.log import GENESIS
+from oncebox.errors import InvalidOperation, NotFound
+from oncebox.store.base import Store
+
+
+def checkpoint(store: Store, private_key_pem: bytes | None = None) -> Checkpoint:
+    """The tree's size and root now, signed with Ed25519 when a key is given."""
+    with store.reading() as tx:
+        head = tx.log_head()
+        size = head.seq if head else 0
+        root = merkle.tree_root(tx.merkle_node, size)
+        origin = f"oncebox:{tx.meta('store_id')}"
+    point = Checkpoint(origin, size, root.hex(), head.hash if head else GENESIS)
+    return sign_checkpoint(point, private_key_pem) if private_key_pem else point
+
+
+def prove_record(store: Store, record_id: int, tree_size: int | None = None) -> dict[str, Any]:
+    with store.reading() as tx:
+        record = tx.get_record(record_id)
+        if record is None:
+            raise NotFound(f"no record {record_id}")
+        if record.log_seq is None:
+            raise InvalidOperation(f"record {record_id} is not sealed yet; run recover")
+        entry = tx.log_entry(record.log_seq)
+        head = tx.log_head()
+        size = tree_size or (head.seq if head else 0)
+        if entry is None or entry.seq > size:
+            raise NotFound(f"record {record_id}'s log entry is not in a tree of size {size}")
+        path = merkle.inclusion_proof(tx.merkle_node, entry.seq - 1, size)
+    # The proof is for the record's seal: the revision it had when it was sealed. An
+    # accepted later revision is its own ``resolve`` entry, carrying the new witness.
+    sealed = json.loads(entry.state)
+    about = {
+        "id": record.id,
+        "identity": sealed.get("identity"),
+        "witness": sealed.get("witness"),
+        "revision": sealed.get("revision"),
+    }
+    document = inclusion_document(
+        {"seq": entry.seq, "step": entry.step, "state": entry.state, "hash": entry.hash},
+        entry.seq - 1,
+        size,
+        path,
+        about,
+    )
+    json.dumps(document)  # proofs must always be plain JSON
+    return document
+
+
+def prove_consistency(store: Store, old_size: int, new_size: int | None = None) -> dict[str, Any]:
+    with store.reading() as tx:
+        head = tx.log_head()
+        size = head.seq if head else 0
+        new = size if new_size is None else new_size
+        if not 0 < old_size <= new <= size:
+            raise InvalidOperation(
+                f"a consistency proof needs 0 < old ({old_size}) <= new ({new}) <= {size}"
+            )
+        path = merkle.consistency_proof(tx.merkle_node, old_size, new)
+    return consistency_document(old_size, new, path)

@@ -1,0 +1,24 @@
+"""Named places where a process can die, for the crash tests.
+
+A test starts a child with ``ONCEBOX_CRASH_AT=<point>``; when the child reaches that
+point it dies at once with ``os._exit``: no cleanup, no close, no flush, exactly as
+a power cut or a ``kill -9`` would leave things. Unset, each point costs one comparison.
+"""
+
+from __future__ import annotations
+
+import os
+
+BEFORE_INSERT = "before_insert"
+AFTER_INSERT = "after_insert"  # the record and its effects written, not yet committed
+AFTER_COMMIT = "after_commit"  # committed, not yet sealed into the log
+AFTER_SEAL = "after_seal"  # sealed, but the caller never sees the decision (ack lost)
+POINTS = (BEFORE_INSERT, AFTER_INSERT, AFTER_COMMIT, AFTER_SEAL)
+EXIT_CODE = 86
+
+_ARMED = os.environ.get("ONCEBOX_CRASH_AT")
+
+
+def reach(point: str) -> None:
+    if point == _ARMED:
+        os._exit(EXIT_CODE)

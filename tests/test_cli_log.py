@@ -1,0 +1,130 @@
+"""The log's command line, end to end: lease, ingest, checkpoint, prove, verify offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+
+def run(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0) -> Any:
+    result = subprocess.run(
+        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'log.db'}", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == code, result.stderr.decode()
+    return result
+
+
+def emitted(result: Any) -> Any:
+    return json.loads(result.stdout)
+
+
+def feed_rows(token: int, *payloads: str, scope: str = "S1") -> bytes:
+    return b"".join(
+        json.dumps({"payload": p, "snapshot_id": scope, "lease_token": token}).encode() + b"\n"
+        for p in payloads
+    )
+
+
+def test_lease_ingest_prove_and_verify_offline(tmp_path: Path) -> None:
+    lease = emitted(run(tmp_path, "lease", "feed", "S1", "--ttl", "5m"))
+    assert lease["token"] == 1 and lease["scope"] == "S1"
+    decisions = [
+        json.loads(line)
+        for line in run(
+            tmp_path, "ingest", "feed", stdin=feed_rows(lease["token"], "row-A", "row-B", "row-A")
+        ).stdout.splitlines()
+    ]
+    assert [d["verdict"] for d in decisions] == ["accepted", "accepted", "duplicate"]
+    assert decisions[0]["log_position"] == 2
+    stale = json.loads(run(tmp_path, "ingest", "feed", stdin=feed_rows(99, "row-C")).stdout)
+    assert (stale["reason"], stale["may_ack"]) == ("stale_token", False)
+
+    run(tmp_path, "keygen", str(tmp_path / "audit.key"))
+    (tmp_path / "cp.json").write_bytes(
+        run(tmp_path, "checkpoint", "--sign", str(tmp_path / "audit.key")).stdout
+    )
+    (tmp_path / "proof.json").write_bytes(run(tmp_path, "prove", "1").stdout)
+    key = str(tmp_path / "audit.key.pub")
+    # No database from here on: the auditor has the proof, the checkpoint and the key.
+    (tmp_path / "log.db").rename(tmp_path / "elsewhere.db")
+    report = emitted(
+        run(tmp_path, "verify-proof", "proof.json", "--checkpoint", "cp.json", "--public-key", key)
+    )
+    assert report["ok"] and report["signed"]
+    other_key = tmp_path / "other.key"
+    run(tmp_path, "keygen", str(other_key))
+    forged = run(
+        tmp_path,
+        "verify-proof",
+        "proof.json",
+        "--checkpoint",
+        "cp.json",
+        "--public-key",
+        f"{other_key}.pub",
+        code=2,
+    )
+    assert b"signed by key" in forged.stderr
+    (tmp_path / "elsewhere.db").rename(tmp_path / "log.db")
+
+    assert emitted(run(tmp_path, "verify", "--against", "cp.json"))["ok"]
+    run(tmp_path, "lease", "feed", "S2")
+    (tmp_path / "cp2.json").write_bytes(run(tmp_path, "checkpoint").stdout)
+    old_size = json.loads((tmp_path / "cp.json").read_text())["tree_size"]
+    (tmp_path / "consistency.json").write_bytes(
+        run(tmp_path, "prove", "--from-size", str(old_size)).stdout
+    )
+    consistent = emitted(
+        run(
+            tmp_path,
+            "verify-proof",
+            "consistency.json",
+            "--checkpoint",
+            "cp2.json",
+            "--old-checkpoint",
+            "cp.json",
+        )
+    )
+    assert consistent["ok"] and consistent["kind"]
+
+
+def test_verify_exit_status_names_the_problem(tmp_path: Path) -> None:
+    token = emitted(run(tmp_path, "lease", "feed", "S1"))["token"]
+    run(tmp_path, "ingest", "feed", stdin=feed_rows(token, "row-A", "row-B"))
+    run(tmp_path, "lease", "feed", "S2")
+    (tmp_path / "cp.json").write_bytes(run(tmp_path, "checkpoint").stdout)
+    assert emitted(run(tmp_path, "verify"))["ok"]
+    conn = apsw.Connection(str(tmp_path / "log.db"))
+    conn.execute("DELETE FROM log WHERE seq = 4")  # the tail: the second lease
+    conn.execute("DELETE FROM merkle_nodes WHERE level = 0 AND idx = 3")
+    conn.execute(
+        "DELETE FROM merkle_nodes WHERE level > 0 AND idx * (1 << level) + (1 << level) > 3"
+    )
+    conn.close()
+    assert emitted(run(tmp_path, "verify"))["ok"], "a truncated tail is still a valid chain"
+    mismatch = emitted(run(tmp_path, "verify", "--against", "cp.json", code=5))
+    assert mismatch["checkpoint_ok"] is False
+    conn = apsw.Connection(str(tmp_path / "log.db"))
+    conn.execute("UPDATE log SET state = state || ' ' WHERE seq = 2")
+    conn.close()
+    broken = emitted(run(tmp_path, "verify", code=3))
+    assert broken["broken_at"] == 2
+
+
+def test_lease_errors_are_one_line(tmp_path: Path) -> None:
+    for args in (
+        ("lease", "ussd", "S"),
+        ("lease", "feed", "S", "--ttl", "0"),
+        ("lease", "nope", "S"),
+    ):
+        result = run(tmp_path, *args, code=2)
+        assert result.stderr.decode().startswith("oncebox: error: ")
+        assert result.stderr.count(b"\n") == 1

@@ -1,0 +1,130 @@
+"""A tampered log is caught by verify and named by position; truncation needs a checkpoint."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import pytest
+
+import oncebox
+from oncebox import Delivery, InboxSpec, ManualClock
+from oncebox.engine.checkpoint import Checkpoint
+
+FEED = [InboxSpec("feed", codec="feed")]
+Mutation = Callable[[apsw.Connection, int], None]
+
+
+def build(tmp_path: Path) -> tuple[Path, int, Checkpoint]:
+    path = tmp_path / "clean.db"
+    with oncebox.open(f"sqlite:///{path}", inboxes=FEED, clock=ManualClock(0)) as box:
+        token = box.lease("feed", "S", 600).token
+        for row in ("a", "b", "c", "d"):
+            box.ingest("feed", Delivery(row.encode(), snapshot_id="S", lease_token=token))
+        box.lease("feed", "T", 600)
+        checkpoint = box.checkpoint()
+        assert box.verify().ok
+        return path, checkpoint.tree_size, checkpoint
+
+
+def edit_state(conn: apsw.Connection, seq: int) -> None:
+    conn.execute("UPDATE log SET state = state || ' ' WHERE seq = ?", (seq,))
+
+
+def edit_hash(conn: apsw.Connection, seq: int) -> None:
+    conn.execute(
+        "UPDATE log SET hash = replace(hash, substr(hash, 1, 1), "
+        "CASE substr(hash, 1, 1) WHEN 'a' THEN 'b' ELSE 'a' END) WHERE seq = ?",
+        (seq,),
+    )
+
+
+def delete(conn: apsw.Connection, seq: int) -> None:
+    conn.execute("DELETE FROM log WHERE seq = ?", (seq,))
+
+
+def swap_with_next(conn: apsw.Connection, seq: int) -> None:
+    conn.execute("UPDATE log SET seq = -1 WHERE seq = ?", (seq,))
+    conn.execute("UPDATE log SET seq = ? WHERE seq = ?", (seq, seq + 1))
+    conn.execute("UPDATE log SET seq = ? WHERE seq = -1", (seq + 1,))
+
+
+MUTATIONS: dict[str, Mutation] = {
+    "state edited": edit_state,
+    "hash edited": edit_hash,
+    "entry deleted": delete,
+    "swapped with the next": swap_with_next,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_every_mutation_of_every_entry_is_caught_at_its_position(tmp_path: Path, name: str) -> None:
+    clean, size, _ = build(tmp_path)
+    last = size - 1 if name == "swapped with the next" else size
+    for seq in range(1, last + 1):
+        copy = tmp_path / f"{seq}.db"
+        shutil.copy(clean, copy)
+        conn = apsw.Connection(str(copy))
+        MUTATIONS[name](conn, seq)
+        conn.close()
+        with oncebox.open(f"sqlite:///{copy}", inboxes=FEED, clock=ManualClock(0)) as box:
+            report = box.verify()
+        if name == "entry deleted" and seq == size:
+            # Deleting the last entry is a truncation: the chain that is left is intact,
+            # and only a checkpoint catches it (next test).
+            assert report.broken_at is None
+            continue
+        assert not report.ok, f"{name} at entry {seq} went unnoticed"
+        assert report.broken_at == seq, (name, seq, report.to_dict())
+
+
+def test_tail_truncation_is_caught_only_against_a_checkpoint(tmp_path: Path) -> None:
+    clean, size, checkpoint = build(tmp_path)
+    conn = apsw.Connection(str(clean))
+    conn.execute("DELETE FROM log WHERE seq = ?", (size,))  # the last lease entry
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        alone = box.verify()
+        assert alone.broken_at is None and alone.uncovered == [] and alone.ok
+        against = box.verify(checkpoint)
+        assert against.checkpoint_ok is False and not against.ok
+        assert "truncated" in (against.checkpoint_why or "")
+
+
+def test_a_rewritten_log_fails_against_its_checkpoint(tmp_path: Path) -> None:
+    clean, _, checkpoint = build(tmp_path)
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        assert box.verify(checkpoint).checkpoint_ok is True
+    conn = apsw.Connection(str(clean))
+    # Rewrite an entry and re-chain everything after it: the chain verifies again,
+    # but the Merkle root of the prefix no longer matches the checkpoint.
+    from oncebox.engine.log import GENESIS, chain_hash
+
+    rows = list(conn.execute("SELECT seq, step, state FROM log ORDER BY seq"))
+    prev = GENESIS
+    for seq, step, state in rows:
+        if seq == 2:
+            state = state.replace('"snapshot_id":"S"', '"snapshot_id":"X"')
+        digest = chain_hash(prev, step, state)
+        conn.execute("UPDATE log SET state = ?, hash = ? WHERE seq = ?", (state, digest, seq))
+        prev = digest
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        assert box.verify().broken_at is None
+        report = box.verify(checkpoint)
+        assert report.checkpoint_ok is False and "rewritten" in (report.checkpoint_why or "")
+
+
+def test_a_deleted_seal_leaves_its_record_uncovered(tmp_path: Path) -> None:
+    clean, _, _ = build(tmp_path)
+    conn = apsw.Connection(str(clean))
+    conn.execute(
+        "DELETE FROM log WHERE step = 'accept' AND seq = (SELECT max(seq) FROM log "
+        "WHERE step = 'accept')"
+    )
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        report = box.verify()
+        assert report.uncovered == [4] and not report.ok
