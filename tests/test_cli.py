@@ -136,18 +136,17 @@ def test_demo_json_is_deterministic_and_tells_both_stories(tmp_path: Path) -> No
         + ["conflict", "rejected", "rejected"]
     )
     assert (ussd["headcount"], ussd["headcount_without_dedup"]) == (23, 46)
-    assert [s["verdict"] for s in listing["verdicts"]] == [
-        "accepted",
-        "duplicate",
-        "duplicate",
-        "accepted",
-        "accepted",
-        "conflict",
-        "accepted",
-        "accepted",
-        "rejected",
-    ]
+    assert [s["outcome"] for s in listing["verdicts"]] == [
+        "committed", "duplicate", "accepted", "accepted", "superseded", "failed", "failed",
+        "applied", "conflict", "accepted", "accepted", "rejected", "applied", "applied"]
     assert listing["records"] == 5 and len(listing["work_keys"]) == 3
-    assert listing["primary_key_generations"][:5] == [1, 1, 1, 2, 3]
+    assert listing["clean_keys"] == 3
+    assert sorted(set(listing["primary_key_generations"])) == [1, 2, 3]
+    assert listing["verdicts"][4]["step"] == "the generation-2 completion"
+    feed = result["feed"]
+    assert (feed["rows"], feed["checkpoints"], feed["chain_verified"]) == (5, 9, True)
+    assert [s["reason"] or s["verdict"] for s in feed["verdicts"]] == [
+        "expired_lease", "accepted", "stale_token", "accepted", "duplicate", "accepted",
+        "duplicate", "accepted", "accepted", "duplicate"]
     human = run(tmp_path, "demo").stdout.decode()
     assert "headcount 23 (without dedup it would be 46)" in human

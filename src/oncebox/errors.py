@@ -50,3 +50,19 @@ class NotFound(OnceboxError):
 
 class InvalidOperation(OnceboxError):
     """The operation does not apply to the item in its current state."""
+
+
+class WrongKey(OnceboxError):
+    """A read result names another work key than the ticket it completes."""
+
+
+class InvalidDocument(OnceboxError):
+    """A read document is not a bounded, strict JSON object."""
+
+    def __init__(self, message: str | None = None, *, reason: str = "bad_document") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ReadFailed(OnceboxError):
+    """A reader could not read the work key; the key stays dirty."""

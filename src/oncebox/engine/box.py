@@ -16,6 +16,7 @@ from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec, format_duration
 from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
 from oncebox.engine.leases import Lease
+from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.errors import ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.store.base import (
@@ -278,6 +279,10 @@ class Oncebox:
                 for r in ranking
             ],
         }
+
+    def reconciler(self, inbox: str, reader: Reader | None = None, **options: Any) -> Reconciler:
+        """A reconciler worker for ``inbox``'s work keys (see :mod:`oncebox.engine.reconciler`)."""
+        return Reconciler(self, inbox, reader, **options)
 
     def work_keys(self, inbox: str) -> list[WorkKeyRow]:
         with self.store.reading() as tx:

@@ -125,6 +125,26 @@ class WorkKeyRow:
     marketplace_id: str
     generation: int
     applied_generation: int
+    document: str | None = None
+    document_generation: int | None = None
+    applied_token: int | None = None
+    refreshed_at: float | None = None
+    claim_token: int | None = None
+    claim_generation: int | None = None
+    claimed_by: str | None = None
+    claim_expires: float | None = None
+    failures: int = 0
+    next_attempt: float = 0.0
+    last_error: str | None = None
+    in_review: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.seller_id, self.sku, self.marketplace_id)
+
+    @property
+    def dirty(self) -> bool:
+        return self.generation > self.applied_generation
 
 
 @dataclass(frozen=True)
@@ -255,6 +275,43 @@ class Tx(Protocol):
     def bump_generation(self, inbox_id: int, key: tuple[str, str, str]) -> int: ...
 
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
+
+    # -- the reconciler ------------------------------------------------------------------
+    def work_key(self, inbox_id: int, key: tuple[str, str, str]) -> WorkKeyRow | None: ...
+
+    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkKeyRow]: ...
+
+    def next_claimable(self, inbox_id: int, now: float) -> WorkKeyRow | None: ...
+
+    def claim_work(
+        self, inbox_id: int, key: tuple[str, str, str], token: int, worker: str, expires: float
+    ) -> None: ...
+
+    def apply_document(
+        self,
+        inbox_id: int,
+        key: tuple[str, str, str],
+        document: str,
+        generation: int,
+        token: int,
+        now: float,
+    ) -> None: ...
+
+    def release_claim(self, inbox_id: int, key: tuple[str, str, str], token: int) -> None: ...
+
+    def record_failure(
+        self,
+        inbox_id: int,
+        key: tuple[str, str, str],
+        failures: int,
+        next_attempt: float,
+        error: str,
+        in_review: bool,
+    ) -> None: ...
+
+    def retry_work(self, inbox_id: int, key: tuple[str, str, str]) -> bool: ...
+
+    def work_figures(self, inbox_id: int, now: float) -> dict[str, int]: ...
 
     def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None: ...
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -275,6 +276,63 @@ class SQLiteTx:
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]:
         return [WorkKeyRow(*row) for row in self._all("work_keys", (inbox_id,))]
 
+    # -- the reconciler ------------------------------------------------------------------
+    def work_key(self, inbox_id: int, key: tuple[str, str, str]) -> WorkKeyRow | None:
+        row = self._one("work_key", (inbox_id, *key))
+        return WorkKeyRow(*row) if row else None
+
+    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkKeyRow]:
+        return [WorkKeyRow(*row) for row in self._all("dirty_keys", (inbox_id, limit))]
+
+    def next_claimable(self, inbox_id: int, now: float) -> WorkKeyRow | None:
+        row = self._one("next_claimable", (inbox_id, now))
+        return WorkKeyRow(*row) if row else None
+
+    def claim_work(
+        self, inbox_id: int, key: tuple[str, str, str], token: int, worker: str, expires: float
+    ) -> None:
+        self._conn.execute(Q["claim_work"], (token, worker, expires, inbox_id, *key))
+
+    def apply_document(
+        self,
+        inbox_id: int,
+        key: tuple[str, str, str],
+        document: str,
+        generation: int,
+        token: int,
+        now: float,
+    ) -> None:
+        self._conn.execute(
+            Q["apply_document"], (document, generation, generation, token, now, inbox_id, *key)
+        )
+
+    def release_claim(self, inbox_id: int, key: tuple[str, str, str], token: int) -> None:
+        self._conn.execute(Q["release_claim"], (inbox_id, *key, token))
+
+    def record_failure(
+        self,
+        inbox_id: int,
+        key: tuple[str, str, str],
+        failures: int,
+        next_attempt: float,
+        error: str,
+        in_review: bool,
+    ) -> None:
+        self._conn.execute(
+            Q["record_failure"],
+            (failures, next_attempt, error, int(in_review), inbox_id, *key),
+        )
+
+    def retry_work(self, inbox_id: int, key: tuple[str, str, str]) -> bool:
+        self._conn.execute(Q["retry_work"], (inbox_id, *key))
+        return bool(self._conn.changes())
+
+    def work_figures(self, inbox_id: int, now: float) -> dict[str, int]:
+        row = self._one("work_figures", (inbox_id, now))
+        assert row is not None
+        keys, dirty, review, claimed = (int(v) for v in row)
+        return {"keys": keys, "dirty": dirty, "in_review": review, "claimed": claimed}
+
     def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None:
         self._conn.execute(
             Q["ledger_insert"],
@@ -459,8 +517,9 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._memory = path == ":memory:"
         if self._memory:
-            # One private in-memory database shared by this store's connections.
-            self._uri = f"file:oncebox-{id(self)}?mode=memory&cache=shared"
+            # One private in-memory database shared by this store's connections (the
+            # memdb VFS shares a "/name" between connections of one process, with locking).
+            self._uri = f"file:/oncebox-{uuid.uuid4().hex}?vfs=memdb"
         self._migrate()
 
     def now(self) -> float:

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -23,8 +24,11 @@ from oncebox.engine.checkpoint import (
     verify_inclusion_document,
 )
 from oncebox.engine.inboxes import parse_duration
+from oncebox.engine.reconciler import Outcome, run_workers
 from oncebox.errors import OnceboxError
+from oncebox.store.base import WorkKeyRow
 from oncebox.surfaces.lines import delivery_from_line
+from oncebox.surfaces.readers import CommandReader
 from oncebox.surfaces.views import as_json
 
 DEFAULT_DB = "sqlite:///oncebox.db"
@@ -412,6 +416,127 @@ def _read_json(path: str) -> Any:
         return json.loads(_read_bytes(path))
     except ValueError:
         _fail(f"{path} is not JSON")
+
+
+@cli.command()
+@click.option("--inbox", default="listing", show_default=True)
+@click.option(
+    "--reader",
+    "command",
+    required=True,
+    metavar="COMMAND",
+    help="Run per key: key JSON on stdin, document JSON on stdout.",
+)
+@click.option("--once", is_flag=True, help="Stop when no dirty key is due.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--claim-ttl", default=30.0, show_default=True, help="Seconds a claim lasts.")
+@click.option(
+    "--max-failures",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Failures in a row before a key goes to operator review.",
+)
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per read.")
+@click.pass_obj
+def reconcile(
+    obj: Context,
+    inbox: str,
+    command: str,
+    once: bool,
+    workers: int,
+    claim_ttl: float,
+    max_failures: int,
+    timeout: float,
+) -> None:
+    """Refresh dirty work keys through a reader command, with N workers.
+
+    Example: oncebox reconcile --reader "python3 fetch_listing.py" --workers 4 --once
+    """
+    box = obj.box
+    reader = CommandReader(command, timeout=timeout)
+    worker = box.reconciler(inbox)
+    counts: dict[str, int] = {o.value: 0 for o in Outcome}
+    console = Console(stderr=True)
+    lock = threading.Lock()
+
+    def line() -> str:
+        figures = worker.figures()
+        return (
+            f"dirty {figures['dirty']}  applied {counts['applied']}  superseded "
+            f"{counts['superseded']}  failed {counts['failed']}  in review "
+            f"{figures['in_review']}"
+        )
+
+    with console.status(line()) as status:
+
+        def seen(outcome: Outcome) -> None:
+            with lock:
+                counts[outcome.value] += 1
+                if outcome is not Outcome.IDLE:
+                    status.update(line())
+
+        run_workers(
+            box,
+            inbox,
+            reader,
+            workers=workers,
+            once=once,
+            on_outcome=seen,
+            claim_ttl=claim_ttl,
+            max_failures=max_failures,
+        )
+    _emit({"inbox": inbox, **{k: v for k, v in counts.items() if k != "idle"}, **worker.figures()})
+
+
+@cli.group()
+def work() -> None:
+    """Work keys of the reconciler: list, review, retry."""
+
+
+def _key_json(row: WorkKeyRow) -> dict[str, Any]:
+    return {
+        "key": {"seller_id": row.seller_id, "sku": row.sku, "marketplace_id": row.marketplace_id},
+        "generation": row.generation,
+        "applied_generation": row.applied_generation,
+        "dirty": row.dirty,
+        "failures": row.failures,
+        "last_error": row.last_error,
+        "in_review": bool(row.in_review),
+        "claimed_by": row.claimed_by,
+        "document": json.loads(row.document) if row.document else None,
+        "document_generation": row.document_generation,
+    }
+
+
+@work.command("list")
+@click.option("--inbox", default="listing", show_default=True)
+@click.option("--dirty", is_flag=True, help="Only dirty keys.")
+@click.pass_obj
+def work_list(obj: Context, inbox: str, dirty: bool) -> None:
+    """Work keys with their generations, documents and failures."""
+    rows = obj.box.work_keys(inbox)
+    _emit([_key_json(row) for row in rows if row.dirty or not dirty])
+
+
+@work.command("review")
+@click.option("--inbox", default="listing", show_default=True)
+@click.pass_obj
+def work_review(obj: Context, inbox: str) -> None:
+    """Keys that kept failing and wait for an operator, with their last error."""
+    _emit([_key_json(row) for row in obj.box.reconciler(inbox).review()])
+
+
+@work.command("retry")
+@click.argument("seller_id")
+@click.argument("sku")
+@click.argument("marketplace_id")
+@click.option("--inbox", default="listing", show_default=True)
+@click.pass_obj
+def work_retry(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
+    """Send a key back from review to be refreshed again."""
+    obj.box.reconciler(inbox).retry((seller_id, sku, marketplace_id))
+    _emit({"retried": [seller_id, sku, marketplace_id]})
 
 
 @cli.command()

@@ -6,6 +6,8 @@ The output is deterministic: the same JSON on every machine and every run.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import oncebox
 from oncebox.engine.clock import ManualClock
 from oncebox.engine.inboxes import InboxSpec
+from oncebox.engine.reconciler import Backoff, Outcome, ReadResult, WorkKey
 from oncebox.formats import Delivery
 from oncebox.formats.ussd_h1 import make_frame
 
@@ -100,51 +103,79 @@ def _ussd(box: oncebox.Oncebox, clock: ManualClock) -> dict[str, Any]:
     }
 
 
+HARD_EXIT = """
+import os, sys
+import oncebox
+from oncebox import InboxSpec, ManualClock
+box = oncebox.open(sys.argv[1], clock=ManualClock(float(sys.argv[3])),
+                   inboxes=[InboxSpec("listing", codec="json-event", apply="generation")])
+box.ingest("listing", sys.argv[2].encode())
+os._exit(0)
+"""
+PRIMARY = ("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
+
+
 def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
+    """Seed 002's whole trace: ingest, a hard exit, and a generation-fenced reconciler."""
+    url = f"sqlite:///{path}"
     steps: list[dict[str, Any]] = []
     primary_generations: list[int] = []
+    first = json.dumps(_event("n-1"))
+    # A real process commits the first notification and dies before any ack.
+    subprocess.run([sys.executable, "-c", HARD_EXIT, url, first, str(clock.now)], check=True)
+    box = oncebox.open(url, inboxes=INBOXES, clock=clock)
 
-    def send(box: oncebox.Oncebox, step: str, body: str) -> None:
+    def note(step: str, outcome: str, reason: str | None = None) -> None:
+        keys = {k.key: k.generation for k in box.work_keys("listing")}
+        steps.append({"step": step, "outcome": outcome, "reason": reason})
+        primary_generations.append(keys.get(PRIMARY, 0))
+
+    def send(step: str, body: str) -> None:
         clock.advance(60)
         decision = box.ingest("listing", body)
-        steps.append(
-            {
-                "step": step,
-                "verdict": str(decision.verdict),
-                "reason": decision.reason,
-                "may_ack": decision.may_ack,
-            }
-        )
-        keys = {
-            (k.seller_id, k.sku, k.marketplace_id): k.generation for k in box.work_keys("listing")
-        }
-        primary_generations.append(keys.get(("SELLER-A", "SKU-1", "ATVPDKIKX0DER"), 0))
+        note(step, str(decision.verdict), decision.reason)
 
-    first = _event("n-1")
-    box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES, clock=clock)
-    send(box, "first delivery", json.dumps(first))
-    box.close()  # the process restarts; the queue redelivers what it never saw acked
-    box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES, clock=clock)
-    send(box, "redelivery after restart", json.dumps(first))
+    def failing(key: WorkKey) -> ReadResult:
+        raise TimeoutError("the listing API timed out")
+
+    def wrong_key(key: WorkKey) -> ReadResult:
+        return ReadResult((key[0], "SKU-9", key[2]), {"status": "ACTIVE"})
+
+    def good(key: WorkKey) -> ReadResult:
+        return ReadResult(
+            key, {"status": "ACTIVE", "sku": key.sku, "marketplace_id": key.marketplace_id}
+        )
+
+    note("hard exit right after the commit", "committed")
+    send("redelivery after restart", first)
     send(
-        box,
-        "redelivery, members reordered",
-        json.dumps(dict(reversed(list(first.items()))), indent=1),
-    )
-    send(
-        box,
         "an older event for the same key",
         json.dumps(_event("n-2", event_time="2026-11-01T09:00:00Z", status="INACTIVE")),
     )
+    worker = box.reconciler("listing", backoff=Backoff(rng=lambda: 0.0))
+    ticket = worker.begin_refresh(PRIMARY)
+    assert ticket is not None
     send(
-        box,
-        "a newer event for the same key",
+        "a notification arrives during the read",
         json.dumps(_event("n-3", event_time="2026-11-01T11:00:00Z")),
     )
-    send(box, "same identity, different payload", json.dumps(_event("n-1", status="SUPPRESSED")))
-    send(box, "another marketplace", json.dumps(_event("n-4", marketplace="A1F83G8C2ARO7P")))
-    send(box, "another sku", json.dumps(_event("n-5", sku="SKU-2")))
-    send(box, "schema_version true", json.dumps({**_event("n-6"), "schema_version": True}))
+    completion = worker.complete(ticket, ReadResult(PRIMARY, {"status": "INACTIVE"}))
+    note(f"the generation-{ticket.generation} completion", str(completion))
+    for step, reader in (
+        ("a failed read", failing),
+        ("a result for the wrong key", wrong_key),
+        ("a good read", good),
+    ):
+        clock.advance(3600)  # past any backoff
+        worker.reader = reader
+        note(step, str(worker.refresh_once()))
+    send("same identity, different payload", json.dumps(_event("n-1", status="SUPPRESSED")))
+    send("another marketplace", json.dumps(_event("n-4", marketplace="A1F83G8C2ARO7P")))
+    send("another sku", json.dumps(_event("n-5", sku="SKU-2")))
+    send("schema_version true", json.dumps({**_event("n-6"), "schema_version": True}))
+    worker.reader = good
+    while (outcome := worker.refresh_once()) is not Outcome.IDLE:
+        note("refresh an independent key", str(outcome))
     stats = box.stats("listing")
     keys = [
         {
@@ -152,7 +183,8 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
             "sku": k.sku,
             "marketplace_id": k.marketplace_id,
             "generation": k.generation,
-            "dirty": k.generation > k.applied_generation,
+            "applied_generation": k.applied_generation,
+            "dirty": k.dirty,
         }
         for k in box.work_keys("listing")
     ]
@@ -165,6 +197,7 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
         "dead_letters": stats["dead_letters"],
         "primary_key_generations": primary_generations,
         "work_keys": keys,
+        "clean_keys": sum(not k["dirty"] for k in keys),
     }
 
 
@@ -271,11 +304,11 @@ def summary(result: dict[str, Any]) -> str:
     ):
         reason = f" ({step['reason']})" if step["reason"] else ""
         lines.append(
-            f"  {step['step']:<40} {step['verdict']}{reason}  [primary key generation {generation}]"
+            f"  {step['step']:<40} {step['outcome']}{reason}  [primary key gen {generation}]"
         )
     lines.append(
         f"  records {listing['records']}, quarantine open {listing['quarantine_open']}, "
-        f"dead letters {listing['dead_letters']}, work keys "
+        f"dead letters {listing['dead_letters']}, clean keys {listing['clean_keys']} of "
         f"{len(listing['work_keys'])}"
     )
     feed = result["feed"]

@@ -108,8 +108,69 @@ DO UPDATE SET generation = generation + 1
 RETURNING generation;
 
 -- name: work_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
 FROM work_keys WHERE inbox_id = ? ORDER BY seller_id, sku, marketplace_id;
+
+-- name: work_key
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
+
+-- name: dirty_keys
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = ? AND generation > applied_generation
+ORDER BY seller_id, sku, marketplace_id LIMIT ?;
+
+-- name: next_claimable
+-- A dirty key nobody holds (or whose holder's claim expired on the server clock),
+-- not in review and not backing off.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys
+WHERE inbox_id = ?1 AND generation > applied_generation AND in_review = 0
+  AND next_attempt <= ?2 AND (claim_token IS NULL OR claim_expires < ?2)
+ORDER BY next_attempt, seller_id, sku, marketplace_id LIMIT 1;
+
+-- name: claim_work
+UPDATE work_keys
+SET claim_token = ?, claim_generation = generation, claimed_by = ?, claim_expires = ?
+WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
+
+-- name: apply_document
+UPDATE work_keys
+SET document = ?, document_generation = ?, applied_generation = ?, applied_token = ?,
+    refreshed_at = ?, claim_token = NULL, claim_generation = NULL, claimed_by = NULL,
+    claim_expires = NULL, failures = 0, next_attempt = 0, last_error = NULL
+WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
+
+-- name: release_claim
+UPDATE work_keys
+SET claim_token = NULL, claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
+WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ? AND claim_token = ?;
+
+-- name: record_failure
+UPDATE work_keys
+SET failures = ?, next_attempt = ?, last_error = ?, in_review = ?, claim_token = NULL,
+    claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
+WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
+
+-- name: retry_work
+UPDATE work_keys SET in_review = 0, failures = 0, next_attempt = 0, last_error = NULL
+WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ? AND in_review = 1;
+
+-- name: work_figures
+SELECT
+  count(*),
+  coalesce(sum(generation > applied_generation), 0),
+  coalesce(sum(in_review), 0),
+  coalesce(sum(claim_token IS NOT NULL AND claim_expires >= ?2), 0)
+FROM work_keys WHERE inbox_id = ?1;
 
 -- name: ledger_insert
 INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)

@@ -1,0 +1,364 @@
+"""The reconciler: refresh dirty work keys from a trusted reader, fenced by generation.
+
+Seed 002's contract: ``dirty`` means ``generation > applied_generation``. A ticket
+captures a key and its generation; the reader runs outside any transaction; completing
+stores the document and advances ``applied_generation`` only while the stored generation
+still equals the ticket's and was not applied yet (I6). Otherwise the read is
+``superseded`` and the key stays dirty for the next pass.
+
+Beyond the seed, many workers share the keys. A ticket is also a claim: a lease on one
+key whose token comes from the store's single fencing counter and whose expiry is on the
+server clock. Two workers never hold one key; an expired claim can be taken over, and
+the old holder's completion is then refused by its stale token. Failures back off
+exponentially with jitter; a key that keeps failing goes to operator review instead of
+looping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from oncebox.engine import log
+from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
+from oncebox.formats.canonical import canonical
+from oncebox.formats.invalid import Invalid
+from oncebox.formats.strictjson import loads
+from oncebox.store.base import WorkKeyRow
+
+if TYPE_CHECKING:
+    from oncebox.engine.box import Oncebox
+
+logger = logging.getLogger("oncebox")
+MAX_DOCUMENT_BYTES = 65_536
+
+
+class WorkKey(NamedTuple):
+    seller_id: str
+    sku: str
+    marketplace_id: str
+
+    def to_dict(self) -> dict[str, str]:
+        return self._asdict()
+
+
+class Outcome(StrEnum):
+    """What one :meth:`Reconciler.refresh_once` did."""
+
+    APPLIED = "applied"
+    SUPERSEDED = "superseded"
+    FAILED = "failed"
+    IDLE = "idle"
+
+
+class Completion(StrEnum):
+    APPLIED = "applied"
+    SUPERSEDED = "superseded"  # a newer event arrived during the read: still dirty
+    STALE = "stale"  # another worker took the key over after this claim expired
+    REPEATED = "repeated"  # this ticket already completed: nothing changes
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A claim on one work key at one generation."""
+
+    inbox: str
+    key: WorkKey
+    generation: int
+    token: int
+    worker: str
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What a reader returns: the key it actually read, and the document.
+
+    A reader is a trusted adapter. Before returning it must check the response status and
+    body, the datasets it asked for and that the response is about this seller, SKU and
+    marketplace, and it must raise rather than return ``{}`` for missing data: an empty
+    object is a valid document and would mark the key clean.
+    """
+
+    key: WorkKey | tuple[str, str, str]
+    document: Mapping[str, Any] | str | bytes
+
+
+Reader = Callable[[WorkKey], ReadResult]
+
+
+@dataclass
+class Backoff:
+    """Exponential, capped, with jitter from an injectable random source."""
+
+    base: float = 1.0
+    cap: float = 300.0
+    rng: Callable[[], float] = field(default=random.random)
+
+    def delay(self, failures: int) -> float:
+        ceiling = min(self.cap, self.base * 2.0 ** max(0, failures - 1))
+        return ceiling / 2 + self.rng() * ceiling / 2
+
+
+def document_text(document: Mapping[str, Any] | str | bytes | Any) -> str:
+    """The canonical text of a read document, or :class:`InvalidDocument`.
+
+    Read documents obey the event bounds: strict JSON, an object, nesting up to 20 and
+    at most 65,536 bytes raw and canonical.
+    """
+    if not isinstance(document, str | bytes):
+        try:
+            raw: str | bytes = json.dumps(document, allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidDocument(f"not JSON: {exc}", reason="bad_json") from None
+    else:
+        raw = document
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(f"{size} bytes exceeds {MAX_DOCUMENT_BYTES}", reason="too_large")
+    try:
+        value = loads(raw, max_depth=20)
+    except Invalid as invalid:
+        raise InvalidDocument(str(invalid), reason=invalid.reason) from None
+    if not isinstance(value, dict):
+        raise InvalidDocument("a read document must be a JSON object", reason="bad_shape")
+    text = canonical(value)
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument("canonical form too large", reason="too_large")
+    return text.decode("utf-8")
+
+
+def default_worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Reconciler:
+    """One worker's view of an inbox's work keys. Make one per thread."""
+
+    def __init__(
+        self,
+        box: Oncebox,
+        inbox: str,
+        reader: Reader | None = None,
+        *,
+        worker: str | None = None,
+        claim_ttl: float = 30.0,
+        max_failures: int = 5,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if claim_ttl <= 0:
+            raise InvalidOperation("claim_ttl must be positive")
+        if max_failures < 1:
+            raise InvalidOperation("max_failures must be at least 1")
+        self.box = box
+        self.store = box.store
+        self.inbox = inbox
+        self.inbox_id = box.inbox(inbox).row.id
+        self.reader = reader
+        self.worker = worker or default_worker_name()
+        self.claim_ttl = claim_ttl
+        self.max_failures = max_failures
+        self.backoff = backoff or Backoff()
+
+    # -- seed 002's contract -----------------------------------------------------------
+    def dirty_keys(self, limit: int = 10_000) -> list[WorkKeyRow]:
+        with self.store.reading() as tx:
+            return tx.dirty_keys(self.inbox_id, limit)
+
+    def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
+        """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
+        with self.store.transaction() as tx:
+            now = self.store.now()
+            if key is None:
+                row = tx.next_claimable(self.inbox_id, now)
+                if row is None:
+                    return None
+            else:
+                row = tx.work_key(self.inbox_id, tuple(key))  # type: ignore[arg-type]
+                if row is None:
+                    raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
+                if row.claim_token is not None and (row.claim_expires or 0) >= now:
+                    raise InvalidOperation(
+                        f"work key {list(key)} is held by {row.claimed_by} until "
+                        f"{row.claim_expires}"
+                    )
+            token = tx.next_token()
+            expires = now + self.claim_ttl
+            tx.claim_work(self.inbox_id, row.key, token, self.worker, expires)
+        return Ticket(self.inbox, WorkKey(*row.key), row.generation, token, self.worker, expires)
+
+    def complete(self, ticket: Ticket, result: ReadResult) -> Completion:
+        """Store the read and mark the key clean, only for the generation it was read for."""
+        if tuple(result.key) != tuple(ticket.key):
+            raise WrongKey(
+                f"the result is for {list(result.key)}, the ticket for {list(ticket.key)}"
+            )
+        text = document_text(result.document)
+        with self.store.transaction() as tx:
+            row = tx.work_key(self.inbox_id, ticket.key)
+            if row is None:
+                raise NotFound(f"no work key {list(ticket.key)}")
+            if row.applied_token == ticket.token:
+                return Completion.REPEATED
+            if row.claim_token != ticket.token:
+                return Completion.STALE
+            # The generation fence (I6): equal to the ticket's and not applied yet.
+            if row.generation == ticket.generation and row.applied_generation < ticket.generation:
+                now = self.store.now()
+                tx.apply_document(
+                    self.inbox_id, ticket.key, text, ticket.generation, ticket.token, now
+                )
+                log.append(
+                    tx,
+                    "complete",
+                    {
+                        "inbox": self.inbox,
+                        "key": list(ticket.key),
+                        "generation": ticket.generation,
+                        "token": ticket.token,
+                        "worker": ticket.worker,
+                        "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                    },
+                )
+                return Completion.APPLIED
+            tx.release_claim(self.inbox_id, ticket.key, ticket.token)
+            return Completion.SUPERSEDED
+
+    def fail(self, ticket: Ticket, error: str) -> None:
+        """A read failed: back off, or send the key to operator review."""
+        with self.store.transaction() as tx:
+            row = tx.work_key(self.inbox_id, ticket.key)
+            if row is None or row.claim_token != ticket.token:
+                return  # the claim is someone else's now; their attempt counts, not ours
+            failures = row.failures + 1
+            review = failures >= self.max_failures
+            now = self.store.now()
+            tx.record_failure(
+                self.inbox_id,
+                ticket.key,
+                failures,
+                now + self.backoff.delay(failures),
+                error[:2000],
+                review,
+            )
+            if review:
+                log.append(
+                    tx,
+                    "review",
+                    {
+                        "inbox": self.inbox,
+                        "key": list(ticket.key),
+                        "failures": failures,
+                        "error": error[:500],
+                    },
+                )
+        if review:
+            logger.warning(
+                "oncebox work key %s in %s failed %d times and went to review: %s",
+                list(ticket.key),
+                self.inbox,
+                failures,
+                error[:200],
+            )
+
+    def refresh_once(self) -> Outcome:
+        """Claim one due key, read it outside any transaction, and complete it."""
+        if self.reader is None:
+            raise InvalidOperation("this reconciler has no reader")
+        ticket = self.begin_refresh()
+        if ticket is None:
+            return Outcome.IDLE
+        try:
+            result = self.reader(ticket.key)
+        except Exception as exc:
+            self.fail(ticket, f"{type(exc).__name__}: {exc}")
+            return Outcome.FAILED
+        try:
+            completion = self.complete(ticket, result)
+        except (WrongKey, InvalidDocument) as exc:
+            self.fail(ticket, f"{type(exc).__name__}: {exc}")
+            return Outcome.FAILED
+        if completion is Completion.APPLIED:
+            return Outcome.APPLIED
+        return Outcome.SUPERSEDED
+
+    # -- operators -----------------------------------------------------------------------
+    def review(self) -> list[WorkKeyRow]:
+        with self.store.reading() as tx:
+            return [row for row in tx.work_keys(self.inbox_id) if row.in_review]
+
+    def retry(self, key: tuple[str, str, str]) -> None:
+        """Send a key back from review: its failure count starts again."""
+        with self.store.transaction() as tx:
+            if not tx.retry_work(self.inbox_id, tuple(key)):  # type: ignore[arg-type]
+                raise InvalidOperation(f"work key {list(key)} is not in review")
+            log.append(tx, "retry", {"inbox": self.inbox, "key": list(key)})
+
+    def figures(self) -> dict[str, int]:
+        with self.store.reading() as tx:
+            return tx.work_figures(self.inbox_id, self.store.now())
+
+
+def run_workers(
+    box: Oncebox,
+    inbox: str,
+    reader: Reader,
+    *,
+    workers: int = 1,
+    once: bool = False,
+    stop: threading.Event | None = None,
+    idle_sleep: float = 0.5,
+    on_outcome: Callable[[Outcome], None] | None = None,
+    **options: Any,
+) -> Counter[Outcome]:
+    """Run ``workers`` threads, each with its own connection, until ``stop`` is set or,
+    with ``once``, until no key is due."""
+    stop = stop or threading.Event()
+    totals: Counter[Outcome] = Counter()
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work(number: int) -> None:
+        worker = Reconciler(
+            box, inbox, reader, worker=f"{default_worker_name()}-{number}", **options
+        )
+        try:
+            while not stop.is_set():
+                outcome = worker.refresh_once()
+                with lock:
+                    totals[outcome] += 1
+                if on_outcome:
+                    on_outcome(outcome)
+                if outcome is Outcome.IDLE:
+                    if once:
+                        return
+                    stop.wait(idle_sleep)
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return totals

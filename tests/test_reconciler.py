@@ -1,0 +1,230 @@
+"""Seed 002's refresh contract and the several-worker extension, on every backend."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from conftest import BoxFactory
+from helpers import event_body
+from oncebox import ManualClock, Oncebox
+from oncebox.engine.reconciler import (
+    Backoff,
+    Completion,
+    Outcome,
+    ReadResult,
+    Reconciler,
+    WorkKey,
+)
+from oncebox.errors import InvalidDocument, InvalidOperation, WrongKey
+
+PRIMARY = WorkKey("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
+OTHER = WorkKey("SELLER-A", "SKU-2", "ATVPDKIKX0DER")
+
+
+def reading(status: str = "ACTIVE") -> Any:
+    def reader(key: WorkKey) -> ReadResult:
+        return ReadResult(key, {"status": status, "sku": key.sku})
+
+    return reader
+
+
+def row(box: Oncebox, key: WorkKey = PRIMARY) -> Any:
+    [found] = [r for r in box.work_keys("listing") if r.key == tuple(key)]
+    return found
+
+
+def worker(box: Oncebox, reader: Any = None, **options: Any) -> Reconciler:
+    return box.reconciler("listing", reader, backoff=Backoff(rng=lambda: 0.0), **options)
+
+
+def test_refresh_applies_and_cleans_the_key(box: Oncebox) -> None:
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box, reading())
+    assert [r.key for r in recon.dirty_keys()] == [tuple(PRIMARY)]
+    assert recon.refresh_once() is Outcome.APPLIED
+    assert recon.dirty_keys() == []
+    clean = row(box)
+    assert (clean.generation, clean.applied_generation, clean.document_generation) == (1, 1, 1)
+    assert clean.document == '{"sku":"SKU-1","status":"ACTIVE"}'
+    assert recon.refresh_once() is Outcome.IDLE
+
+
+def test_a_duplicate_after_clean_work_does_not_dirty_it(box: Oncebox) -> None:
+    box.ingest("listing", event_body("n-1"))
+    worker(box, reading()).refresh_once()
+    assert str(box.ingest("listing", event_body("n-1")).verdict) == "duplicate"
+    assert not row(box).dirty
+
+
+def test_an_event_during_the_read_supersedes_the_completion(make_box: BoxFactory) -> None:
+    box = make_box()
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None and ticket.generation == 1
+    # A second connection (another thread) commits a new event while the read runs.
+    other = threading.Thread(target=lambda: box.ingest("listing", event_body("n-2")))
+    other.start()
+    other.join()
+    assert recon.complete(ticket, ReadResult(PRIMARY, {"status": "stale"})) is (
+        Completion.SUPERSEDED)
+    stale = row(box)
+    assert stale.dirty and stale.document is None and stale.generation == 2
+    recon.reader = reading("fresh")
+    assert recon.refresh_once() is Outcome.APPLIED
+    assert row(box).document_generation == 2 and "fresh" in row(box).document
+
+
+def test_a_failed_read_leaves_the_key_dirty_and_the_last_document(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    box.ingest("listing", event_body("n-1"))
+    worker(box, reading("first")).refresh_once()
+    box.ingest("listing", event_body("n-2"))
+
+    def broken(key: WorkKey) -> ReadResult:
+        raise TimeoutError("provider timed out")
+
+    recon = worker(box, broken)
+    assert recon.refresh_once() is Outcome.FAILED
+    failed = row(box)
+    assert failed.dirty and "first" in failed.document and failed.document_generation == 1
+    assert failed.failures == 1 and "provider timed out" in failed.last_error
+    assert recon.refresh_once() is Outcome.IDLE, "the key backs off"
+    clock.advance(10)
+    recon.reader = reading("second")
+    assert recon.refresh_once() is Outcome.APPLIED
+    assert row(box).failures == 0 and "second" in row(box).document
+
+
+def test_a_result_for_another_key_is_refused_and_changes_nothing(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None
+    with pytest.raises(WrongKey, match="SKU-2"):
+        recon.complete(ticket, ReadResult(OTHER, {"status": "ACTIVE"}))
+    assert row(box).dirty and row(box).document is None
+
+    def wrong(key: WorkKey) -> ReadResult:
+        return ReadResult(OTHER, {"status": "ACTIVE"})
+
+    clock.advance(31)  # the first claim expires
+    assert worker(box, wrong).refresh_once() is Outcome.FAILED
+    assert row(box).dirty and row(box).document is None and "WrongKey" in row(box).last_error
+
+
+def test_keys_are_independent(box: Oncebox) -> None:
+    box.ingest("listing", event_body("n-1"))
+    box.ingest("listing", event_body("n-2", sku="SKU-2"))
+    box.ingest("listing", event_body("n-3", marketplace_id="A1F83G8C2ARO7P"))
+    box.ingest("listing", event_body("n-4", seller_id="SELLER-B"))
+    recon = worker(box, reading())
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None
+    assert recon.complete(ticket, ReadResult(PRIMARY, {"s": 1})) is Completion.APPLIED
+    assert [r.dirty for r in box.work_keys("listing")].count(True) == 3
+
+
+def test_repeated_completion_is_a_no_op(box: Oncebox) -> None:
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None
+    assert recon.complete(ticket, ReadResult(PRIMARY, {"v": 1})) is Completion.APPLIED
+    assert recon.complete(ticket, ReadResult(PRIMARY, {"v": 2})) is Completion.REPEATED
+    assert row(box).document == '{"v":1}'
+    assert [e.step for e in box.log_entries()].count("complete") == 1
+
+
+@pytest.mark.parametrize(
+    "document,reason",
+    [
+        ([1, 2], "bad_shape"),
+        ("[]", "bad_shape"),
+        (b'{"a": 1, "a": 2}', "duplicate_member"),
+        ('{"a": NaN}', "non_finite_number"),
+        ({"a": float("inf")}, "bad_json"),
+        ("[" * 21 + "]" * 21, "too_deep"),
+        ({"a": "x" * 70_000}, "too_large"),
+        (b"\xff{}", "invalid_unicode"),
+        ("{not json", "bad_json"),
+    ],
+)
+def test_invalid_read_documents_are_refused(box: Oncebox, document: Any, reason: str) -> None:
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None
+    with pytest.raises(InvalidDocument) as refused:
+        recon.complete(ticket, ReadResult(PRIMARY, document))
+    assert refused.value.reason == reason
+    assert row(box).dirty and row(box).document is None
+
+
+def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    box.ingest("listing", event_body("n-1"))
+    slow, fast = worker(box, worker="slow", claim_ttl=30), worker(box, worker="fast")
+    held = slow.begin_refresh()
+    assert held is not None and fast.begin_refresh() is None, "one holder per key"
+    with pytest.raises(InvalidOperation, match="held by slow"):
+        fast.begin_refresh(PRIMARY)
+    clock.advance(31)
+    taken = fast.begin_refresh()
+    assert taken is not None and taken.token > held.token
+    assert slow.complete(held, ReadResult(PRIMARY, {"by": "slow"})) is Completion.STALE
+    assert fast.complete(taken, ReadResult(PRIMARY, {"by": "fast"})) is Completion.APPLIED
+    assert row(box).document == '{"by":"fast"}'
+
+
+def test_a_key_that_keeps_failing_goes_to_review_and_back(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    box.ingest("listing", event_body("n-1"))
+    delays = []
+
+    def broken(key: WorkKey) -> ReadResult:
+        raise ConnectionError("refused")
+
+    recon = box.reconciler("listing", broken, max_failures=3,
+                           backoff=Backoff(base=2, cap=5, rng=lambda: 1.0))
+    for _ in range(3):
+        assert recon.refresh_once() is Outcome.FAILED
+        delays.append(row(box).next_attempt - clock.now)
+        clock.advance(60)
+    assert delays[:2] == [2.0, 4.0], "exponential"
+    [waiting] = recon.review()
+    assert waiting.failures == 3 and "refused" in waiting.last_error
+    assert recon.refresh_once() is Outcome.IDLE, "a key in review is not retried"
+    recon.retry(PRIMARY)
+    with pytest.raises(InvalidOperation, match="not in review"):
+        recon.retry(PRIMARY)
+    recon.reader = reading()
+    assert recon.refresh_once() is Outcome.APPLIED
+    assert "review" in [e.step for e in box.log_entries()]
+    assert "retry" in [e.step for e in box.log_entries()]
+
+
+def test_backoff_is_capped_and_jittered() -> None:
+    values = iter([0.0, 1.0, 0.5])
+    backoff = Backoff(base=1, cap=8, rng=lambda: next(values))
+    assert backoff.delay(1) == 0.5
+    assert backoff.delay(10) == 8.0
+    assert backoff.delay(3) == 3.0
+
+
+def test_completions_are_log_entries_and_the_log_verifies(box: Oncebox) -> None:
+    box.ingest("listing", event_body("n-1"))
+    box.ingest("listing", event_body("n-2", sku="SKU-2"))
+    recon = worker(box, reading())
+    while recon.refresh_once() is not Outcome.IDLE:
+        pass
+    assert [e.step for e in box.log_entries()].count("complete") == 2
+    assert box.verify().ok
