@@ -137,8 +137,21 @@ def test_demo_json_is_deterministic_and_tells_both_stories(tmp_path: Path) -> No
     )
     assert (ussd["headcount"], ussd["headcount_without_dedup"]) == (23, 46)
     assert [s["outcome"] for s in listing["verdicts"]] == [
-        "committed", "duplicate", "accepted", "accepted", "superseded", "failed", "failed",
-        "applied", "conflict", "accepted", "accepted", "rejected", "applied", "applied"]
+        "committed",
+        "duplicate",
+        "accepted",
+        "accepted",
+        "superseded",
+        "failed",
+        "failed",
+        "applied",
+        "conflict",
+        "accepted",
+        "accepted",
+        "rejected",
+        "applied",
+        "applied",
+    ]
     assert listing["records"] == 5 and len(listing["work_keys"]) == 3
     assert listing["clean_keys"] == 3
     assert sorted(set(listing["primary_key_generations"])) == [1, 2, 3]
@@ -146,7 +159,16 @@ def test_demo_json_is_deterministic_and_tells_both_stories(tmp_path: Path) -> No
     feed = result["feed"]
     assert (feed["rows"], feed["checkpoints"], feed["chain_verified"]) == (5, 9, True)
     assert [s["reason"] or s["verdict"] for s in feed["verdicts"]] == [
-        "expired_lease", "accepted", "stale_token", "accepted", "duplicate", "accepted",
-        "duplicate", "accepted", "accepted", "duplicate"]
+        "expired_lease",
+        "accepted",
+        "stale_token",
+        "accepted",
+        "duplicate",
+        "accepted",
+        "duplicate",
+        "accepted",
+        "accepted",
+        "duplicate",
+    ]
     human = run(tmp_path, "demo").stdout.decode()
     assert "headcount 23 (without dedup it would be 46)" in human

@@ -70,7 +70,8 @@ def test_an_event_during_the_read_supersedes_the_completion(make_box: BoxFactory
     other.start()
     other.join()
     assert recon.complete(ticket, ReadResult(PRIMARY, {"status": "stale"})) is (
-        Completion.SUPERSEDED)
+        Completion.SUPERSEDED
+    )
     stale = row(box)
     assert stale.dirty and stale.document is None and stale.generation == 2
     recon.reader = reading("fresh")
@@ -184,17 +185,16 @@ def test_an_expired_claim_is_taken_over_and_the_old_holder_is_fenced(
     assert row(box).document == '{"by":"fast"}'
 
 
-def test_a_key_that_keeps_failing_goes_to_review_and_back(
-    box: Oncebox, clock: ManualClock
-) -> None:
+def test_a_key_that_keeps_failing_goes_to_review_and_back(box: Oncebox, clock: ManualClock) -> None:
     box.ingest("listing", event_body("n-1"))
     delays = []
 
     def broken(key: WorkKey) -> ReadResult:
         raise ConnectionError("refused")
 
-    recon = box.reconciler("listing", broken, max_failures=3,
-                           backoff=Backoff(base=2, cap=5, rng=lambda: 1.0))
+    recon = box.reconciler(
+        "listing", broken, max_failures=3, backoff=Backoff(base=2, cap=5, rng=lambda: 1.0)
+    )
     for _ in range(3):
         assert recon.refresh_once() is Outcome.FAILED
         delays.append(row(box).next_attempt - clock.now)

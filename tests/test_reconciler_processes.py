@@ -55,7 +55,8 @@ def start_worker(tmp_path: Path, url: str, name: str, slow: bool) -> subprocess.
     script.write_text(WORKER)
     return subprocess.Popen(
         [sys.executable, str(script), url, str(tmp_path / "stop"), name, "1" if slow else "0"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -90,8 +91,9 @@ def test_four_workers_with_events_during_reads_and_one_killed_mid_read(tmp_path:
         # No completion landed for a generation other than the one it was read for.
         assert document["read_at_generation"] == key.document_generation
         assert document["worker"] != "victim"
-    completes = [json.loads(e.state) for e in feeder.log_entries(1, 100_000)
-                 if e.step == "complete"]
+    completes = [
+        json.loads(e.state) for e in feeder.log_entries(1, 100_000) if e.step == "complete"
+    ]
     for entry in completes:
         assert entry["worker"] != "victim"
     assert feeder.verify().ok
@@ -129,26 +131,42 @@ def test_hard_exit_after_commit_leaves_the_work_recoverable(tmp_path: Path) -> N
 def cli(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0) -> bytes:
     result = subprocess.run(
         [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", *args],
-        input=stdin, capture_output=True, cwd=tmp_path, timeout=120,
+        input=stdin,
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert result.returncode == code, result.stderr.decode()
     return result.stdout
 
 
 def test_reconcile_through_a_command_reader(tmp_path: Path) -> None:
-    (tmp_path / "fetch.py").write_text(textwrap.dedent("""
+    (tmp_path / "fetch.py").write_text(
+        textwrap.dedent("""
         import json, sys
         key = json.load(sys.stdin)
         if key["sku"] == "SKU-BAD":
             print("listing not found", file=sys.stderr)
             sys.exit(3)
         print(json.dumps({"status": "ACTIVE", "sku": key["sku"]}))
-    """))
+    """)
+    )
     events = b"\n".join(event_body(f"n-{i}", sku=f"SKU-{i % 3}") for i in range(9))
     cli(tmp_path, "ingest", "listing", stdin=events + b"\n" + event_body("n-bad", sku="SKU-BAD"))
     reader = f"{sys.executable} fetch.py"
-    summary = json.loads(cli(tmp_path, "reconcile", "--reader", reader, "--once",
-                             "--workers", "2", "--max-failures", "1"))
+    summary = json.loads(
+        cli(
+            tmp_path,
+            "reconcile",
+            "--reader",
+            reader,
+            "--once",
+            "--workers",
+            "2",
+            "--max-failures",
+            "1",
+        )
+    )
     assert summary["applied"] == 3 and summary["failed"] == 1
     assert summary["dirty"] == 1 and summary["in_review"] == 1
     keys = json.loads(cli(tmp_path, "work", "list"))

@@ -56,7 +56,7 @@ def resolve(
                     f"inbox {inbox.name}: apply step failed on accepting quarantine {row.id}: {exc}"
                 ) from exc
         tx.close_quarantine(row.id, "accepted", note, now)
-    log.append(
+    log.event(
         tx,
         "resolve",
         {

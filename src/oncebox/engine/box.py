@@ -43,18 +43,18 @@ class Oncebox:
         self.store = store
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
+        # Whatever a crash left committed but unsealed gets its log entry first (I4).
+        self.recovered_at_open = log.recover(store)
         for spec in inboxes:
             self.declare(spec)
-        # Whatever a crash left committed but unsealed gets its log entry now (I4).
-        self.recovered_at_open = log.recover(store)
 
     # -- inboxes -----------------------------------------------------------------------
     def declare(self, spec: InboxSpec) -> None:
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
         codec, step = spec.check()
-        now = self.store.now()
         with self.store.transaction() as tx:
+            now = tx.now()
             known = {row.name: row for row in tx.inboxes()}
             old = known.get(spec.name)
             if old is not None and old.codec != codec.name:
@@ -80,7 +80,7 @@ class Oncebox:
                 tx.record_retention_override(
                     row.id, row.retention_seconds, spec.retention_override, now
                 )
-                log.append(
+                log.event(
                     tx,
                     "retention_override",
                     {
@@ -90,6 +90,7 @@ class Oncebox:
                     },
                 )
         self._inboxes[spec.name] = ActiveInbox(row, codec, step)
+        self._after_write()
 
     def inbox(self, name: str) -> ActiveInbox:
         try:
@@ -116,8 +117,7 @@ class Oncebox:
         """
         active = self.inbox(inbox)
         items = [prepare(active.codec, d) for d in deliveries]
-        with self.store.transaction() as tx:
-            decisions = decide_all(tx, active, items, self.store.now())
+        decisions = self.store.atomic(lambda tx: decide_all(tx, active, items, tx.now()))
         crashpoints.reach(crashpoints.AFTER_COMMIT)
         if self.seal_inline:
             decisions = self._seal(decisions)
@@ -127,19 +127,22 @@ class Oncebox:
 
     def _seal(self, decisions: list[Decision]) -> list[Decision]:
         """Step 7: give the records this batch accepted their log entries."""
-        new = [d.record_id for d in decisions if d.verdict is Verdict.ACCEPTED and d.record_id]
-        if not new:
-            return decisions
-        with self.store.transaction() as tx:
-            names = {row.id: row.name for row in tx.inboxes()}
-            records = [r for r in map(tx.get_record, new) if r is not None]
-            sealed = log.seal(tx, records, "accept", names)
+        positions = self.seal()
         return [
-            replace(d, log_position=sealed.get(d.record_id or 0, d.log_position))
+            replace(d, log_position=positions.get(d.record_id or 0, d.log_position))
             if d.verdict is Verdict.ACCEPTED
             else d
             for d in decisions
         ]
+
+    def seal(self) -> dict[int, int]:
+        """Append every queued log event now; returns record id -> log position for the
+        records sealed. A live dedicated sealer (``oncebox seal --follow``) is left to it."""
+        return {p.record_id: e.seq for p, e in log.seal_now(self.store) if p.record_id}
+
+    def _after_write(self) -> None:
+        if self.seal_inline:
+            self.seal()
 
     # -- leases --------------------------------------------------------------------------
     def lease(self, inbox: str, scope: str, ttl: float) -> Lease:
@@ -148,14 +151,19 @@ class Oncebox:
         active = self.inbox(inbox)
         if not active.row.fenced:
             raise InvalidOperation(f"inbox {inbox} is not lease-fenced")
-        with self.store.transaction() as tx:
-            return leases.issue(tx, active.row.id, inbox, scope, ttl, self.store.now())
+        issued = self.store.atomic(
+            lambda tx: leases.issue(tx, active.row.id, inbox, scope, ttl, tx.now())
+        )
+        self._after_write()
+        return issued
 
     def release(self, inbox: str, scope: str, token: int) -> None:
         """Give a lease up early; its token is stale from now on."""
         active = self.inbox(inbox)
-        with self.store.transaction() as tx:
-            leases.release(tx, active.row.id, inbox, scope, token, self.store.now())
+        self.store.atomic(
+            lambda tx: leases.release(tx, active.row.id, inbox, scope, token, tx.now())
+        )
+        self._after_write()
 
     def leases(self, inbox: str) -> list[LeaseRow]:
         with self.store.reading() as tx:
@@ -195,13 +203,14 @@ class Oncebox:
         """``keep`` the original (closing the row with a note) or ``accept`` the newcomer
         as the record's next revision, its effects moved by the difference."""
         chosen = Resolution(action)
-        now = self.store.now()
         with self.store.transaction() as tx:
             row = tx.get_quarantine(quarantine_id)
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
             active = self._by_id(row.inbox_id)
-            return resolve(tx, active, row, chosen, note, now)
+            closed = resolve(tx, active, row, chosen, note, tx.now())
+        self._after_write()
+        return closed
 
     def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetterRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
@@ -224,7 +233,9 @@ class Oncebox:
 
     def evict(self, inbox: str | None = None, now: float | None = None) -> list[retention.Eviction]:
         targets = [self.inbox(inbox)] if inbox else self.inboxes
-        return [retention.evict(self.store, active, now) for active in targets]
+        done = [retention.evict(self.store, active, now) for active in targets]
+        self._after_write()
+        return done
 
     def evictions(self, inbox: str | None = None, limit: int = 1000) -> list[EvictionRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None

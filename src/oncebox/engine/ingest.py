@@ -116,10 +116,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
     witness = bytes.fromhex(identity.witness)
     facts: dict[str, Any] = {"identity": identity.identity, "witness": identity.witness}
     existing = tx.find_record(inbox.row.id, ident)
-    verdict = classify(existing.witness if existing else None, witness)
-
     if existing is None:
-        fields = _fields_json(decoded)
         crashpoints.reach(crashpoints.BEFORE_INSERT)
         record_id = tx.insert_record(
             inbox.row.id,
@@ -127,21 +124,17 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
             identity.identity,
             witness,
             decoded.content,
-            fields,
+            _fields_json(decoded),
             _arrival(delivery),
             now,
         )
-        change = Change(inbox.name, inbox.row.id, record_id, identity.identity, 1, decoded.fields)
-        try:
-            inbox.apply(tx, change)
-        except Exception as exc:
-            raise ApplyError(
-                f"inbox {inbox.name}: apply step failed on delivery {index}: "
-                f"{type(exc).__name__}: {exc}",
-                index=index,
-            ) from exc
-        crashpoints.reach(crashpoints.AFTER_INSERT)
-        return Decision(inbox.name, verdict, False, record_id=record_id, revision=1, **facts)
+        if record_id is not None:
+            return _accept(tx, inbox, item, record_id, index, facts)
+        # A concurrent writer inserted this identity between our read and our insert;
+        # its row is committed now, so decide against it like any other.
+        existing = tx.find_record(inbox.row.id, ident)
+        assert existing is not None
+    verdict = classify(existing.witness, witness)
 
     if verdict is Verdict.DUPLICATE:
         if existing.is_tombstone:
@@ -185,7 +178,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         now,
     )
     if is_new:
-        log.append(
+        log.event(
             tx,
             "quarantine",
             {
@@ -216,6 +209,34 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         log_position=existing.log_seq,
         **facts,
     )
+
+
+def _accept(
+    tx: Tx,
+    inbox: ActiveInbox,
+    item: Prepared,
+    record_id: int,
+    index: int,
+    facts: dict[str, Any],
+) -> Decision:
+    """Run the apply step in the deciding transaction and queue the record's seal."""
+    assert item.decoded is not None and item.identity is not None
+    identity = item.identity
+    change = Change(inbox.name, inbox.row.id, record_id, identity.identity, 1, item.decoded.fields)
+    try:
+        inbox.apply(tx, change)
+    except Exception as exc:
+        raise ApplyError(
+            f"inbox {inbox.name}: apply step failed on delivery {index}: "
+            f"{type(exc).__name__}: {exc}",
+            index=index,
+        ) from exc
+    state = log.record_state(
+        inbox.name, record_id, identity.identity, identity.witness, 1, item.delivery.snapshot_id
+    )
+    log.event(tx, "accept", state, record_id)
+    crashpoints.reach(crashpoints.AFTER_INSERT)
+    return Decision(inbox.name, Verdict.ACCEPTED, False, record_id=record_id, revision=1, **facts)
 
 
 def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) -> list[Decision]:

@@ -66,7 +66,7 @@ def issue(tx: Tx, inbox_id: int, inbox: str, scope: str, ttl: float, now: float)
     token = tx.next_token()
     expires_at = now + ttl
     tx.put_lease(inbox_id, scope, token, now, expires_at)
-    log.append(
+    log.event(
         tx, "lease", {"inbox": inbox, "scope": scope, "token": token, "expires_at": expires_at}
     )
     return Lease(inbox, scope, token, expires_at)
@@ -79,4 +79,4 @@ def release(tx: Tx, inbox_id: int, inbox: str, scope: str, token: int, now: floa
             f"token {token} does not hold a lease on scope {scope!r} of inbox {inbox}"
         )
     tx.release_lease(inbox_id, scope, token, now)
-    log.append(tx, "release", {"inbox": inbox, "scope": scope, "token": token})
+    log.event(tx, "release", {"inbox": inbox, "scope": scope, "token": token})

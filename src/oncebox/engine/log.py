@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
-from oncebox.store.base import LogEntry, RecordRow, Store, Tx
+from oncebox.errors import InvalidOperation
+from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
 
 GENESIS = "GENESIS"
 SEALING_STEPS = ("accept", "recover")
@@ -39,51 +39,156 @@ def leaf_of(entry: LogEntry) -> bytes:
 
 
 def append(tx: Tx, step: str, state: dict[str, Any]) -> LogEntry:
-    """Append one entry and the Merkle nodes it completes, inside ``tx``."""
+    return append_text(tx, step, state_text(state))
+
+
+def append_text(tx: Tx, step: str, text: str) -> LogEntry:
+    """Append one entry and the Merkle nodes it completes, inside ``tx``. Only a sealer
+    calls this: everyone else queues events with :func:`event`."""
     head = tx.log_head()
     prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
-    text = state_text(state)
     entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
     tx.append_log(entry)
     tx.put_merkle_nodes(merkle.completed_nodes(seq - 1, leaf_of(entry), tx.merkle_node))
     return entry
 
 
-def record_state(record: RecordRow, inbox: str) -> dict[str, Any]:
+def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> int:
+    """Queue a log event in the writer's own transaction; the sealer appends it.
+
+    Writers never read or lock the log head, so ingest never waits on the log; the
+    event commits or rolls back with the change it describes.
+    """
+    return tx.queue_log(step, state_text(state), record_id)
+
+
+def record_state(
+    inbox: str,
+    record_id: int,
+    identity: str | None,
+    witness: str,
+    revision: int,
+    snapshot_id: str | None,
+) -> dict[str, Any]:
     return {
         "inbox": inbox,
-        "record": record.id,
-        "identity": record.identity,
-        "witness": record.witness.hex(),
-        "revision": record.revision,
-        "snapshot_id": record.snapshot_id,
+        "record": record_id,
+        "identity": identity,
+        "witness": witness,
+        "revision": revision,
+        "snapshot_id": snapshot_id,
     }
 
 
-def seal(tx: Tx, records: Sequence[RecordRow], step: str, names: dict[int, str]) -> dict[int, int]:
-    """Give each unsealed record its log entry; returns record id -> log position."""
-    sealed = {}
-    for record in records:
-        if record.log_seq is not None:
-            sealed[record.id] = record.log_seq
-            continue
-        entry = append(tx, step, record_state(record, names[record.inbox_id]))
-        tx.mark_sealed(record.id, entry.seq)
-        sealed[record.id] = entry.seq
+class StaleSealer(InvalidOperation):
+    """This sealer's lease was superseded or expired; another sealer owns the log now."""
+
+
+Sealed = list[tuple[PendingEvent, LogEntry]]
+
+
+def drain(tx: Tx, recovering: bool, limit: int = BATCH) -> Sealed:
+    """Append queued events to the chain in queue order; returns what went where.
+
+    Seal order is the order the sealer drains the queue, which follows the order events
+    were queued, not the order their transactions committed: an event whose transaction
+    commits late is sealed in a later batch. A record's seal written by recovery (a
+    process died between its commit and its seal) is a ``recover`` entry.
+    """
+    sealed: Sealed = []
+    for pending in tx.pending_log(limit):
+        step = "recover" if recovering and pending.record_id is not None else pending.step
+        entry = append_text(tx, step, pending.state)
+        if pending.record_id is not None:
+            tx.mark_sealed(pending.record_id, entry.seq)
+        tx.drop_pending(pending.id)
+        sealed.append((pending, entry))
     return sealed
 
 
-def recover(store: Store) -> int:
-    """Seal every committed record the log does not cover, in record order."""
-    total = 0
+def seal_now(store: Store, recovering: bool = False) -> Sealed:
+    """Seal everything queued, as one short-lived sealer.
+
+    It takes the sealer row's lock and a fresh token, which fences any long-running
+    :class:`Sealer` whose lease has run out. If a live sealer holds the lease, it is
+    left to that sealer and nothing is done here.
+    """
+    sealed: Sealed = []
     while True:
-        with store.transaction() as tx:
-            names = {row.id: row.name for row in tx.inboxes()}
-            pending = tx.unsealed_records(BATCH)
-            seal(tx, pending, "recover", names)
-        total += len(pending)
-        if len(pending) < BATCH:
-            return total
+
+        def batch(tx: Tx) -> tuple[Sealed, bool]:
+            row = tx.lock_sealer()
+            now = tx.now()
+            if (row.holder is not None and row.expires_at >= now) or not tx.pending_log(1):
+                return [], False
+            tx.set_sealer(tx.next_token(), None, now)
+            done = drain(tx, recovering)
+            return done, bool(tx.pending_log(1))
+
+        done, more = store.atomic(batch)
+        sealed += done
+        if not more:
+            return sealed
+
+
+class Sealer:
+    """A long-running sealer that holds the log under a lease with a fencing token.
+
+    Every append checks, in its own transaction, that the token is still the current
+    one and the lease has not expired on the server clock; a sealer that paused past
+    its lease is refused instead of appending out of turn.
+    """
+
+    def __init__(self, store: Store, holder: str, ttl: float = 30.0) -> None:
+        self.store = store
+        self.holder = holder
+        self.ttl = ttl
+        self.token: int | None = None
+
+    def acquire(self) -> int:
+        def take(tx: Tx) -> int:
+            row = tx.lock_sealer()
+            now = tx.now()
+            if row.holder not in (None, self.holder) and row.expires_at >= now:
+                raise InvalidOperation(
+                    f"the log is held by sealer {row.holder} until {row.expires_at}"
+                )
+            token = tx.next_token()
+            tx.set_sealer(token, self.holder, now + self.ttl)
+            return token
+
+        self.token = self.store.atomic(take)
+        return self.token
+
+    def seal(self) -> int:
+        """Drain the queue under this sealer's lease; returns how many were appended."""
+
+        def batch(tx: Tx) -> int:
+            row = tx.lock_sealer()
+            now = tx.now()
+            if row.token != self.token or row.holder != self.holder or now > row.expires_at:
+                raise StaleSealer(
+                    f"sealer {self.holder} holds token {self.token}, but the log's current "
+                    f"sealer token is {row.token}"
+                )
+            tx.set_sealer(row.token, self.holder, now + self.ttl)
+            return len(drain(tx, recovering=False))
+
+        return self.store.atomic(batch)
+
+    def release(self) -> None:
+        def give_up(tx: Tx) -> None:
+            row = tx.lock_sealer()
+            if row.token == self.token:
+                tx.set_sealer(row.token, None, tx.now())
+
+        self.store.atomic(give_up)
+        self.token = None
+
+
+def recover(store: Store) -> int:
+    """Seal every committed record the log does not cover; returns how many records."""
+    return sum(1 for pending, _ in seal_now(store, recovering=True) if pending.record_id)
 
 
 @dataclass

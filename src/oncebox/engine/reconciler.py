@@ -179,7 +179,7 @@ class Reconciler:
     def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
         """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
         with self.store.transaction() as tx:
-            now = self.store.now()
+            now = tx.now()
             if key is None:
                 row = tx.next_claimable(self.inbox_id, now)
                 if row is None:
@@ -215,11 +215,11 @@ class Reconciler:
                 return Completion.STALE
             # The generation fence (I6): equal to the ticket's and not applied yet.
             if row.generation == ticket.generation and row.applied_generation < ticket.generation:
-                now = self.store.now()
+                now = tx.now()
                 tx.apply_document(
                     self.inbox_id, ticket.key, text, ticket.generation, ticket.token, now
                 )
-                log.append(
+                log.event(
                     tx,
                     "complete",
                     {
@@ -231,9 +231,14 @@ class Reconciler:
                         "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
                     },
                 )
-                return Completion.APPLIED
-            tx.release_claim(self.inbox_id, ticket.key, ticket.token)
+                applied = True
+            else:
+                tx.release_claim(self.inbox_id, ticket.key, ticket.token)
+                applied = False
+        if not applied:
             return Completion.SUPERSEDED
+        self._sealed()
+        return Completion.APPLIED
 
     def fail(self, ticket: Ticket, error: str) -> None:
         """A read failed: back off, or send the key to operator review."""
@@ -243,7 +248,7 @@ class Reconciler:
                 return  # the claim is someone else's now; their attempt counts, not ours
             failures = row.failures + 1
             review = failures >= self.max_failures
-            now = self.store.now()
+            now = tx.now()
             tx.record_failure(
                 self.inbox_id,
                 ticket.key,
@@ -253,7 +258,7 @@ class Reconciler:
                 review,
             )
             if review:
-                log.append(
+                log.event(
                     tx,
                     "review",
                     {
@@ -264,6 +269,7 @@ class Reconciler:
                     },
                 )
         if review:
+            self._sealed()
             logger.warning(
                 "oncebox work key %s in %s failed %d times and went to review: %s",
                 list(ticket.key),
@@ -303,11 +309,16 @@ class Reconciler:
         with self.store.transaction() as tx:
             if not tx.retry_work(self.inbox_id, tuple(key)):  # type: ignore[arg-type]
                 raise InvalidOperation(f"work key {list(key)} is not in review")
-            log.append(tx, "retry", {"inbox": self.inbox, "key": list(key)})
+            log.event(tx, "retry", {"inbox": self.inbox, "key": list(key)})
+        self._sealed()
+
+    def _sealed(self) -> None:
+        if self.box.seal_inline:
+            self.box.seal()
 
     def figures(self) -> dict[str, int]:
         with self.store.reading() as tx:
-            return tx.work_figures(self.inbox_id, self.store.now())
+            return tx.work_figures(self.inbox_id, tx.now())
 
 
 def run_workers(

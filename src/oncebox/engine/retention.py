@@ -26,12 +26,12 @@ class Eviction:
 def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Eviction:
     """Evict what is older than the inbox's windows, in bounded transactions."""
     row = inbox.row
-    now = store.now() if now is None else now
     records = tombstones = 0
     if row.retention_seconds is not None:
         while True:
             with store.transaction() as tx:
-                evicted = tx.evict_records(row.id, now - row.retention_seconds, now, BATCH)
+                at = tx.now() if now is None else now
+                evicted = tx.evict_records(row.id, at - row.retention_seconds, at, BATCH)
                 _log(tx, inbox.name, "record", evicted)
             records += len(evicted)
             if len(evicted) < BATCH:
@@ -39,7 +39,8 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
         if row.tombstone_seconds is not None:
             while True:
                 with store.transaction() as tx:
-                    dropped = tx.drop_tombstones(row.id, now - row.tombstone_seconds, now, BATCH)
+                    at = tx.now() if now is None else now
+                    dropped = tx.drop_tombstones(row.id, at - row.tombstone_seconds, at, BATCH)
                     _log(tx, inbox.name, "tombstone", dropped)
                 tombstones += len(dropped)
                 if len(dropped) < BATCH:
@@ -49,7 +50,7 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
 
 def _log(tx: Tx, inbox: str, kind: str, evicted: list[Evicted]) -> None:
     for item in evicted:
-        log.append(
+        log.event(
             tx,
             "evict",
             {

@@ -8,10 +8,12 @@ and records what the engine decided.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,21 @@ class LogEntry:
 
 
 @dataclass(frozen=True)
+class PendingEvent:
+    id: int
+    step: str
+    state: str
+    record_id: int | None
+
+
+@dataclass(frozen=True)
+class SealerRow:
+    token: int
+    holder: str | None
+    expires_at: float
+
+
+@dataclass(frozen=True)
 class EvictionRow:
     id: int
     inbox_id: int
@@ -186,6 +203,10 @@ class EvictionRow:
 
 class Tx(Protocol):
     """One open transaction. Everything done through it commits or rolls back together."""
+
+    def now(self) -> float:
+        """The server clock (on PostgreSQL, the database's clock)."""
+        ...
 
     # -- records -------------------------------------------------------------------
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None: ...
@@ -200,7 +221,9 @@ class Tx(Protocol):
         fields: str,
         arrival: Arrival,
         now: float,
-    ) -> int: ...
+    ) -> int | None:
+        """The new record's id, or None when a concurrent writer inserted it first."""
+        ...
 
     def touch_duplicate(self, record_id: int, now: float) -> None: ...
 
@@ -391,6 +414,20 @@ class Tx(Protocol):
 
     def meta(self, key: str) -> str | None: ...
 
+    def queue_log(self, step: str, state: str, record_id: int | None) -> int:
+        """Queue an event for the sealer; writers never touch the log head."""
+        ...
+
+    def pending_log(self, limit: int) -> list[PendingEvent]: ...
+
+    def drop_pending(self, event_id: int) -> None: ...
+
+    def lock_sealer(self) -> SealerRow:
+        """The sealer's lease row, locked until this transaction ends."""
+        ...
+
+    def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None: ...
+
     def inboxes(self) -> list[InboxRow]: ...
 
     # -- a user's own apply step -------------------------------------------------------
@@ -403,6 +440,11 @@ class Store(Protocol):
     """A store: transactions, and the server clock that decides time."""
 
     url: str
+
+    def atomic(self, work: Callable[[Tx], T]) -> T:
+        """Run ``work`` in a write transaction, again from the start if the backend
+        reports a retryable conflict (deadlock, serialization failure); bounded."""
+        ...
 
     def transaction(self) -> AbstractContextManager[Tx]:
         """A write transaction; commits on normal exit, rolls back on an exception."""

@@ -31,9 +31,13 @@ from oncebox.store.base import (
     LeaseRow,
     LedgerRow,
     LogEntry,
+    PendingEvent,
     QuarantineRow,
     RecordRow,
     RevisionRow,
+    SealerRow,
+    T,
+    Tx,
     WorkKeyRow,
 )
 from oncebox.store.sqlfile import load_migrations, load_queries
@@ -71,8 +75,12 @@ def _inbox(row: tuple[Any, ...]) -> InboxRow:
 class SQLiteTx:
     """The store interface over one APSW connection inside ``BEGIN IMMEDIATE``."""
 
-    def __init__(self, conn: apsw.Connection) -> None:
+    def __init__(self, conn: apsw.Connection, clock: Callable[[], float]) -> None:
         self._conn = conn
+        self._clock = clock
+
+    def now(self) -> float:
+        return float(self._clock())
 
     def _all(self, name: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(Q[name], params))
@@ -101,7 +109,7 @@ class SQLiteTx:
         fields: str,
         arrival: Arrival,
         now: float,
-    ) -> int:
+    ) -> int | None:
         row = self._one(
             "insert_record",
             (
@@ -119,7 +127,7 @@ class SQLiteTx:
             ),
         )
         assert row is not None
-        return int(row[0])
+        return int(row[0]) if row else None
 
     def touch_duplicate(self, record_id: int, now: float) -> None:
         self._conn.execute(Q["touch_duplicate"], (now, record_id))
@@ -493,6 +501,26 @@ class SQLiteTx:
     def mark_sealed(self, record_id: int, seq: int) -> None:
         self._conn.execute(Q["mark_sealed"], (seq, record_id))
 
+    def queue_log(self, step: str, state: str, record_id: int | None) -> int:
+        row = self._one("queue_log", (step, state, record_id))
+        assert row is not None
+        return int(row[0])
+
+    def pending_log(self, limit: int) -> list[PendingEvent]:
+        return [PendingEvent(*row) for row in self._all("pending_log", (limit,))]
+
+    def drop_pending(self, event_id: int) -> None:
+        self._conn.execute(Q["drop_pending"], (event_id,))
+
+    def lock_sealer(self) -> SealerRow:
+        # BEGIN IMMEDIATE already holds the one write lock: nothing more to take.
+        row = self._one("lock_sealer")
+        assert row is not None
+        return SealerRow(*row)
+
+    def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
+        self._conn.execute(Q["set_sealer"], (token, holder, expires_at))
+
     def meta(self, key: str) -> str | None:
         row = self._one("meta", (key,))
         return str(row[0]) if row else None
@@ -552,6 +580,13 @@ class SQLiteStore:
     def transaction(self) -> AbstractContextManager[SQLiteTx]:
         return self._transaction("BEGIN IMMEDIATE")
 
+    def atomic(self, work: Callable[[Tx], T]) -> T:
+        # SQLite has one writer and BEGIN IMMEDIATE takes its lock up front, so there
+        # is no deadlock or serialization failure to retry; busy waits are handled by
+        # the busy timeout and surface as StorageUnavailable.
+        with self.transaction() as tx:
+            return work(tx)
+
     def reading(self) -> AbstractContextManager[SQLiteTx]:
         # A deferred transaction: one consistent snapshot that never takes the write lock.
         return self._transaction("BEGIN DEFERRED")
@@ -564,7 +599,7 @@ class SQLiteStore:
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         try:
-            yield SQLiteTx(conn)
+            yield SQLiteTx(conn, self._clock)
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

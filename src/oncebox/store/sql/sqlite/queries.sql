@@ -13,9 +13,12 @@ SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_
 FROM records WHERE id = ?;
 
 -- name: insert_record
+-- DO NOTHING: when a concurrent writer inserted the identity first, no row comes back
+-- and the engine decides against the row that won.
 INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, ident) DO NOTHING
 RETURNING id;
 
 -- name: touch_duplicate
@@ -302,3 +305,18 @@ SELECT id, log_seq FROM records ORDER BY id;
 
 -- name: meta
 SELECT value FROM meta WHERE key = ?;
+
+-- name: queue_log
+INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?) RETURNING id;
+
+-- name: pending_log
+SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT ?;
+
+-- name: drop_pending
+DELETE FROM log_pending WHERE id = ?;
+
+-- name: lock_sealer
+SELECT token, holder, expires_at FROM sealer WHERE id = 1;
+
+-- name: set_sealer
+UPDATE sealer SET token = ?, holder = ?, expires_at = ? WHERE id = 1;

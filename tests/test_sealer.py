@@ -1,0 +1,57 @@
+"""One sealer at a time, under a lease whose token every append checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import SESSION, BoxFactory
+from helpers import frame
+from oncebox import InboxSpec, ManualClock
+from oncebox.engine.log import Sealer, StaleSealer
+from oncebox.errors import InvalidOperation
+
+USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
+
+
+def test_a_stale_sealer_is_refused(make_box: BoxFactory, clock: ManualClock) -> None:
+    box = make_box(USSD)
+    first, second = Sealer(box.store, "first", ttl=10), Sealer(box.store, "second", ttl=10)
+    first.acquire()
+    with pytest.raises(InvalidOperation, match="held by sealer first"):
+        second.acquire()
+    clock.advance(11)  # first pauses past its lease
+    second.acquire()
+    box.ingest("ussd", frame(*SESSION[0]))
+    with pytest.raises(StaleSealer):
+        first.seal()
+    assert second.seal() == 1
+    assert box.verify().ok
+
+
+def test_a_live_sealer_owns_the_log_and_ingest_never_waits(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = make_box(USSD)
+    sealer = Sealer(box.store, "dedicated", ttl=30)
+    sealer.acquire()
+    decision = box.ingest("ussd", frame(*SESSION[0]))
+    assert decision.may_ack and decision.log_position is None, "left to the sealer"
+    assert box.verify().uncovered == [decision.record_id]
+    assert sealer.seal() == 1
+    assert box.verify().ok
+    sealer.release()
+    assert box.ingest("ussd", frame(*SESSION[1])).log_position is not None
+
+
+def test_a_dead_sealer_leaves_its_work_to_the_next(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = make_box(USSD)
+    Sealer(box.store, "doomed", ttl=5).acquire()  # and never seals again
+    for item in SESSION:
+        box.ingest("ussd", frame(*item))
+    assert len(box.verify().uncovered) == 3
+    clock.advance(6)
+    box.seal()
+    report = box.verify()
+    assert report.ok and report.entries == 3
