@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 
 import oncebox
 from oncebox import InboxSpec, ManualClock, Oncebox
+from pgcluster import ExternalServer, PgCluster
 
 INBOXES = (
     InboxSpec("ussd", codec="ussd-h1", apply="triage"),
@@ -29,11 +33,82 @@ def clock() -> ManualClock:
     return ManualClock(1_800_000_000.0)
 
 
-@pytest.fixture(params=["sqlite-memory", "sqlite-file"])
+Server = PgCluster | ExternalServer
+NO_POSTGRES = (
+    "PostgreSQL server binaries not found: `bash test.sh` installs them from Debian's "
+    "packages, or set ONCEBOX_TEST_PG to an existing server's admin URL"
+)
+
+
+def _start_server(durable: bool) -> Iterator[Server]:
+    external = PgCluster.from_env()
+    if external:
+        yield ExternalServer(external)
+        return
+    if not PgCluster.available():
+        pytest.fail(NO_POSTGRES)
+    base = Path(tempfile.mkdtemp(prefix="oncebox-pg-", dir="/tmp"))
+    cluster = PgCluster.start(base, durable=durable)
+    try:
+        yield cluster
+    finally:
+        cluster.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _template(server: Server) -> str:
+    """A database holding the current schema, copied for each test in milliseconds."""
+    name = f"oncebox_template_{uuid.uuid4().hex[:8]}"
+    url = server.create_database(name)
+    oncebox.open(url, inboxes=[]).close()  # runs the migrations
+    return name
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Server]:
+    """One throwaway PostgreSQL server for the run (fsync off: fast, not crash-proof)."""
+    yield from _start_server(durable=False)
+
+
+@pytest.fixture(scope="session")
+def pg_durable() -> Iterator[Server]:
+    """A second server with real durability, for tests that crash it."""
+    yield from _start_server(durable=True)
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: Server) -> str:
+    return _template(pg_server)
+
+
+def fresh_database(server: Server, template: str | None) -> Iterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield server.create_database(name, template=template)
+    server.drop_database(name)
+
+
+@pytest.fixture
+def pg_url(pg_server: Server, pg_template: str) -> Iterator[str]:
+    """A fresh database for one test."""
+    yield from fresh_database(pg_server, pg_template)
+
+
+@pytest.fixture(params=["sqlite-memory", "sqlite-file", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every backend: behavioural tests run once on each."""
     if request.param == "sqlite-memory":
         return "sqlite:///:memory:"
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(params=["sqlite-file", "postgres"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Backends several processes can share (an in-memory store cannot be)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_url"))
+    return f"sqlite:///{tmp_path / 'shared.db'}"
 
 
 @pytest.fixture

@@ -44,8 +44,8 @@ def child(tmp_path: Path, url: str, count: int, exit_after: int) -> subprocess.P
     )
 
 
-def test_hard_exit_right_after_commit_loses_nothing(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
+def test_hard_exit_right_after_commit_loses_nothing(tmp_path: Path, shared_url: str) -> None:
+    url = shared_url
     proc = child(tmp_path, url, count=50, exit_after=20)
     out, _ = proc.communicate(timeout=60)
     acked = [json.loads(line) for line in out.splitlines()]
@@ -63,8 +63,10 @@ def test_hard_exit_right_after_commit_loses_nothing(tmp_path: Path) -> None:
         assert box.triage("ussd")["headcount"] == sum(i % 9 + 1 for i in range(21))
 
 
-def test_sigkill_mid_stream_keeps_every_ack_and_applies_each_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
+def test_sigkill_mid_stream_keeps_every_ack_and_applies_each_once(
+    tmp_path: Path, shared_url: str
+) -> None:
+    url = shared_url
     proc = child(tmp_path, url, count=100_000, exit_after=-1)
     assert proc.stdout is not None
     acked = []

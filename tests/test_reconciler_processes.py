@@ -60,8 +60,10 @@ def start_worker(tmp_path: Path, url: str, name: str, slow: bool) -> subprocess.
     )
 
 
-def test_four_workers_with_events_during_reads_and_one_killed_mid_read(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'work.db'}"
+def test_four_workers_with_events_during_reads_and_one_killed_mid_read(
+    tmp_path: Path, shared_url: str
+) -> None:
+    url = shared_url
     feeder = oncebox.open(url, inboxes=LISTING)
     skus = [f"SKU-{i}" for i in range(12)]
     for n, sku in enumerate(skus):
@@ -111,8 +113,8 @@ HARD_EXIT = textwrap.dedent("""
 """)
 
 
-def test_hard_exit_after_commit_leaves_the_work_recoverable(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'work.db'}"
+def test_hard_exit_after_commit_leaves_the_work_recoverable(shared_url: str) -> None:
+    url = shared_url
     body = event_body("n-1").decode()
     subprocess.run([sys.executable, "-c", HARD_EXIT, url, body], check=True, timeout=60)
     with oncebox.open(url, inboxes=LISTING) as box:

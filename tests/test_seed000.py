@@ -10,11 +10,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
 import oncebox
+from conftest import BoxFactory
 from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.engine import crashpoints
 
@@ -65,9 +65,11 @@ def send(box: oncebox.Oncebox, scope: str, token: int, payload: str, device: flo
     return verdict(box.ingest("feed", delivery))
 
 
-def test_1a_expired_lease_is_rejected_despite_a_device_clock_behind() -> None:
-    clock = ManualClock(1000)
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=clock) as box:
+def test_1a_expired_lease_is_rejected_despite_a_device_clock_behind(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    clock.now = 1000
+    with make_box(FEED) as box:
         lease = box.lease("feed", "S1", 60)
         clock.now = 1180
         decision = box.ingest(
@@ -78,18 +80,22 @@ def test_1a_expired_lease_is_rejected_despite_a_device_clock_behind() -> None:
         assert records(box) == 0
 
 
-def test_1b_valid_lease_is_accepted_despite_a_device_clock_ahead() -> None:
-    clock = ManualClock(1180)
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=clock) as box:
+def test_1b_valid_lease_is_accepted_despite_a_device_clock_ahead(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    clock.now = 1180
+    with make_box(FEED) as box:
         lease = box.lease("feed", "S2", 60)
         clock.now = 1200
         assert send(box, "S2", lease.token, "feed-row-A", device=1500) == "accepted"
         assert records(box) == 1
 
 
-def test_1c_a_superseded_token_is_stale_even_with_agreeing_clocks() -> None:
-    clock = ManualClock(1200)
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=clock) as box:
+def test_1c_a_superseded_token_is_stale_even_with_agreeing_clocks(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    clock.now = 1200
+    with make_box(FEED) as box:
         old = box.lease("feed", "S3", 60)
         new = box.lease("feed", "S3", 60)
         assert new.token > old.token
@@ -97,9 +103,9 @@ def test_1c_a_superseded_token_is_stale_even_with_agreeing_clocks() -> None:
         assert send(box, "S3", new.token, "feed-row-B", device=1200) == "accepted"
 
 
-def test_the_lease_boundary_belongs_to_the_lease() -> None:
-    clock = ManualClock(1000)
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=clock) as box:
+def test_the_lease_boundary_belongs_to_the_lease(make_box: BoxFactory, clock: ManualClock) -> None:
+    clock.now = 1000
+    with make_box(FEED) as box:
         lease = box.lease("feed", "S", 60)
         clock.now = 1060
         assert send(box, "S", lease.token, "at-expiry", device=0) == "accepted"
@@ -107,8 +113,8 @@ def test_the_lease_boundary_belongs_to_the_lease() -> None:
         assert send(box, "S", lease.token, "after-expiry", device=0) == "expired_lease"
 
 
-def test_a_released_lease_fences_its_token() -> None:
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=ManualClock(0)) as box:
+def test_a_released_lease_fences_its_token(make_box: BoxFactory) -> None:
+    with make_box(FEED) as box:
         lease = box.lease("feed", "S", 60)
         box.release("feed", "S", lease.token)
         assert send(box, "S", lease.token, "row", device=0) == "stale_token"
@@ -116,9 +122,9 @@ def test_a_released_lease_fences_its_token() -> None:
             box.release("feed", "S", lease.token)
 
 
-def test_lease_calls_with_bad_arguments_get_clear_errors() -> None:
+def test_lease_calls_with_bad_arguments_get_clear_errors(make_box: BoxFactory) -> None:
     inboxes = [*FEED, InboxSpec("ussd", codec="ussd-h1", apply="triage")]
-    with oncebox.open("sqlite:///:memory:", inboxes=inboxes, clock=ManualClock(0)) as box:
+    with make_box(inboxes) as box:
         with pytest.raises(oncebox.UnknownInbox):
             box.lease("nope", "S", 60)
         with pytest.raises(oncebox.InvalidOperation, match="positive ttl"):
@@ -135,9 +141,9 @@ def test_lease_calls_with_bad_arguments_get_clear_errors() -> None:
         assert send(box, "other-scope", token, "row", device=0) == "stale_token"
 
 
-def test_fenced_rejections_leave_no_dedup_state() -> None:
-    clock = ManualClock(0)
-    with oncebox.open("sqlite:///:memory:", inboxes=FEED, clock=clock) as box:
+def test_fenced_rejections_leave_no_dedup_state(make_box: BoxFactory, clock: ManualClock) -> None:
+    clock.now = 0
+    with make_box(FEED) as box:
         lease = box.lease("feed", "S", 10)
         assert send(box, "S", lease.token + 99, "row", device=0) == "stale_token"
         clock.now = 11
@@ -157,9 +163,9 @@ def test_fenced_rejections_leave_no_dedup_state() -> None:
     ],
 )
 def test_every_crash_point_recovers_to_the_expected_verdict(
-    tmp_path: Path, point: str, retry: str
+    shared_url: str, point: str, retry: str
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'feed.db'}"
+    url = shared_url
     with oncebox.open(url, inboxes=FEED, clock=ManualClock(100)) as box:
         token = box.lease("feed", "S", 600).token
         assert send(box, "S", token, "before-the-crash", device=0) == "accepted"
@@ -176,8 +182,8 @@ def test_every_crash_point_recovers_to_the_expected_verdict(
         assert box.verify().ok
 
 
-def test_the_whole_seed_sequence_ends_with_5_records_and_9_entries(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'feed.db'}"
+def test_the_whole_seed_sequence_ends_with_5_records_and_9_entries(shared_url: str) -> None:
+    url = shared_url
     clock = ManualClock(1000)
     box = oncebox.open(url, inboxes=FEED, clock=clock)
     seen = []

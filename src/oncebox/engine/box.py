@@ -14,7 +14,7 @@ from oncebox.engine.apply import apply_name
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec, format_duration
-from oncebox.engine.ingest import ActiveInbox, decide_all, prepare
+from oncebox.engine.ingest import ActiveInbox, alert, decide_all, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.errors import ConfigError, InvalidOperation, NotFound, UnknownInbox
@@ -119,6 +119,7 @@ class Oncebox:
         items = [prepare(active.codec, d) for d in deliveries]
         decisions = self.store.atomic(lambda tx: decide_all(tx, active, items, tx.now()))
         crashpoints.reach(crashpoints.AFTER_COMMIT)
+        alert(decisions)
         if self.seal_inline:
             decisions = self._seal(decisions)
             crashpoints.reach(crashpoints.AFTER_SEAL)

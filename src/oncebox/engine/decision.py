@@ -38,6 +38,7 @@ class Decision:
     record_id: int | None = None
     revision: int | None = None
     quarantine_id: int | None = None
+    first_quarantine: bool = False  # this delivery opened the quarantine row
     dead_letter_id: int | None = None
     late_replay: bool = False
     log_position: int | None = None

@@ -190,13 +190,6 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
                 "reason": CONFLICT_REASON,
             },
         )
-        logger.warning(
-            "oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
-            inbox.name,
-            identity.identity,
-            existing.id,
-            quarantine_id,
-        )
     return Decision(
         inbox.name,
         verdict,
@@ -205,6 +198,7 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         record_id=existing.id,
         revision=existing.revision,
         quarantine_id=quarantine_id,
+        first_quarantine=is_new,
         late_replay=existing.is_tombstone,
         log_position=existing.log_seq,
         **facts,
@@ -239,8 +233,29 @@ def _accept(
     return Decision(inbox.name, Verdict.ACCEPTED, False, record_id=record_id, revision=1, **facts)
 
 
+def alert(decisions: list[Decision]) -> None:
+    """Tell operators about new conflicts, once they are committed."""
+    for d in decisions:
+        if d.first_quarantine:
+            logger.warning(
+                "oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
+                d.inbox,
+                d.identity,
+                d.record_id,
+                d.quarantine_id,
+            )
+
+
 def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) -> list[Decision]:
     """Decide many in one transaction, in order, exactly as one by one would."""
+    tx.lock_identities(
+        inbox.row.id,
+        [
+            hashlib.sha256(item.identity.identity.encode("utf-8")).digest()
+            for item in items
+            if item.identity is not None
+        ],
+    )
     decisions = [decide(tx, inbox, item, now, index) for index, item in enumerate(items)]
     counts = Counter((str(d.verdict), d.reason or "") for d in decisions)
     tx.count_verdicts(inbox.row.id, int(now // 3600), dict(counts))

@@ -185,7 +185,7 @@ class Reconciler:
                 if row is None:
                     return None
             else:
-                row = tx.work_key(self.inbox_id, tuple(key))  # type: ignore[arg-type]
+                row = tx.work_key(self.inbox_id, tuple(key), lock=True)  # type: ignore[arg-type]
                 if row is None:
                     raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
                 if row.claim_token is not None and (row.claim_expires or 0) >= now:
@@ -206,7 +206,7 @@ class Reconciler:
             )
         text = document_text(result.document)
         with self.store.transaction() as tx:
-            row = tx.work_key(self.inbox_id, ticket.key)
+            row = tx.work_key(self.inbox_id, ticket.key, lock=True)
             if row is None:
                 raise NotFound(f"no work key {list(ticket.key)}")
             if row.applied_token == ticket.token:
@@ -243,7 +243,7 @@ class Reconciler:
     def fail(self, ticket: Ticket, error: str) -> None:
         """A read failed: back off, or send the key to operator review."""
         with self.store.transaction() as tx:
-            row = tx.work_key(self.inbox_id, ticket.key)
+            row = tx.work_key(self.inbox_id, ticket.key, lock=True)
             if row is None or row.claim_token != ticket.token:
                 return  # the claim is someone else's now; their attempt counts, not ours
             failures = row.failures + 1

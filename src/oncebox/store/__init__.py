@@ -16,11 +16,22 @@ def sqlite_path(url: str) -> str:
     if url in ("sqlite://", "sqlite:"):
         return ":memory:"
     if "://" in url:
-        raise ConfigError(f"unsupported store URL {url!r} (use sqlite:///path.db)")
+        raise ConfigError(
+            f"unsupported store URL {url!r} (use sqlite:///path.db or postgresql://...)"
+        )
     return url
 
 
 def open_store(url: str, clock: Callable[[], float] | None = None) -> Store:
+    """A store by URL: ``sqlite:///path.db`` (the default) or ``postgresql://...``.
+
+    ``clock`` replaces the server clock for tests and demos. Without it, SQLite reads the
+    host's clock and PostgreSQL the database's ``clock_timestamp()``.
+    """
+    if url.startswith(("postgresql://", "postgres://")):
+        from oncebox.store.postgres import PostgresStore
+
+        return PostgresStore(url, clock=clock)
     from oncebox.store.sqlite import SQLiteStore
 
     return SQLiteStore(sqlite_path(url), clock=clock)

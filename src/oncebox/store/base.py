@@ -209,6 +209,11 @@ class Tx(Protocol):
         ...
 
     # -- records -------------------------------------------------------------------
+    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
+        """Hold these identities against other writers until this transaction ends, taken
+        in one global order so that concurrent batches cannot deadlock on each other."""
+        ...
+
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None: ...
 
     def insert_record(
@@ -300,7 +305,11 @@ class Tx(Protocol):
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
 
     # -- the reconciler ------------------------------------------------------------------
-    def work_key(self, inbox_id: int, key: tuple[str, str, str]) -> WorkKeyRow | None: ...
+    def work_key(
+        self, inbox_id: int, key: tuple[str, str, str], lock: bool = False
+    ) -> WorkKeyRow | None:
+        """A work key; ``lock`` holds it against other writers until this transaction ends."""
+        ...
 
     def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkKeyRow]: ...
 

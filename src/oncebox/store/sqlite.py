@@ -91,6 +91,9 @@ class SQLiteTx:
         return None
 
     # -- records -------------------------------------------------------------------
+    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
+        """BEGIN IMMEDIATE already serializes writers: nothing to lock."""
+
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None:
         row = self._one("find_record", (inbox_id, ident))
         return RecordRow(*row) if row else None
@@ -285,7 +288,10 @@ class SQLiteTx:
         return [WorkKeyRow(*row) for row in self._all("work_keys", (inbox_id,))]
 
     # -- the reconciler ------------------------------------------------------------------
-    def work_key(self, inbox_id: int, key: tuple[str, str, str]) -> WorkKeyRow | None:
+    def work_key(
+        self, inbox_id: int, key: tuple[str, str, str], lock: bool = False
+    ) -> WorkKeyRow | None:
+        # BEGIN IMMEDIATE holds the database's one write lock: nothing more to lock.
         row = self._one("work_key", (inbox_id, *key))
         return WorkKeyRow(*row) if row else None
 
@@ -603,8 +609,10 @@ class SQLiteStore:
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            if isinstance(exc, apsw.Error):
-                raise _storage_error(exc) from exc
+            # A driver error may arrive wrapped (an apply step's ApplyError).
+            cause = exc if isinstance(exc, apsw.Error) else exc.__cause__
+            if isinstance(cause, apsw.Error):
+                raise _storage_error(cause) from exc
             raise
         try:
             conn.execute("COMMIT")

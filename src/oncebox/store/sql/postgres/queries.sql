@@ -1,0 +1,359 @@
+-- Every statement the PostgreSQL store runs, by name. Loaded once by oncebox.store.sqlfile.
+-- Positional %s parameters unless a block says otherwise.
+
+-- name: now
+SELECT extract(epoch FROM clock_timestamp())::double precision;
+
+-- name: lock_identities
+SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(%s::bigint[]) AS k ORDER BY k) AS keys;
+
+-- name: find_record
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
+FROM records WHERE inbox_id = %s AND ident = %s;
+
+-- name: get_record
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
+FROM records WHERE id = %s;
+
+-- name: insert_record
+-- DO NOTHING: a concurrent writer's uncommitted insert of the same identity makes this
+-- wait for it; if it committed, no row comes back and the engine decides against it.
+INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
+RETURNING id;
+
+-- name: touch_duplicate
+UPDATE records SET seen_count = seen_count + 1, last_seen = %s WHERE id = %s;
+
+-- name: touch_late_replay
+UPDATE records
+SET late_replays = late_replays + 1, last_seen = %s, max_lateness = greatest(max_lateness, %s)
+WHERE id = %s;
+
+-- name: keep_revision
+INSERT INTO revisions (record_id, revision, witness, content, fields, decided_at,
+                       superseded_at, note)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: revise_record
+UPDATE records
+SET witness = %s, content = %s, fields = %s, revision = revision + 1, last_seen = %s
+WHERE id = %s
+RETURNING revision;
+
+-- name: revisions
+SELECT record_id, revision, witness, content, fields, decided_at, superseded_at, note
+FROM revisions WHERE record_id = %s ORDER BY revision;
+
+-- name: quarantine_insert
+INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
+                        reason, first_seen, last_seen, device_time, snapshot_id, delivery_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT ON CONSTRAINT quarantine_one_per_newcomer DO NOTHING
+RETURNING id;
+
+-- name: quarantine_repeat
+UPDATE quarantine SET seen_count = seen_count + 1, last_seen = %s
+WHERE inbox_id = %s AND ident = %s AND witness = %s
+RETURNING id;
+
+-- name: get_quarantine
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine WHERE id = %s;
+
+-- name: close_quarantine
+UPDATE quarantine SET status = %s, note = %s, resolved_at = %s
+WHERE id = %s AND status = 'open';
+
+-- name: list_quarantine
+-- Named parameters: inbox, status, limit.
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine
+WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+ORDER BY id LIMIT %(limit)s;
+
+-- name: dead_letter
+INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
+                          device_time, snapshot_id, delivery_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+RETURNING id;
+
+-- name: list_dead_letters
+-- Named parameters: inbox, limit.
+SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
+       snapshot_id, delivery_id
+FROM dead_letters WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
+ORDER BY id LIMIT %(limit)s;
+
+-- name: count_verdict
+INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE
+SET n = verdict_counts.n + excluded.n;
+
+-- name: verdict_counts
+SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = %s
+GROUP BY verdict, reason;
+
+-- name: inbox_figures
+-- Named parameter: inbox.
+SELECT
+  (SELECT count(*) FROM records WHERE inbox_id = %(inbox)s AND evicted_at IS NULL),
+  (SELECT count(*) FROM records WHERE inbox_id = %(inbox)s AND evicted_at IS NOT NULL),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = %(inbox)s),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = %(inbox)s),
+  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = %(inbox)s),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = %(inbox)s AND status = 'open'),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = %(inbox)s),
+  (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
+  (SELECT count(*) FROM evictions WHERE inbox_id = %(inbox)s);
+
+-- name: bump_generation
+INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
+VALUES (%s, %s, %s, %s, 1)
+ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
+DO UPDATE SET generation = work_keys.generation + 1
+RETURNING generation;
+
+-- name: work_keys
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = %s ORDER BY seller_id, sku, marketplace_id;
+
+-- name: work_key
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
+
+-- name: work_key_for_update
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s
+FOR UPDATE;
+
+-- name: dirty_keys
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = %s AND generation > applied_generation
+ORDER BY seller_id, sku, marketplace_id LIMIT %s;
+
+-- name: next_claimable
+-- Named parameters: inbox, now. SKIP LOCKED: workers racing for keys each take a
+-- different one instead of queueing behind the first.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys
+WHERE inbox_id = %(inbox)s AND generation > applied_generation AND in_review = 0
+  AND next_attempt <= %(now)s AND (claim_token IS NULL OR claim_expires < %(now)s)
+ORDER BY next_attempt, seller_id, sku, marketplace_id
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_work
+UPDATE work_keys
+SET claim_token = %s, claim_generation = generation, claimed_by = %s, claim_expires = %s
+WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
+
+-- name: apply_document
+UPDATE work_keys
+SET document = %s, document_generation = %s, applied_generation = %s, applied_token = %s,
+    refreshed_at = %s, claim_token = NULL, claim_generation = NULL, claimed_by = NULL,
+    claim_expires = NULL, failures = 0, next_attempt = 0, last_error = NULL
+WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
+
+-- name: release_claim
+UPDATE work_keys
+SET claim_token = NULL, claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
+WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s
+  AND claim_token = %s;
+
+-- name: record_failure
+UPDATE work_keys
+SET failures = %s, next_attempt = %s, last_error = %s, in_review = %s, claim_token = NULL,
+    claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
+WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
+
+-- name: retry_work
+UPDATE work_keys SET in_review = 0, failures = 0, next_attempt = 0, last_error = NULL
+WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s AND in_review = 1;
+
+-- name: work_figures
+-- Named parameters: inbox, now.
+SELECT
+  count(*),
+  count(*) FILTER (WHERE generation > applied_generation),
+  coalesce(sum(in_review), 0),
+  count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires >= %(now)s)
+FROM work_keys WHERE inbox_id = %(inbox)s;
+
+-- name: ledger_insert
+INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
+VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: ledger_get
+SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = %s
+FOR UPDATE;
+
+-- name: ledger_update
+UPDATE triage_ledger SET site = %s, need = %s, headcount = %s, pri = %s WHERE record_id = %s;
+
+-- name: totals_add
+INSERT INTO triage_totals (inbox_id, site, need, headcount, cases) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (inbox_id, site, need) DO UPDATE
+SET headcount = triage_totals.headcount + excluded.headcount,
+    cases = triage_totals.cases + excluded.cases;
+
+-- name: ledger_totals
+SELECT site, need, headcount, cases FROM triage_totals
+WHERE inbox_id = %s AND cases > 0 ORDER BY site, need;
+
+-- name: ledger_ranking
+SELECT record_id, site, need, headcount, pri FROM triage_ledger
+WHERE inbox_id = %s ORDER BY pri DESC, headcount DESC, record_id;
+
+-- name: evict_records
+-- Named parameters: inbox, cutoff, now, limit.
+WITH doomed AS (
+  SELECT id FROM records
+  WHERE inbox_id = %(inbox)s AND evicted_at IS NULL AND first_seen < %(cutoff)s
+  ORDER BY first_seen LIMIT %(limit)s
+  FOR UPDATE
+)
+UPDATE records SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL
+FROM doomed WHERE records.id = doomed.id
+RETURNING records.id, records.ident, records.witness, records.first_seen;
+
+-- name: evict_revisions
+DELETE FROM revisions WHERE record_id IN (
+  SELECT id FROM records WHERE inbox_id = %s AND evicted_at IS NOT NULL
+);
+
+-- name: drop_tombstones
+-- Named parameters: inbox, cutoff, limit.
+DELETE FROM records
+WHERE id IN (
+  SELECT id FROM records
+  WHERE inbox_id = %(inbox)s AND evicted_at IS NOT NULL AND first_seen < %(cutoff)s
+  ORDER BY first_seen LIMIT %(limit)s
+  FOR UPDATE
+)
+RETURNING id, ident, witness, first_seen;
+
+-- name: log_eviction
+INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
+VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: evictions
+-- Named parameters: inbox, limit.
+SELECT id, inbox_id, kind, ident, witness, first_seen, evicted_at FROM evictions
+WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s) ORDER BY id LIMIT %(limit)s;
+
+-- name: record_retention_override
+INSERT INTO retention_overrides (inbox_id, retention_seconds, reason, at)
+VALUES (%s, %s, %s, %s);
+
+-- name: retention_overrides
+SELECT retention_seconds, reason, at FROM retention_overrides WHERE inbox_id = %s ORDER BY id;
+
+-- name: declare_inbox
+INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds, fenced)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (name) DO UPDATE
+SET apply = excluded.apply, retention_seconds = excluded.retention_seconds,
+    tombstone_seconds = excluded.tombstone_seconds, fenced = excluded.fenced;
+
+-- name: get_inbox
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes WHERE name = %s;
+
+-- name: inboxes
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes ORDER BY name;
+
+-- name: next_token
+UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
+
+-- name: put_lease
+INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (inbox_id, scope) DO UPDATE
+SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
+    released_at = NULL;
+
+-- name: get_lease
+-- FOR SHARE: a delivery deciding under this lease keeps it from being replaced until the
+-- decision commits, so a new lease can never slip in between the check and the insert.
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases WHERE inbox_id = %s AND scope = %s FOR SHARE;
+
+-- name: list_leases
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases WHERE inbox_id = %s ORDER BY scope;
+
+-- name: release_lease
+UPDATE leases SET released_at = %s WHERE inbox_id = %s AND scope = %s AND token = %s
+  AND released_at IS NULL;
+
+-- name: log_head
+SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
+
+-- name: append_log
+INSERT INTO log (seq, step, state, hash) VALUES (%s, %s, %s, %s);
+
+-- name: log_entries
+SELECT seq, step, state, hash FROM log WHERE seq >= %s AND seq < %s ORDER BY seq;
+
+-- name: log_entry
+SELECT seq, step, state, hash FROM log WHERE seq = %s;
+
+-- name: merkle_node
+SELECT hash FROM merkle_nodes WHERE level = %s AND idx = %s;
+
+-- name: put_merkle_node
+INSERT INTO merkle_nodes (level, idx, hash) VALUES (%s, %s, %s);
+
+-- name: unsealed_records
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq
+FROM records WHERE log_seq IS NULL ORDER BY id LIMIT %s;
+
+-- name: mark_sealed
+UPDATE records SET log_seq = %s WHERE id = %s AND log_seq IS NULL;
+
+-- name: record_seals
+SELECT id, log_seq FROM records ORDER BY id;
+
+-- name: meta
+SELECT value FROM meta WHERE key = %s;
+
+-- name: queue_log
+INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s) RETURNING id;
+
+-- name: pending_log
+-- Only the sealer reads the queue, under the sealer row's lock; SKIP LOCKED is not
+-- needed, and queue order must not have holes skipped.
+SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT %s;
+
+-- name: drop_pending
+DELETE FROM log_pending WHERE id = %s;
+
+-- name: lock_sealer
+SELECT token, holder, expires_at FROM sealer WHERE id = 1 FOR UPDATE;
+
+-- name: set_sealer
+UPDATE sealer SET token = %s, holder = %s, expires_at = %s WHERE id = 1;
