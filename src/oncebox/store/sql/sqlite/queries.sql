@@ -70,8 +70,8 @@ SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reaso
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
        delivery_id
 FROM quarantine
-WHERE (?1 IS NULL OR inbox_id = ?1) AND (?2 IS NULL OR status = ?2)
-ORDER BY id LIMIT ?3;
+WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:status IS NULL OR status = :status)
+ORDER BY id LIMIT :limit;
 
 -- name: dead_letter
 INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
@@ -82,7 +82,7 @@ RETURNING id;
 -- name: list_dead_letters
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
        snapshot_id, delivery_id
-FROM dead_letters WHERE (?1 IS NULL OR inbox_id = ?1) ORDER BY id LIMIT ?2;
+FROM dead_letters WHERE (:inbox IS NULL OR inbox_id = :inbox) ORDER BY id LIMIT :limit;
 
 -- name: count_verdict
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (?, ?, ?, ?, ?)
@@ -93,15 +93,15 @@ SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = ? GROUP BY v
 
 -- name: inbox_figures
 SELECT
-  (SELECT count(*) FROM records WHERE inbox_id = ?1 AND evicted_at IS NULL),
-  (SELECT count(*) FROM records WHERE inbox_id = ?1 AND evicted_at IS NOT NULL),
-  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = ?1),
-  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = ?1),
-  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = ?1),
-  (SELECT count(*) FROM quarantine WHERE inbox_id = ?1 AND status = 'open'),
-  (SELECT count(*) FROM quarantine WHERE inbox_id = ?1),
-  (SELECT count(*) FROM dead_letters WHERE inbox_id = ?1),
-  (SELECT count(*) FROM evictions WHERE inbox_id = ?1);
+  (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NULL),
+  (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NOT NULL),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = :inbox),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = :inbox),
+  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox AND status = 'open'),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM evictions WHERE inbox_id = :inbox);
 
 -- name: bump_generation
 INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
@@ -115,6 +115,13 @@ SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
        claimed_by, claim_expires, failures, next_attempt, last_error, in_review
 FROM work_keys WHERE inbox_id = ? ORDER BY seller_id, sku, marketplace_id;
+
+-- name: work_key_for_update
+-- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
+       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
+FROM work_keys WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
 
 -- name: work_key
 SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
@@ -136,8 +143,8 @@ SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
        claimed_by, claim_expires, failures, next_attempt, last_error, in_review
 FROM work_keys
-WHERE inbox_id = ?1 AND generation > applied_generation AND in_review = 0
-  AND next_attempt <= ?2 AND (claim_token IS NULL OR claim_expires < ?2)
+WHERE inbox_id = :inbox AND generation > applied_generation AND in_review = 0
+  AND next_attempt <= :now AND (claim_token IS NULL OR claim_expires < :now)
 ORDER BY next_attempt, seller_id, sku, marketplace_id LIMIT 1;
 
 -- name: claim_work
@@ -172,8 +179,8 @@ SELECT
   count(*),
   coalesce(sum(generation > applied_generation), 0),
   coalesce(sum(in_review), 0),
-  coalesce(sum(claim_token IS NOT NULL AND claim_expires >= ?2), 0)
-FROM work_keys WHERE inbox_id = ?1;
+  coalesce(sum(claim_token IS NOT NULL AND claim_expires >= :now), 0)
+FROM work_keys WHERE inbox_id = :inbox;
 
 -- name: ledger_insert
 INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
@@ -202,10 +209,10 @@ WHERE inbox_id = ? ORDER BY pri DESC, headcount DESC, record_id;
 -- Turn the oldest records into tombstones: identity digest, witness and times stay.
 WITH doomed AS (
   SELECT id FROM records
-  WHERE inbox_id = ?1 AND evicted_at IS NULL AND first_seen < ?2
-  ORDER BY first_seen LIMIT ?4
+  WHERE inbox_id = :inbox AND evicted_at IS NULL AND first_seen < :cutoff
+  ORDER BY first_seen LIMIT :limit
 )
-UPDATE records SET evicted_at = ?3, content = NULL, fields = NULL, identity = NULL
+UPDATE records SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL
 WHERE id IN (SELECT id FROM doomed)
 RETURNING id, ident, witness, first_seen;
 
@@ -218,8 +225,8 @@ DELETE FROM revisions WHERE record_id IN (
 DELETE FROM records
 WHERE id IN (
   SELECT id FROM records
-  WHERE inbox_id = ?1 AND evicted_at IS NOT NULL AND first_seen < ?2
-  ORDER BY first_seen LIMIT ?3
+  WHERE inbox_id = :inbox AND evicted_at IS NOT NULL AND first_seen < :cutoff
+  ORDER BY first_seen LIMIT :limit
 )
 RETURNING id, ident, witness, first_seen;
 
@@ -229,7 +236,7 @@ VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: evictions
 SELECT id, inbox_id, kind, ident, witness, first_seen, evicted_at FROM evictions
-WHERE (?1 IS NULL OR inbox_id = ?1) ORDER BY id LIMIT ?2;
+WHERE (:inbox IS NULL OR inbox_id = :inbox) ORDER BY id LIMIT :limit;
 
 -- name: record_retention_override
 INSERT INTO retention_overrides (inbox_id, retention_seconds, reason, at) VALUES (?, ?, ?, ?);
@@ -239,7 +246,7 @@ SELECT retention_seconds, reason, at FROM retention_overrides WHERE inbox_id = ?
 
 -- name: declare_inbox
 INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds, fenced)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE
 SET apply = excluded.apply, retention_seconds = excluded.retention_seconds,
     tombstone_seconds = excluded.tombstone_seconds, fenced = excluded.fenced;
@@ -256,7 +263,7 @@ FROM inboxes ORDER BY name;
 UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
 
 -- name: put_lease
-INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)
+INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, scope) DO UPDATE
 SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
     released_at = NULL;
