@@ -7,6 +7,7 @@ still recognised and never applied twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from oncebox.engine import log
@@ -28,24 +29,42 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
     row = inbox.row
     records = tombstones = 0
     if row.retention_seconds is not None:
-        while True:
-            with store.transaction() as tx:
-                at = tx.now() if now is None else now
-                evicted = tx.evict_records(row.id, at - row.retention_seconds, at, BATCH)
-                _log(tx, inbox.name, "record", evicted)
-            records += len(evicted)
-            if len(evicted) < BATCH:
-                break
+        window = row.retention_seconds
+        records = _in_batches(
+            store,
+            inbox.name,
+            "record",
+            now,
+            lambda tx, at: tx.evict_records(row.id, at - window, at, BATCH),
+        )
         if row.tombstone_seconds is not None:
-            while True:
-                with store.transaction() as tx:
-                    at = tx.now() if now is None else now
-                    dropped = tx.drop_tombstones(row.id, at - row.tombstone_seconds, at, BATCH)
-                    _log(tx, inbox.name, "tombstone", dropped)
-                tombstones += len(dropped)
-                if len(dropped) < BATCH:
-                    break
+            horizon = row.tombstone_seconds
+            tombstones = _in_batches(
+                store,
+                inbox.name,
+                "tombstone",
+                now,
+                lambda tx, at: tx.drop_tombstones(row.id, at - horizon, at, BATCH),
+            )
     return Eviction(inbox.name, records, tombstones)
+
+
+def _in_batches(
+    store: Store,
+    inbox: str,
+    kind: str,
+    now: float | None,
+    step: Callable[[Tx, float], list[Evicted]],
+) -> int:
+    """Run ``step`` in its own transactions until a batch comes back short."""
+    total = 0
+    while True:
+        with store.transaction() as tx:
+            done = step(tx, tx.now() if now is None else now)
+            _log(tx, inbox, kind, done)
+        total += len(done)
+        if len(done) < BATCH:
+            return total
 
 
 def _log(tx: Tx, inbox: str, kind: str, evicted: list[Evicted]) -> None:
