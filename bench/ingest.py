@@ -605,18 +605,22 @@ def child_worker(spec: dict[str, Any]) -> dict[str, Any]:
     label = spec.get("label")
     print("ready", flush=True)
     sys.stdin.readline()
-    began = time.monotonic()
+    began, error = time.monotonic(), None
     if side == "baseline":
         baseline.batched(rows, batch)
     else:
         step = max(count // 5, 1)
         for j in range(0, count, batch):
-            box.ingest_batch(inbox, items[j:j + batch])
+            try:
+                box.ingest_batch(inbox, items[j:j + batch])
+            except oncebox.StorageError as exc:  # reported as this worker's result
+                error = f"{type(exc).__name__} after {j:,} of {count:,}: {exc}"
+                break
             if label and (j + batch) % step < batch and j + batch < count:
                 log(f"    {label}: {j + batch:,}/{count:,} ({time.monotonic() - began:.0f}s)")
     ended = time.monotonic()
     (baseline if side == "baseline" else box).close()
-    return {"began": began, "ended": ended, "n": count}
+    return {"began": began, "ended": ended, "n": count, "error": error}
 
 
 def run_workers(side: str, store: str, codec: str, start: int, n: int, procs: int,
@@ -649,8 +653,21 @@ def run_workers(side: str, store: str, codec: str, start: int, n: int, procs: in
             raise SystemExit(f"a {side} worker failed with status {child.returncode}")
         spans.append(json.loads(out.strip().splitlines()[-1]))
     seconds = max(s["ended"] for s in spans) - min(s["began"] for s in spans)
+    errors = [s["error"] for s in spans if s.get("error")]
     return {"codec": codec, "side": side, "procs": procs, "n": n, "seconds": seconds,
-            "eps": n / seconds, "worker_seconds": [s["ended"] - s["began"] for s in spans]}
+            "eps": n / seconds, "worker_seconds": [s["ended"] - s["began"] for s in spans],
+            "errors": errors, "deadlocks": deadlocks(store)}
+
+
+def deadlocks(target: str) -> int | None:
+    """The server's count of deadlocks detected in this database (pg_stat_database; the
+    clients have exited, so their statistics are flushed)."""
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn:
+        row = conn.execute("SELECT deadlocks FROM pg_stat_database "
+                           "WHERE datname = current_database()").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
 
 
 def run_multiproc(codec: str, args: argparse.Namespace, places: Places) -> list[dict[str, Any]]:
@@ -666,7 +683,12 @@ def run_multiproc(codec: str, args: argparse.Namespace, places: Places) -> list[
             # Schema and inboxes exist before the clients race to open them.
             (open_box if side == "oncebox" else open_baseline)(target).close()
             result = run_workers(side, target, codec, 0, n, procs, args.batch)
-            if side == "oncebox":
+            if result["errors"]:
+                # A client that gave up is part of the finding: report it, no rate.
+                for error in result["errors"]:
+                    log(f"[{codec}]   a client gave up: {error}")
+                result["eps"] = None
+            elif side == "oncebox":
                 box = open_box(target)
                 expect(f"{codec} {procs}-process pass", verdicts(box, inbox), "accepted", n)
                 box.close()
@@ -678,7 +700,8 @@ def run_multiproc(codec: str, args: argparse.Namespace, places: Places) -> list[
             places.drop(target)
             if single is None:
                 single = result
-            result["over_one"] = result["eps"] / single["eps"]
+            result["over_one"] = (result["eps"] / single["eps"]
+                                  if result["eps"] and single["eps"] else None)
             results.append(result)
     return results
 
@@ -729,6 +752,8 @@ def pg_preload(codec: str, store: str, base: str, size: int, procs: int) -> dict
     open_box(store).close()
     ingest = run_workers("oncebox", store, codec, PRELOAD_START, size, procs, PRELOAD_BATCH,
                          label=f"[{codec}] preload" if size >= 100 * PRELOAD_BATCH else None)
+    if ingest["errors"]:
+        raise SystemExit(f"preload {codec}: {'; '.join(ingest['errors'])}")
     box = open_box(store)
     expect(f"preload {codec}", verdicts(box, inbox), "accepted", size)
     box.close()
@@ -859,20 +884,28 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
               f"database, by 1 process, then by {meta['procs']} with disjoint shares,", file=out)
         print(f"  started together; ev/s = N / (last finish - first start). The {meta['cpus']} "
               f"CPUs are shared by all clients and the server.", file=out)
+        print("  deadlocks: as counted by the server in that database (each costs "
+              "deadlock_timeout, 1 s by default, before a rollback and retry)", file=out)
         rows = []
         for r in figures["multiproc"]:
             target = ""
             if r["procs"] > 1:
                 if r["side"] == "oncebox":
-                    target = (f"x >= {TARGET_PROCS}: "
-                              f"{yes(r['over_one'] >= TARGET_PROCS)}")
+                    met = r["over_one"] is not None and r["over_one"] >= TARGET_PROCS
+                    target = f"x >= {TARGET_PROCS}: {yes(met)}"
                 else:
                     target = "(context)"
+            failed = f"FAILED: {len(r['errors'])} of {r['procs']} gave up"
             rows.append([r["codec"], r["side"], str(r["procs"]), f"{r['n']:,}",
-                         f"{r['seconds']:.1f}", f"{r['eps']:,.0f}",
-                         f"x{r['over_one']:.2f}", target])
+                         f"{r['seconds']:.1f}",
+                         failed if r["eps"] is None else f"{r['eps']:,.0f}",
+                         "-" if r["over_one"] is None else f"x{r['over_one']:.2f}",
+                         str(r["deadlocks"]), target])
         table(out, ["codec", "side", "processes", "n", "seconds", "ev/s", "vs 1 process",
-                    "target"], rows)
+                    "deadlocks", "target"], rows)
+        for r in figures["multiproc"]:
+            for error in r["errors"]:
+                print(f"  {r['codec']} {r['side']} x{r['procs']}: {error}", file=out)
     if figures["scale"]:
         print("", file=out)
         print("scale: batched first pass of a fixed sample of new deliveries, each size in "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,18 +40,35 @@ def leaf_of(entry: LogEntry) -> bytes:
 
 
 def append(tx: Tx, step: str, state: dict[str, Any]) -> LogEntry:
-    return append_text(tx, step, state_text(state))
+    """Append one entry now. Only sealers write the chain; everyone else queues events."""
+    return chain(tx, [(step, state_text(state))])[0]
 
 
-def append_text(tx: Tx, step: str, text: str) -> LogEntry:
-    """Append one entry and the Merkle nodes it completes, inside ``tx``. Only a sealer
-    calls this: everyone else queues events with :func:`event`."""
+def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
+    """Append ``(step, state)`` entries and the Merkle nodes they complete, inside ``tx``.
+
+    Everything is computed here and written with one statement per table: the head is
+    read once, and nodes completed earlier in the same call are read from memory.
+    """
     head = tx.log_head()
     prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
-    entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
-    tx.append_log(entry)
-    tx.put_merkle_nodes(merkle.completed_nodes(seq - 1, leaf_of(entry), tx.merkle_node))
-    return entry
+    fresh: dict[tuple[int, int], bytes] = {}
+
+    def node(level: int, index: int) -> bytes:
+        return fresh.get((level, index)) or tx.merkle_node(level, index)
+
+    entries: list[LogEntry] = []
+    nodes: list[tuple[int, int, bytes]] = []
+    for step, text in items:
+        entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
+        completed = merkle.completed_nodes(seq - 1, leaf_of(entry), node)
+        fresh.update(((level, index), digest) for level, index, digest in completed)
+        nodes += completed
+        entries.append(entry)
+        prev, seq = entry.hash, seq + 1
+    tx.append_log(entries)
+    tx.put_merkle_nodes(nodes)
+    return entries
 
 
 def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> int:
@@ -95,15 +113,21 @@ def drain(tx: Tx, recovering: bool, limit: int = BATCH) -> Sealed:
     commits late is sealed in a later batch. A record's seal written by recovery (a
     process died between its commit and its seal) is a ``recover`` entry.
     """
-    sealed: Sealed = []
-    for pending in tx.pending_log(limit):
-        step = "recover" if recovering and pending.record_id is not None else pending.step
-        entry = append_text(tx, step, pending.state)
-        if pending.record_id is not None:
-            tx.mark_sealed(pending.record_id, entry.seq)
-        tx.drop_pending(pending.id)
-        sealed.append((pending, entry))
-    return sealed
+    pending = tx.pending_log(limit)
+    steps = [
+        ("recover" if recovering and item.record_id is not None else item.step, item.state)
+        for item in pending
+    ]
+    entries = chain(tx, steps)
+    tx.mark_sealed(
+        [
+            (e.seq, p.record_id)
+            for p, e in zip(pending, entries, strict=True)
+            if p.record_id is not None
+        ]
+    )
+    tx.drop_pending([p.id for p in pending])
+    return list(zip(pending, entries, strict=True))
 
 
 def seal_now(store: Store, recovering: bool = False) -> Sealed:

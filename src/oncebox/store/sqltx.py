@@ -418,8 +418,8 @@ class SqlTx:
         row = self._one("log_head")
         return LogEntry(*row) if row else None
 
-    def append_log(self, entry: LogEntry) -> None:
-        self._run("append_log", (entry.seq, entry.step, entry.state, entry.hash))
+    def append_log(self, entries: Sequence[LogEntry]) -> None:
+        self._many("append_log", [(e.seq, e.step, e.state, e.hash) for e in entries])
 
     def log_entries(self, start: int, end: int) -> list[LogEntry]:
         return [LogEntry(*row) for row in self._all("log_entries", (start, end))]
@@ -440,8 +440,8 @@ class SqlTx:
     def unsealed_records(self, limit: int) -> list[RecordRow]:
         return [RecordRow(*row) for row in self._all("unsealed_records", (limit,))]
 
-    def mark_sealed(self, record_id: int, seq: int) -> None:
-        self._run("mark_sealed", (seq, record_id))
+    def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
+        self._many("mark_sealed", seals)
 
     def record_seals(self) -> list[tuple[int, int | None]]:
         return [(int(i), s) for i, s in self._all("record_seals")]
@@ -456,8 +456,8 @@ class SqlTx:
     def pending_log(self, limit: int) -> list[PendingEvent]:
         return [PendingEvent(*row) for row in self._all("pending_log", (limit,))]
 
-    def drop_pending(self, event_id: int) -> None:
-        self._run("drop_pending", (event_id,))
+    def drop_pending(self, event_ids: Sequence[int]) -> None:
+        self._many("drop_pending", [(event_id,) for event_id in event_ids])
 
     def lock_sealer(self) -> SealerRow:
         return SealerRow(*self._one("lock_sealer"))
