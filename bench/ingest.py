@@ -721,13 +721,15 @@ def run_scale(
                                         "start": PRELOAD_START, "count": size,
                                         "batch": PRELOAD_BATCH})
         else:
-            pre = pg_preload(codec, store, base, size, args.procs)
+            pre = pg_preload(codec, store, base, size)
         log(f"[{codec}]   preloaded in {pre['seconds']:.1f}s")
         log(f"[{codec}] scale: first pass of {sample:,} new with {size:,} stored (subprocess)")
         point = launcher.run("measure", {"codec": codec, "store": store,
                                       "baseline": base, "start": 0, "count": sample,
                                       "batch": args.batch, "phase": "first"})
         point.update(stored=size, preload_seconds=pre["seconds"])
+        if "ingest_eps" in pre:
+            point["preload_ingest_eps"] = pre["ingest_eps"]
         points.append(point)
         log(f"[{codec}] memory: duplicate pass of {sample:,} with {size + sample:,} stored "
             f"(subprocess)")
@@ -741,17 +743,22 @@ def run_scale(
             "scale_ratio": points[1]["ratio"] / points[0]["ratio"]}
 
 
-def pg_preload(codec: str, store: str, base: str, size: int, procs: int) -> dict[str, Any]:
-    """Store ``size`` identities through oncebox itself (``ingest_batch``, 10,000 per
-    call, ``procs`` client processes with disjoint shares), copy their digests into the
-    baseline table, then VACUUM ANALYZE and CHECKPOINT (see :func:`vacuum`)."""
+def pg_preload(codec: str, store: str, base: str, size: int) -> dict[str, Any]:
+    """Store ``size`` identities through oncebox itself (``ingest_batch``, 10,000 per call,
+    in one client process), copy their digests into the baseline table, then VACUUM
+    ANALYZE and CHECKPOINT both (see :func:`vacuum`).
+
+    One process, because concurrent preloaders fail: 10,000 identities per batch take
+    10,000 advisory locks, and a few such transactions at once exhaust the server's lock
+    table (max_locks_per_transaction); and concurrent ussd batches deadlock on
+    triage_totals."""
     inbox = INBOX_OF[codec]
-    log(f"[{codec}] scale: preloading {size:,} identities ({procs} processes, "
+    log(f"[{codec}] scale: preloading {size:,} identities (one process, "
         f"{PRELOAD_BATCH:,} per ingest_batch)")
     started = time.perf_counter()
     open_box(store).close()
-    ingest = run_workers("oncebox", store, codec, PRELOAD_START, size, procs, PRELOAD_BATCH,
-                         label=f"[{codec}] preload" if size >= 100 * PRELOAD_BATCH else None)
+    ingest = run_workers("oncebox", store, codec, PRELOAD_START, size, 1, PRELOAD_BATCH,
+                         label=f"[{codec}] preload" if size >= 10 * PRELOAD_BATCH else None)
     if ingest["errors"]:
         raise SystemExit(f"preload {codec}: {'; '.join(ingest['errors'])}")
     box = open_box(store)
@@ -897,7 +904,7 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
                     target = "(context)"
             failed = f"FAILED: {len(r['errors'])} of {r['procs']} gave up"
             rows.append([r["codec"], r["side"], str(r["procs"]), f"{r['n']:,}",
-                         f"{r['seconds']:.1f}",
+                         f"{r['seconds']:.2f}",
                          failed if r["eps"] is None else f"{r['eps']:,.0f}",
                          "-" if r["over_one"] is None else f"x{r['over_one']:.2f}",
                          str(r["deadlocks"]), target])
@@ -913,9 +920,14 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
         print("  the summary row gives each side's rate at the big size over its rate at the "
               "small one (x...) and the ratio of ratios", file=out)
         if pg:
-            print(f"  preload: through oncebox (ingest_batch, {PRELOAD_BATCH:,} per call, "
-                  f"{meta['procs']} processes), the baseline's table copied from the records; "
-                  f"then VACUUM ANALYZE and CHECKPOINT on both", file=out)
+            print(f"  preload: through oncebox (ingest_batch, {PRELOAD_BATCH:,} per call, one "
+                  f"process), the baseline's table copied from the records with COPY; then",
+                  file=out)
+            print("  VACUUM ANALYZE and CHECKPOINT on both databases, untimed", file=out)
+            for s in figures["scale"]:
+                print(f"  {s['codec']} preloads (all steps; ingest rate): " + "; ".join(
+                    f"{p['stored']:,} in {p['preload_seconds']:.0f}s "
+                    f"({p['preload_ingest_eps']:,.0f} ev/s)" for p in s["points"]), file=out)
         rows = []
         for s in figures["scale"]:
             for p in s["points"]:
@@ -1060,8 +1072,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--durable", action="store_true",
                    help="with --pg-throwaway: keep fsync and synchronous_commit on")
     p.add_argument("--procs", type=int, default=4,
-                   help="PostgreSQL: client processes in the multi-process case and the "
-                        "scale preload (default 4)")
+                   help="PostgreSQL: client processes in the multi-process case (default 4)")
     p.add_argument("--json", action="store_true",
                    help="print figures as JSON on stdout (the table goes to stderr)")
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)

@@ -448,11 +448,12 @@ def test_frame_over_the_bound_is_too_large() -> None:
     assert refusal(USSD, frame(long_frame)) == "too_large"
 
 
-def test_frame_at_the_bound_passes() -> None:
-    prefix = len(make_frame(1, "Kakuma1", "MED", 1, 86)) - 1
-    at_bound = make_frame(1, "Kakuma1", "MED", 10 ** (USSD.max_bytes - prefix - 1), 86)
-    assert len(at_bound) == USSD.max_bytes
-    assert USSD.decode(frame(at_bound)).content == at_bound.encode()
+def test_the_widest_frame_passes_and_wider_numbers_are_refused() -> None:
+    widest = make_frame(10**9 - 1, "Kakuma12", "MED", 10**9 - 1, 10**9 - 1)
+    assert USSD.decode(frame(widest)).fields["headcount"] == 10**9 - 1
+    # Ten digits could overflow a store's integers: refused before anything is applied.
+    assert refusal(USSD, frame(make_frame(1, "Kakuma1", "MED", 10**9, 86))) == "bad_format"
+    assert refusal(USSD, frame(make_frame(1, "Kakuma1", "MED", 3, 10**40))) == "bad_format"
 
 
 def test_frame_identity_is_the_frame_id_and_witness_the_exact_bytes() -> None:

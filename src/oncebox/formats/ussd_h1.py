@@ -3,7 +3,8 @@
 The trailer ``xx`` is POSIX ``cksum`` of the body (everything before ``|#``) modulo 256
 in two hex digits. Format is checked first, then the trailer, and only then may dedup
 state be consulted (seed 003, R1), so a corrupted copy can never poison a frame id.
-The gateway supplies the identity, ``frame_id`` (``rec_id-seq``); the witness is the
+Numbers have at most 9 digits, so every field fits any store's integers. The gateway
+supplies the identity, ``frame_id`` (``rec_id-seq``); the witness is the
 exact frame bytes.
 """
 
@@ -17,8 +18,8 @@ from oncebox.formats.invalid import Invalid
 
 MAX_BYTES = 160
 FRAME = re.compile(
-    rb"H1\|(?P<seq>\d+)\|(?P<site>[A-Za-z0-9]{1,8})\|(?P<need>[A-Z]{3})"
-    rb"\|(?P<headcount>\d+)\|(?P<pri>\d+)\|#(?P<trailer>[0-9a-fA-F]{2})"
+    rb"H1\|(?P<seq>[0-9]{1,9})\|(?P<site>[A-Za-z0-9]{1,8})\|(?P<need>[A-Z]{3})"
+    rb"\|(?P<headcount>[0-9]{1,9})\|(?P<pri>[0-9]{1,9})\|#(?P<trailer>[0-9a-fA-F]{2})"
 )
 FRAME_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 

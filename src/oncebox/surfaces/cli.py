@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +25,8 @@ from oncebox.engine.checkpoint import (
     verify_inclusion_document,
 )
 from oncebox.engine.inboxes import parse_duration
-from oncebox.engine.reconciler import Outcome, run_workers
+from oncebox.engine.log import Sealer
+from oncebox.engine.reconciler import Outcome, default_worker_name, run_workers
 from oncebox.errors import OnceboxError
 from oncebox.store.base import WorkKeyRow
 from oncebox.surfaces.lines import delivery_from_line
@@ -197,7 +199,16 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) ->
     """List quarantined newcomers, with the original record's content beside each."""
     rows = obj.box.quarantined(inbox, None if status == "all" else status, limit)
     names = _inbox_names(obj.box)
-    _emit([as_json(row, inbox=names[row.inbox_id], original=obj.box.original(row)) for row in rows])
+    _emit(
+        [
+            as_json(
+                row,
+                inbox=names.get(row.inbox_id, f"#{row.inbox_id}"),
+                original=obj.box.original(row),
+            )
+            for row in rows
+        ]
+    )
 
 
 @quarantine.command("resolve")
@@ -220,7 +231,12 @@ def quarantine_resolve(obj: Context, quarantine_id: int, action: str, note: str)
 def dead_letters(obj: Context, inbox: str | None, limit: int) -> None:
     """Invalid deliveries: a bounded copy, its length, SHA-256 and the reason."""
     names = _inbox_names(obj.box)
-    _emit([as_json(row, inbox=names[row.inbox_id]) for row in obj.box.dead_letters(inbox, limit)])
+    _emit(
+        [
+            as_json(row, inbox=names.get(row.inbox_id, f"#{row.inbox_id}"))
+            for row in obj.box.dead_letters(inbox, limit)
+        ]
+    )
 
 
 @cli.command()
@@ -313,6 +329,33 @@ def verify(obj: Context, against: str | None) -> None:
 def recover(obj: Context) -> None:
     """Seal every committed record the log does not cover (also done at every open)."""
     _emit({"recovered": obj.box.recovered_at_open + obj.box.recover()})
+
+
+@cli.command()
+@click.option("--follow", is_flag=True, help="Keep sealing as events arrive (Ctrl-C stops).")
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between passes.")
+@click.option("--ttl", default=30.0, show_default=True, help="Seconds the sealer lease lasts.")
+@click.pass_obj
+def seal(obj: Context, follow: bool, interval: float, ttl: float) -> None:
+    """Append queued log events; with --follow, be the store's one dedicated sealer.
+
+    Example: oncebox --db postgresql://intake@db/oncebox seal --follow
+    """
+    if not follow:
+        _emit({"sealed": len(obj.box.seal())})
+        return
+    if interval >= ttl:
+        _fail("--interval must be shorter than --ttl, or the lease lapses between passes")
+    sealer = Sealer(obj.box.store, default_worker_name(), ttl=ttl)
+    sealer.acquire()
+    total = 0
+    try:
+        while True:
+            total += sealer.seal()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sealer.release()
+        _emit({"sealed": total})
 
 
 @cli.command()
@@ -560,8 +603,7 @@ def main() -> None:
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        _fail(f"{exc.format_message()} (try --help)", exc.exit_code)
     except OnceboxError as exc:
         _fail(str(exc))
     except BrokenPipeError:
