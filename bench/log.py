@@ -16,7 +16,7 @@ compared.
 Part 2, proofs: a log of ``--log-size`` entries, built either by ingesting that many
 deliveries with sealing on (``--build ingest``, the default: one ``accept`` entry per
 record, exactly as production builds it) or by appending entries straight through
-``oncebox.engine.log.append`` (``--build append``, faster; fair because a proof's cost
+``oncebox.engine.log.chain`` (``--build append``, faster; fair because a proof's cost
 depends only on the log and its Merkle nodes). Then, on a freshly reopened store,
 inclusion proofs for random entries (``Oncebox.prove`` per record, and the bare
 ``merkle.inclusion_proof``), consistency proofs between random sizes, and last the
@@ -234,11 +234,10 @@ def build_by_append(box: oncebox.Oncebox, size: int, chunk: int) -> None:
     started = time.perf_counter()
     for j in range(0, size, chunk):
         with box.store.transaction() as tx:
-            for i in range(j, min(j + chunk, size)):
-                chain.append(tx, "accept", {
-                    "inbox": INBOX, "record": i + 1, "identity": f'["sp-api","sub-eu-1","n-{i}"]',
-                    "witness": f"{i:064x}", "revision": 1, "snapshot_id": None,
-                })
+            chain.chain(tx, [("accept", chain.state_text({
+                "inbox": INBOX, "record": i + 1, "identity": f'["sp-api","sub-eu-1","n-{i}"]',
+                "witness": f"{i:064x}", "revision": 1, "snapshot_id": None,
+            })) for i in range(j, min(j + chunk, size))])
         done = min(j + chunk, size)
         if done % step < chunk and done < size:
             note(f"  built {done:,}/{size:,} ({time.perf_counter() - started:.0f}s)")
@@ -435,7 +434,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--log-size", type=int, default=1_000_000,
                    help="entries in the log the proofs are timed on (default 1,000,000)")
     p.add_argument("--build", choices=("ingest", "append"), default="ingest",
-                   help="build the log by ingesting with sealing on, or by log.append")
+                   help="build the log by ingesting with sealing on, or by log.chain")
     p.add_argument("--build-batch", type=int, default=10_000,
                    help="deliveries or entries per transaction while building (default 10,000)")
     p.add_argument("--proofs", type=int, default=200,

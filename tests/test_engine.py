@@ -209,7 +209,8 @@ def test_retention_below_the_floor_needs_a_recorded_override(make_box: BoxFactor
 def test_forever_retention_never_evicts(make_box: BoxFactory, clock: ManualClock) -> None:
     box = make_box([InboxSpec("ussd", codec="ussd-h1", retention="forever")])
     box.ingest("ussd", frame(*SESSION[0]))
-    [result] = box.evict("ussd", now=clock.now + 3650 * DAY)
+    clock.advance(3650 * DAY)
+    [result] = box.evict("ussd")
     assert result.records == 0
     assert box.record("ussd", "rec1") is not None
 
@@ -297,3 +298,42 @@ def test_concurrent_writers_leave_one_record_per_identity(tmp_path: Path) -> Non
     assert stats["verdicts"] == {"accepted": 60, "duplicate": 180}
     assert box.triage("ussd")["headcount"] == sum(i % 7 + 1 for i in range(60))
     box.close()
+
+
+def test_tombstones_of_a_triage_inbox_drop_and_its_effects_stay(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = make_box([InboxSpec("ussd", codec="ussd-h1", apply="triage", tombstones="90d")])
+    first = box.ingest("ussd", frame(*SESSION[0]))
+    clock.advance(91 * DAY)
+    [result] = box.evict("ussd")
+    assert (result.records, result.tombstones) == (1, 1)
+    assert box.triage("ussd")["headcount"] == 3, "applied effects outlive dedup state"
+    again = box.ingest("ussd", frame("rec-new", SESSION[1][1]))
+    assert again.record_id is not None and first.record_id is not None
+    assert again.record_id > first.record_id, "record ids are never reused"
+
+
+def test_recover_seals_records_left_with_no_queued_seal(make_box: BoxFactory) -> None:
+    box = make_box([InboxSpec("ussd", codec="ussd-h1", apply="triage")])
+    decision = box.ingest("ussd", frame(*SESSION[0]))
+    with box.store.transaction() as tx:  # what an older version could leave behind
+        tx.execute("UPDATE records SET log_seq = NULL")
+    assert box.verify().uncovered == [decision.record_id]
+    assert box.recover() == 1
+    report = box.verify()
+    assert report.ok and [e.step for e in box.log_entries()][-1] == "recover"
+
+
+def test_an_inbox_cannot_change_its_fencing(make_box: BoxFactory) -> None:
+    box = make_box([InboxSpec("feed", codec="feed")])
+    with pytest.raises(ConfigError, match="lease-fenced"):
+        box.declare(InboxSpec("feed", codec="feed", fenced=False))
+
+
+def test_resolving_with_an_unknown_action_is_a_clear_error(box: Oncebox) -> None:
+    box.ingest("ussd", frame(*SESSION[0]))
+    decision = box.ingest("ussd", frame("rec1", make_frame(1, "Kakuma1", "MED", 9, 86)))
+    assert decision.quarantine_id is not None
+    with pytest.raises(oncebox.InvalidOperation, match="keep or accept"):
+        box.resolve(decision.quarantine_id, "merge", "why not")

@@ -155,6 +155,7 @@ def test_repeated_completion_is_a_no_op(box: Oncebox) -> None:
         ({"a": "x" * 70_000}, "too_large"),
         (b"\xff{}", "invalid_unicode"),
         ("{not json", "bad_json"),
+        ({"a": "\ud800"}, "invalid_unicode"),
     ],
 )
 def test_invalid_read_documents_are_refused(box: Oncebox, document: Any, reason: str) -> None:

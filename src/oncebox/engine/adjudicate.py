@@ -25,10 +25,17 @@ class Resolution(StrEnum):
 def resolve(
     tx: Tx, inbox: ActiveInbox, row: QuarantineRow, action: Resolution, note: str, now: float
 ) -> QuarantineRow:
+    """Resolve a quarantine row that ``tx`` read with ``lock=True``.
+
+    The row lock makes a second operator wait and then see the row closed; the identity
+    lock keeps a concurrent resend of the same identity from deciding against a record
+    that is being revised.
+    """
     if not note.strip():
         raise InvalidOperation("a resolution needs a note saying why")
     if row.status != "open":
         raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
+    tx.lock_identities(inbox.row.id, [row.ident])
     if action is Resolution.KEEP:
         tx.close_quarantine(row.id, "kept", note, now)
     else:

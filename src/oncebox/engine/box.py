@@ -29,6 +29,7 @@ from oncebox.store.base import (
     RecordRow,
     RevisionRow,
     Store,
+    Tx,
     WorkKeyRow,
 )
 
@@ -61,6 +62,13 @@ class Oncebox:
                 raise ConfigError(
                     f"inbox {spec.name} already holds {old.codec} deliveries; "
                     f"it cannot switch to {codec.name}"
+                )
+            if old is not None and old.fenced != spec.is_fenced(codec):
+                # Every process must fence an inbox alike, or one would admit what
+                # another refuses.
+                raise ConfigError(
+                    f"inbox {spec.name} is {'' if old.fenced else 'not '}lease-fenced in this "
+                    f"store; it cannot change"
                 )
             row = tx.declare_inbox(
                 spec.name,
@@ -203,13 +211,18 @@ class Oncebox:
     def resolve(self, quarantine_id: int, action: str, note: str) -> QuarantineRow:
         """``keep`` the original (closing the row with a note) or ``accept`` the newcomer
         as the record's next revision, its effects moved by the difference."""
-        chosen = Resolution(action)
-        with self.store.transaction() as tx:
-            row = tx.get_quarantine(quarantine_id)
+        try:
+            chosen = Resolution(action)
+        except ValueError:
+            raise InvalidOperation(f"resolve with keep or accept, not {action!r}") from None
+
+        def decide(tx: Tx) -> QuarantineRow:
+            row = tx.get_quarantine(quarantine_id, lock=True)
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
-            active = self._by_id(row.inbox_id)
-            closed = resolve(tx, active, row, chosen, note, tx.now())
+            return resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now())
+
+        closed = self.store.atomic(decide)
         self._after_write()
         return closed
 
@@ -232,9 +245,10 @@ class Oncebox:
         with self.store.reading() as tx:
             return tx.revisions(record_id)
 
-    def evict(self, inbox: str | None = None, now: float | None = None) -> list[retention.Eviction]:
+    def evict(self, inbox: str | None = None) -> list[retention.Eviction]:
+        """Evict by age on the server clock: no caller's clock decides what is old."""
         targets = [self.inbox(inbox)] if inbox else self.inboxes
-        done = [retention.evict(self.store, active, now) for active in targets]
+        done = [retention.evict(self.store, active) for active in targets]
         self._after_write()
         return done
 

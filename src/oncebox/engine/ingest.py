@@ -17,7 +17,7 @@ from typing import Any
 from oncebox.engine import crashpoints, leases, log
 from oncebox.engine.apply import ApplyStep, Change
 from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, classify
-from oncebox.errors import ApplyError
+from oncebox.errors import ApplyError, StorageUnavailable
 from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, identify
 from oncebox.store.base import Arrival, InboxRow, Tx
 
@@ -101,7 +101,9 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         # Step 3, fence: the scope's current token, then the server clock's verdict on
         # its expiry. A fenced-out delivery is not stored, so it must not be acked.
         lease = tx.get_lease(inbox.row.id, delivery.snapshot_id or "")
-        refused = leases.fence(lease, delivery.lease_token, now)
+        # The clock is read after the lease row is held: a wait for locks must not let
+        # an expired lease pass on a time taken before the wait.
+        refused = leases.fence(lease, delivery.lease_token, tx.now())
         if refused is not None:
             return Decision(
                 inbox.name,
@@ -111,6 +113,20 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
                 detail=_fence_detail(refused, delivery, lease),
             )
 
+    # A row can vanish under us (retention dropping a tombstone in another transaction);
+    # then the identity is simply decided again against what is there now.
+    for _ in range(3):
+        decision = _decide_identity(tx, inbox, item, now, index)
+        if decision is not None:
+            return decision
+    raise StorageUnavailable("the record kept changing under this delivery; retry")
+
+
+def _decide_identity(
+    tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int
+) -> Decision | None:
+    delivery = item.delivery
+    assert item.decoded is not None and item.identity is not None
     identity, decoded = item.identity, item.decoded
     ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
     witness = bytes.fromhex(identity.witness)
@@ -133,14 +149,16 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
         # A concurrent writer inserted this identity between our read and our insert;
         # its row is committed now, so decide against it like any other.
         existing = tx.find_record(inbox.row.id, ident)
-        assert existing is not None
+        if existing is None:
+            return None
     verdict = classify(existing.witness, witness)
 
     if verdict is Verdict.DUPLICATE:
         if existing.is_tombstone:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
-            tx.touch_late_replay(existing.id, now, now - existing.first_seen)
+            if not tx.touch_late_replay(existing.id, now, now - existing.first_seen):
+                return None
             return Decision(
                 inbox.name,
                 verdict,
@@ -152,7 +170,8 @@ def decide(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float, index: int = 
                 log_position=existing.log_seq,
                 **facts,
             )
-        tx.touch_duplicate(existing.id, now)
+        if not tx.touch_duplicate(existing.id, now):
+            return None
         return Decision(
             inbox.name,
             verdict,

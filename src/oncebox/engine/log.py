@@ -39,11 +39,6 @@ def leaf_of(entry: LogEntry) -> bytes:
     return merkle.leaf_hash(merkle.entry_leaf_data(entry.seq, entry.step, entry.state, entry.hash))
 
 
-def append(tx: Tx, step: str, state: dict[str, Any]) -> LogEntry:
-    """Append one entry now. Only sealers write the chain; everyone else queues events."""
-    return chain(tx, [(step, state_text(state))])[0]
-
-
 def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
     """Append ``(step, state)`` entries and the Merkle nodes they complete, inside ``tx``.
 
@@ -211,8 +206,42 @@ class Sealer:
 
 
 def recover(store: Store) -> int:
-    """Seal every committed record the log does not cover; returns how many records."""
-    return sum(1 for pending, _ in seal_now(store, recovering=True) if pending.record_id)
+    """Seal every committed record the log does not cover; returns how many.
+
+    Two kinds are left by a crash or an older version: records whose seal is still
+    queued (their process died between the commit and the seal) and records with no
+    queued seal at all. Both are sealed as ``recover`` entries.
+    """
+    recovered = sum(1 for pending, _ in seal_now(store, recovering=True) if pending.record_id)
+    while True:
+
+        def orphans(tx: Tx) -> int:
+            row = tx.lock_sealer()
+            if row.holder is not None and row.expires_at >= tx.now():
+                return 0  # a live sealer owns the log
+            records = tx.unsealed_records(BATCH)
+            names = {inbox.id: inbox.name for inbox in tx.inboxes()}
+            states = [
+                state_text(
+                    record_state(
+                        names.get(r.inbox_id, str(r.inbox_id)),
+                        r.id,
+                        r.identity,
+                        r.witness.hex(),
+                        r.revision,
+                        r.snapshot_id,
+                    )
+                )
+                for r in records
+            ]
+            entries = chain(tx, [("recover", state) for state in states])
+            tx.mark_sealed([(e.seq, r.id) for r, e in zip(records, entries, strict=True)])
+            return len(records)
+
+        done = store.atomic(orphans)
+        recovered += done
+        if done < BATCH:
+            return recovered
 
 
 @dataclass
@@ -279,7 +308,9 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     report.entries = len(leaves)
     report.head = prev
     report.root = merkle.root_of(leaves).hex()
-    report.uncovered = [record_id for record_id, _ in seals if record_id not in covered]
+    report.uncovered = [
+        record_id for record_id, position in seals if position is None or record_id not in covered
+    ]
     if against is not None:
         if against.tree_size == 0:
             prefix_root = merkle.EMPTY_ROOT

@@ -35,7 +35,7 @@ from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 from oncebox.formats.canonical import canonical
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import loads
-from oncebox.store.base import WorkKeyRow
+from oncebox.store.base import Tx, WorkKeyRow
 
 if TYPE_CHECKING:
     from oncebox.engine.box import Oncebox
@@ -124,13 +124,14 @@ def document_text(document: Mapping[str, Any] | str | bytes | Any) -> str:
             raise InvalidDocument(f"not JSON: {exc}", reason="bad_json") from None
     else:
         raw = document
-    size = len(raw.encode() if isinstance(raw, str) else raw)
+    size = len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
     if size > MAX_DOCUMENT_BYTES:
         raise InvalidDocument(f"{size} bytes exceeds {MAX_DOCUMENT_BYTES}", reason="too_large")
     try:
         value = loads(raw, max_depth=20)
     except Invalid as invalid:
         raise InvalidDocument(str(invalid), reason=invalid.reason) from None
+
     if not isinstance(value, dict):
         raise InvalidDocument("a read document must be a JSON object", reason="bad_shape")
     text = canonical(value)
@@ -178,14 +179,15 @@ class Reconciler:
 
     def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
         """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
-        with self.store.transaction() as tx:
+
+        def claim(tx: Tx) -> Ticket | None:
             now = tx.now()
             if key is None:
                 row = tx.next_claimable(self.inbox_id, now)
                 if row is None:
                     return None
             else:
-                row = tx.work_key(self.inbox_id, tuple(key), lock=True)  # type: ignore[arg-type]
+                row = tx.work_key(self.inbox_id, (key[0], key[1], key[2]), lock=True)
                 if row is None:
                     raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
                 if row.claim_token is not None and (row.claim_expires or 0) >= now:
@@ -196,7 +198,11 @@ class Reconciler:
             token = tx.next_token()
             expires = now + self.claim_ttl
             tx.claim_work(self.inbox_id, row.key, token, self.worker, expires)
-        return Ticket(self.inbox, WorkKey(*row.key), row.generation, token, self.worker, expires)
+            return Ticket(
+                self.inbox, WorkKey(*row.key), row.generation, token, self.worker, expires
+            )
+
+        return self.store.atomic(claim)
 
     def complete(self, ticket: Ticket, result: ReadResult) -> Completion:
         """Store the read and mark the key clean, only for the generation it was read for."""
@@ -205,7 +211,8 @@ class Reconciler:
                 f"the result is for {list(result.key)}, the ticket for {list(ticket.key)}"
             )
         text = document_text(result.document)
-        with self.store.transaction() as tx:
+
+        def settle(tx: Tx) -> Completion:
             row = tx.work_key(self.inbox_id, ticket.key, lock=True)
             if row is None:
                 raise NotFound(f"no work key {list(ticket.key)}")
@@ -214,46 +221,45 @@ class Reconciler:
             if row.claim_token != ticket.token:
                 return Completion.STALE
             # The generation fence (I6): equal to the ticket's and not applied yet.
-            if row.generation == ticket.generation and row.applied_generation < ticket.generation:
-                now = tx.now()
-                tx.apply_document(
-                    self.inbox_id, ticket.key, text, ticket.generation, ticket.token, now
-                )
-                log.event(
-                    tx,
-                    "complete",
-                    {
-                        "inbox": self.inbox,
-                        "key": list(ticket.key),
-                        "generation": ticket.generation,
-                        "token": ticket.token,
-                        "worker": ticket.worker,
-                        "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                    },
-                )
-                applied = True
-            else:
+            if row.generation != ticket.generation or row.applied_generation >= ticket.generation:
                 tx.release_claim(self.inbox_id, ticket.key, ticket.token)
-                applied = False
-        if not applied:
-            return Completion.SUPERSEDED
-        self._sealed()
-        return Completion.APPLIED
+                return Completion.SUPERSEDED
+            tx.apply_document(
+                self.inbox_id, ticket.key, text, ticket.generation, ticket.token, tx.now()
+            )
+            log.event(
+                tx,
+                "complete",
+                {
+                    "inbox": self.inbox,
+                    "key": list(ticket.key),
+                    "generation": ticket.generation,
+                    "token": ticket.token,
+                    "worker": ticket.worker,
+                    "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                },
+            )
+            return Completion.APPLIED
+
+        completion = self.store.atomic(settle)
+        if completion is Completion.APPLIED:
+            self._sealed()
+        return completion
 
     def fail(self, ticket: Ticket, error: str) -> None:
         """A read failed: back off, or send the key to operator review."""
-        with self.store.transaction() as tx:
+
+        def count(tx: Tx) -> int:
             row = tx.work_key(self.inbox_id, ticket.key, lock=True)
             if row is None or row.claim_token != ticket.token:
-                return  # the claim is someone else's now; their attempt counts, not ours
+                return 0  # the claim is someone else's now; their attempt counts, not ours
             failures = row.failures + 1
             review = failures >= self.max_failures
-            now = tx.now()
             tx.record_failure(
                 self.inbox_id,
                 ticket.key,
                 failures,
-                now + self.backoff.delay(failures),
+                tx.now() + self.backoff.delay(failures),
                 error[:2000],
                 review,
             )
@@ -268,13 +274,16 @@ class Reconciler:
                         "error": error[:500],
                     },
                 )
-        if review:
+            return failures if review else 0
+
+        reviewed_after = self.store.atomic(count)
+        if reviewed_after:
             self._sealed()
             logger.warning(
                 "oncebox work key %s in %s failed %d times and went to review: %s",
                 list(ticket.key),
                 self.inbox,
-                failures,
+                reviewed_after,
                 error[:200],
             )
 
@@ -306,10 +315,13 @@ class Reconciler:
 
     def retry(self, key: tuple[str, str, str]) -> None:
         """Send a key back from review: its failure count starts again."""
-        with self.store.transaction() as tx:
-            if not tx.retry_work(self.inbox_id, tuple(key)):  # type: ignore[arg-type]
+
+        def send_back(tx: Tx) -> None:
+            if not tx.retry_work(self.inbox_id, (key[0], key[1], key[2])):
                 raise InvalidOperation(f"work key {list(key)} is not in review")
             log.event(tx, "retry", {"inbox": self.inbox, "key": list(key)})
+
+        self.store.atomic(send_back)
         self._sealed()
 
     def _sealed(self) -> None:

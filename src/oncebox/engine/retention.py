@@ -24,7 +24,7 @@ class Eviction:
     tombstones: int
 
 
-def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Eviction:
+def evict(store: Store, inbox: ActiveInbox) -> Eviction:
     """Evict what is older than the inbox's windows, in bounded transactions."""
     row = inbox.row
     records = tombstones = 0
@@ -34,7 +34,6 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
             store,
             inbox.name,
             "record",
-            now,
             lambda tx, at: tx.evict_records(row.id, at - window, at, BATCH),
         )
         if row.tombstone_seconds is not None:
@@ -43,25 +42,24 @@ def evict(store: Store, inbox: ActiveInbox, now: float | None = None) -> Evictio
                 store,
                 inbox.name,
                 "tombstone",
-                now,
                 lambda tx, at: tx.drop_tombstones(row.id, at - horizon, at, BATCH),
             )
     return Eviction(inbox.name, records, tombstones)
 
 
 def _in_batches(
-    store: Store,
-    inbox: str,
-    kind: str,
-    now: float | None,
-    step: Callable[[Tx, float], list[Evicted]],
+    store: Store, inbox: str, kind: str, step: Callable[[Tx, float], list[Evicted]]
 ) -> int:
     """Run ``step`` in its own transactions until a batch comes back short."""
     total = 0
     while True:
-        with store.transaction() as tx:
-            done = step(tx, tx.now() if now is None else now)
-            _log(tx, inbox, kind, done)
+
+        def batch(tx: Tx) -> list[Evicted]:
+            evicted = step(tx, tx.now())
+            _log(tx, inbox, kind, evicted)
+            return evicted
+
+        done = store.atomic(batch)
         total += len(done)
         if len(done) < BATCH:
             return total

@@ -94,6 +94,10 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
             raise Invalid("invalid_unicode", f"not UTF-8 at byte {exc.start}") from None
     else:
         text = data
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise Invalid("invalid_unicode", f"lone surrogate at {exc.start}") from None
     if text.startswith(UTF8_BOM):
         raise Invalid("bad_json", "a byte order mark is not JSON")
     # Counting brackets is cheap and bounds the depth; only text with more brackets

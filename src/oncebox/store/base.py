@@ -55,6 +55,7 @@ class RecordRow:
     snapshot_id: str | None
     delivery_id: str | None
     log_seq: int | None = None
+    revised_at: float | None = None
 
     @property
     def is_tombstone(self) -> bool:
@@ -230,9 +231,11 @@ class Tx(Protocol):
         """The new record's id, or None when a concurrent writer inserted it first."""
         ...
 
-    def touch_duplicate(self, record_id: int, now: float) -> None: ...
+    def touch_duplicate(self, record_id: int, now: float) -> bool:
+        """Count a duplicate; False when the row vanished (retention dropped it meanwhile)."""
+        ...
 
-    def touch_late_replay(self, record_id: int, now: float, lateness: float) -> None: ...
+    def touch_late_replay(self, record_id: int, now: float, lateness: float) -> bool: ...
 
     def revise_record(
         self,
@@ -265,9 +268,11 @@ class Tx(Protocol):
         """Keep a newcomer; a repeat of one already kept is counted. Returns (id, is_new)."""
         ...
 
-    def get_quarantine(self, quarantine_id: int) -> QuarantineRow | None: ...
+    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None: ...
 
-    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> None: ...
+    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> bool:
+        """Close an open row; False if it was not open any more."""
+        ...
 
     def list_quarantine(
         self, inbox_id: int | None, status: str | None, limit: int
@@ -415,7 +420,9 @@ class Tx(Protocol):
 
     def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None: ...
 
-    def unsealed_records(self, limit: int) -> list[RecordRow]: ...
+    def unsealed_records(self, limit: int) -> list[RecordRow]:
+        """Records with neither a log entry nor a queued seal (left by older versions)."""
+        ...
 
     def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
         """Record each ``(log position, record id)``."""

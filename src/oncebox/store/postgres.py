@@ -159,8 +159,15 @@ class PostgresStore:
                 raise _storage_error(cause) from exc
             raise
 
-    def transaction(self) -> AbstractContextManager[PostgresTx]:
-        return self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED")
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresTx]:
+        """A write transaction that is not retried: a deadlock surfaces as the retryable
+        :class:`StorageUnavailable`. Use :meth:`atomic` to have it retried here."""
+        try:
+            with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
+                yield tx
+        except Retry as exc:
+            raise StorageUnavailable(f"a conflicting transaction won: {exc}") from exc
 
     def reading(self) -> AbstractContextManager[PostgresTx]:
         # One snapshot for the whole read, so a view never mixes two states.
@@ -169,7 +176,7 @@ class PostgresStore:
     def atomic(self, work: Callable[[Tx], T]) -> T:
         for attempt in range(RETRIES):
             try:
-                with self.transaction() as tx:
+                with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
                     return work(tx)
             except Retry:
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.

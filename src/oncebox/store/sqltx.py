@@ -95,11 +95,11 @@ class SqlTx:
         )
         return int(row[0]) if row else None
 
-    def touch_duplicate(self, record_id: int, now: float) -> None:
-        self._run("touch_duplicate", (now, record_id))
+    def touch_duplicate(self, record_id: int, now: float) -> bool:
+        return self._run("touch_duplicate", (now, record_id)) > 0
 
-    def touch_late_replay(self, record_id: int, now: float, lateness: float) -> None:
-        self._run("touch_late_replay", (now, lateness, record_id))
+    def touch_late_replay(self, record_id: int, now: float, lateness: float) -> bool:
+        return self._run("touch_late_replay", (now, lateness, record_id)) > 0
 
     def revise_record(
         self,
@@ -118,12 +118,12 @@ class SqlTx:
                 record.witness,
                 record.content,
                 record.fields,
-                record.last_seen if record.revision > 1 else record.first_seen,
+                record.revised_at or record.first_seen,
                 now,
                 note,
             ),
         )
-        return int(self._one("revise_record", (witness, content, fields, now, record.id))[0])
+        return int(self._one("revise_record", (witness, content, fields, now, now, record.id))[0])
 
     def revisions(self, record_id: int) -> list[RevisionRow]:
         return [RevisionRow(*row) for row in self._all("revisions", (record_id,))]
@@ -165,12 +165,12 @@ class SqlTx:
         row = self._one("quarantine_repeat", (now, inbox_id, ident, witness))
         return int(row[0]), False
 
-    def get_quarantine(self, quarantine_id: int) -> QuarantineRow | None:
-        row = self._one("get_quarantine", (quarantine_id,))
+    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None:
+        row = self._one("get_quarantine_for_update" if lock else "get_quarantine", (quarantine_id,))
         return QuarantineRow(*row) if row else None
 
-    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> None:
-        self._run("close_quarantine", (status, note, now, quarantine_id))
+    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> bool:
+        return self._run("close_quarantine", (status, note, now, quarantine_id)) > 0
 
     def list_quarantine(
         self, inbox_id: int | None, status: str | None, limit: int

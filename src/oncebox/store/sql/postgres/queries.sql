@@ -10,13 +10,13 @@ SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(%s::bigint[]) AS k ORDER BY 
 -- name: find_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
+       log_seq, revised_at
 FROM records WHERE inbox_id = %s AND ident = %s;
 
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
+       log_seq, revised_at
 FROM records WHERE id = %s;
 
 -- name: insert_record
@@ -43,7 +43,8 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: revise_record
 UPDATE records
-SET witness = %s, content = %s, fields = %s, revision = revision + 1, last_seen = %s
+SET witness = %s, content = %s, fields = %s, revision = revision + 1, last_seen = %s,
+    revised_at = %s
 WHERE id = %s
 RETURNING revision;
 
@@ -68,6 +69,12 @@ SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reaso
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
        delivery_id
 FROM quarantine WHERE id = %s;
+
+-- name: get_quarantine_for_update
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: close_quarantine
 UPDATE quarantine SET status = %s, note = %s, resolved_at = %s
@@ -329,8 +336,11 @@ INSERT INTO merkle_nodes (level, idx, hash) VALUES (%s, %s, %s);
 -- name: unsealed_records
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
-FROM records WHERE log_seq IS NULL ORDER BY id LIMIT %s;
+       log_seq, revised_at
+FROM records
+WHERE log_seq IS NULL
+  AND id NOT IN (SELECT record_id FROM log_pending WHERE record_id IS NOT NULL)
+ORDER BY id LIMIT %s;
 
 -- name: mark_sealed
 UPDATE records SET log_seq = %s WHERE id = %s AND log_seq IS NULL;

@@ -3,13 +3,13 @@
 -- name: find_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
+       log_seq, revised_at
 FROM records WHERE inbox_id = ? AND ident = ?;
 
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
+       log_seq, revised_at
 FROM records WHERE id = ?;
 
 -- name: insert_record
@@ -36,7 +36,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: revise_record
 UPDATE records
-SET witness = ?, content = ?, fields = ?, revision = revision + 1, last_seen = ?
+SET witness = ?, content = ?, fields = ?, revision = revision + 1, last_seen = ?,
+    revised_at = ?
 WHERE id = ?
 RETURNING revision;
 
@@ -61,6 +62,14 @@ SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reaso
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
        delivery_id
 FROM quarantine WHERE id = ?;
+
+-- name: get_quarantine_for_update
+-- BEGIN IMMEDIATE already holds the database's one write lock.
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id
+FROM quarantine WHERE id = ?;
+
 
 -- name: close_quarantine
 UPDATE quarantine SET status = ?, note = ?, resolved_at = ? WHERE id = ? AND status = 'open';
@@ -301,8 +310,11 @@ INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?);
 -- name: unsealed_records
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq
-FROM records WHERE log_seq IS NULL ORDER BY id LIMIT ?;
+       log_seq, revised_at
+FROM records
+WHERE log_seq IS NULL
+  AND id NOT IN (SELECT record_id FROM log_pending WHERE record_id IS NOT NULL)
+ORDER BY id LIMIT ?;
 
 -- name: mark_sealed
 UPDATE records SET log_seq = ? WHERE id = ? AND log_seq IS NULL;
