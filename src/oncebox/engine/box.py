@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from oncebox.engine import audit, crashpoints, leases, log, retention
+from oncebox.engine import audit, crashpoints, leases, log, retention, tokens
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.checkpoint import Checkpoint
@@ -313,6 +313,64 @@ class Oncebox:
     def work_keys(self, inbox: str) -> list[WorkKeyRow]:
         with self.store.reading() as tx:
             return tx.work_keys(self.inbox(inbox).row.id)
+
+    # -- API tokens ---------------------------------------------------------------------
+    def create_token(
+        self,
+        name: str,
+        inboxes: Sequence[str],
+        scopes: Sequence[str] = ("write",),
+        *,
+        hmac: bool = False,
+    ) -> tokens.Created:
+        """A new API token for ``inboxes`` (declared names, or ``["*"]``) and ``scopes``
+        (read, write, operator). The secret is in the result and nowhere else."""
+        for name_ in inboxes:
+            if name_ != tokens.ALL_INBOXES:
+                self.inbox(name_)
+        created = self.store.atomic(lambda tx: tokens.create(tx, name, inboxes, scopes, hmac))
+        self._after_write()
+        return created
+
+    def list_tokens(self) -> list[tokens.Token]:
+        with self.store.reading() as tx:
+            return tokens.listing(tx)
+
+    def revoke_token(self, name_or_id: str) -> None:
+        """Revoke a live token by name (or id); it fails authentication from now on."""
+        self.store.atomic(lambda tx: tokens.revoke(tx, str(name_or_id)))
+        self._after_write()
+
+    def authenticate(self, secret: str) -> tokens.Token | None:
+        with self.store.reading() as tx:
+            return tokens.authenticate(tx, secret)
+
+    # -- health ------------------------------------------------------------------------
+    def probe(self) -> None:
+        """Raise unless the store is reachable and takes a write (readiness)."""
+        self.store.atomic(lambda tx: tx.probe_write(tx.now()))
+
+    def seal_lag(self) -> int:
+        """Log events queued by committed writes and not sealed yet."""
+        with self.store.reading() as tx:
+            return tx.log_pending_count()
+
+    def work_figures(self, inbox: str) -> dict[str, int]:
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            return tx.work_figures(active.row.id, tx.now())
+
+    def get_quarantine(self, quarantine_id: int) -> tuple[str, QuarantineRow] | None:
+        """A quarantine row with its inbox's name."""
+        with self.store.reading() as tx:
+            row = tx.get_quarantine(quarantine_id)
+        return (self._by_id(row.inbox_id).name, row) if row else None
+
+    def record_inbox(self, record_id: int) -> str | None:
+        """The name of the inbox holding a record, if the record is still there."""
+        with self.store.reading() as tx:
+            row = tx.get_record(record_id)
+        return self._by_id(row.inbox_id).name if row else None
 
     def close(self) -> None:
         self.store.close()

@@ -202,6 +202,18 @@ class EvictionRow:
     evicted_at: float
 
 
+@dataclass(frozen=True)
+class TokenRow:
+    id: int
+    name: str
+    secret_hash: bytes
+    inboxes: str
+    scopes: str
+    hmac_key: str | None
+    created_at: float
+    revoked_at: float | None
+
+
 class Tx(Protocol):
     """One open transaction. Everything done through it commits or rolls back together."""
 
@@ -447,6 +459,35 @@ class Tx(Protocol):
     def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None: ...
 
     def inboxes(self) -> list[InboxRow]: ...
+
+    def log_pending_count(self) -> int:
+        """Log events queued and not sealed yet (the seal lag)."""
+        ...
+
+    def probe_write(self, now: float) -> None:
+        """A trivial write: proves the store accepts writes (readiness)."""
+        ...
+
+    # -- API tokens ----------------------------------------------------------------------
+    def insert_token(
+        self,
+        name: str,
+        secret_hash: bytes,
+        inboxes: str,
+        scopes: str,
+        hmac_key: str | None,
+        now: float,
+    ) -> int | None:
+        """The new token's id, or None when a live token already has that name."""
+        ...
+
+    def token_by_hash(self, secret_hash: bytes) -> TokenRow | None: ...
+
+    def list_tokens(self) -> list[TokenRow]: ...
+
+    def revoke_token(self, name_or_id: str, now: float) -> bool:
+        """Revoke the live token with that name (or id); False if there is none."""
+        ...
 
     # -- a user's own apply step -------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

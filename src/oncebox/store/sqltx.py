@@ -26,6 +26,7 @@ from oncebox.store.base import (
     RecordRow,
     RevisionRow,
     SealerRow,
+    TokenRow,
     WorkKeyRow,
 )
 
@@ -464,3 +465,39 @@ class SqlTx:
 
     def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
         self._run("set_sealer", (token, holder, expires_at))
+
+    def log_pending_count(self) -> int:
+        return int(self._one("log_pending_count")[0])
+
+    def probe_write(self, now: float) -> None:
+        self._run("probe_write", (repr(now),))
+
+    # -- API tokens ----------------------------------------------------------------------
+    def insert_token(
+        self,
+        name: str,
+        secret_hash: bytes,
+        inboxes: str,
+        scopes: str,
+        hmac_key: str | None,
+        now: float,
+    ) -> int | None:
+        row = self._one("insert_token", (name, secret_hash, inboxes, scopes, hmac_key, now))
+        return int(row[0]) if row else None
+
+    def token_by_hash(self, secret_hash: bytes) -> TokenRow | None:
+        row = self._one("token_by_hash", (secret_hash,))
+        return _token(row) if row else None
+
+    def list_tokens(self) -> list[TokenRow]:
+        return [_token(row) for row in self._all("list_tokens")]
+
+    def revoke_token(self, name_or_id: str, now: float) -> bool:
+        return self._run("revoke_token", (now, name_or_id, name_or_id)) > 0
+
+
+def _token(row: Sequence[Any]) -> TokenRow:
+    token_id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at = row
+    return TokenRow(
+        int(token_id), name, bytes(secret_hash), inboxes, scopes, hmac_key, created_at, revoked_at
+    )

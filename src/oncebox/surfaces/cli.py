@@ -28,10 +28,9 @@ from oncebox.engine.inboxes import parse_duration
 from oncebox.engine.log import Sealer
 from oncebox.engine.reconciler import Outcome, default_worker_name, run_workers
 from oncebox.errors import OnceboxError
-from oncebox.store.base import WorkKeyRow
 from oncebox.surfaces.lines import delivery_from_line
 from oncebox.surfaces.readers import CommandReader
-from oncebox.surfaces.views import as_json
+from oncebox.surfaces.views import as_json, work_key_json
 
 DEFAULT_DB = "sqlite:///oncebox.db"
 PROGRESS_FROM_BYTES = 1_000_000
@@ -537,21 +536,6 @@ def work() -> None:
     """Work keys of the reconciler: list, review, retry."""
 
 
-def _key_json(row: WorkKeyRow) -> dict[str, Any]:
-    return {
-        "key": {"seller_id": row.seller_id, "sku": row.sku, "marketplace_id": row.marketplace_id},
-        "generation": row.generation,
-        "applied_generation": row.applied_generation,
-        "dirty": row.dirty,
-        "failures": row.failures,
-        "last_error": row.last_error,
-        "in_review": bool(row.in_review),
-        "claimed_by": row.claimed_by,
-        "document": json.loads(row.document) if row.document else None,
-        "document_generation": row.document_generation,
-    }
-
-
 @work.command("list")
 @click.option("--inbox", default="listing", show_default=True)
 @click.option("--dirty", is_flag=True, help="Only dirty keys.")
@@ -559,7 +543,7 @@ def _key_json(row: WorkKeyRow) -> dict[str, Any]:
 def work_list(obj: Context, inbox: str, dirty: bool) -> None:
     """Work keys with their generations, documents and failures."""
     rows = obj.box.work_keys(inbox)
-    _emit([_key_json(row) for row in rows if row.dirty or not dirty])
+    _emit([work_key_json(row) for row in rows if row.dirty or not dirty])
 
 
 @work.command("review")
@@ -567,7 +551,7 @@ def work_list(obj: Context, inbox: str, dirty: bool) -> None:
 @click.pass_obj
 def work_review(obj: Context, inbox: str) -> None:
     """Keys that kept failing and wait for an operator, with their last error."""
-    _emit([_key_json(row) for row in obj.box.reconciler(inbox).review()])
+    _emit([work_key_json(row) for row in obj.box.reconciler(inbox).review()])
 
 
 @work.command("retry")
@@ -580,6 +564,82 @@ def work_retry(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbo
     """Send a key back from review to be refreshed again."""
     obj.box.reconciler(inbox).retry((seller_id, sku, marketplace_id))
     _emit({"retried": [seller_id, sku, marketplace_id]})
+
+
+@cli.group()
+def token() -> None:
+    """API tokens for the HTTP service (stored hashed; the secret is shown once)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--inbox", "inboxes", multiple=True, required=True, help="Repeat; '*' for all.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "write", "operator"]),
+    help="Repeat; default write. operator implies read.",
+)
+@click.option("--hmac", "with_hmac", is_flag=True, help="Also require HMAC-signed requests.")
+@click.pass_obj
+def token_create(
+    obj: Context, name: str, inboxes: tuple[str, ...], scopes: tuple[str, ...], with_hmac: bool
+) -> None:
+    """Create a token; prints its secret (and HMAC key) once.
+
+    Example: oncebox token create gateway-1 --inbox ussd --scope write --hmac
+    """
+    created = obj.box.create_token(name, list(inboxes), list(scopes) or ["write"], hmac=with_hmac)
+    _emit(created.to_dict())
+
+
+@token.command("list")
+@click.pass_obj
+def token_list(obj: Context) -> None:
+    """Tokens with their inboxes and scopes (never the secrets)."""
+    _emit([t.to_dict() for t in obj.box.list_tokens()])
+
+
+@token.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def token_revoke(obj: Context, name: str) -> None:
+    """Revoke the live token NAME (or its id); it is refused from now on."""
+    obj.box.revoke_token(name)
+    _emit({"revoked": name})
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--sign",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    metavar="KEYFILE",
+    help="Ed25519 private key (PEM) to sign checkpoints with.",
+)
+@click.option("--demo", is_flag=True, help="Load demo traffic and print a demo token.")
+@click.pass_obj
+def serve(obj: Context, host: str, port: int, key_file: str | None, demo: bool) -> None:
+    """Run the HTTP API (uvicorn).
+
+    Example: oncebox serve --port 8080
+    """
+    import uvicorn
+
+    from oncebox.surfaces.http import create_app
+
+    box = obj.box
+    key = _read_bytes(key_file) if key_file else None
+    if demo:
+        from oncebox.surfaces.demo import load_demo_traffic
+
+        secret = load_demo_traffic(box)
+        click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
+    click.echo(f"oncebox: serving http://{host}:{port}/v1 (OpenAPI: /openapi.json)", err=True)
+    uvicorn.run(create_app(box, private_key=key), host=host, port=port, log_level="warning")
 
 
 @cli.command()

@@ -322,3 +322,17 @@ def summary(result: dict[str, Any]) -> str:
     )
     lines.append(f"  head {feed['head']}")
     return "\n".join(lines)
+
+
+def load_demo_traffic(box: oncebox.Oncebox) -> str:
+    """A little traffic for ``oncebox serve --demo`` (a USSD session with a retransmission
+    and a conflict; re-running it only adds duplicates), and a fresh demo token."""
+    if "ussd" in {a.name for a in box.inboxes}:
+        frames = [
+            Delivery(frame.encode(), key=f"{rec}-{i}") for i, (rec, frame) in enumerate(SESSION, 1)
+        ]
+        box.ingest_batch("ussd", frames + frames[:1])
+        box.ingest("ussd", Delivery(make_frame(1, "Kakuma1", "MED", 9, 86).encode(), key="rec1-1"))
+    if any(t.name == "demo" and t.revoked_at is None for t in box.list_tokens()):
+        box.revoke_token("demo")
+    return box.create_token("demo", ["*"], ["read", "write", "operator"]).secret

@@ -69,3 +69,46 @@ def _body(envelope: dict[str, Any], field: str) -> bytes | None:
         except (binascii.Error, ValueError):
             return None
     return None
+
+
+def split_json_array(text: bytes) -> list[bytes]:
+    """The raw text of each element of a top-level JSON array, without parsing them.
+
+    Each element goes to :func:`delivery_from_line` exactly as it arrived, so the codec
+    still sees duplicate members, number spelling and invalid input for itself (parsing
+    and re-serializing would hide them). Only the array's own brackets, commas and string
+    quoting are read here. Raises ValueError when the text is not an array.
+    """
+    data = text.strip()
+    if not data.startswith(b"[") or not data.endswith(b"]"):
+        raise ValueError("the body is not a JSON array")
+    elements: list[bytes] = []
+    depth, start, in_string, escaped = 0, 1, False, False
+    for i in range(1, len(data) - 1):
+        c = data[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:  # quote
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced brackets at byte {i}")
+        elif c == 0x2C and depth == 0:  # comma
+            elements.append(data[start:i].strip())
+            start = i + 1
+    if in_string or depth != 0:
+        raise ValueError("the JSON array is not closed")
+    last = data[start:-1].strip()
+    if last or elements:
+        elements.append(last)
+    if any(not e for e in elements):
+        raise ValueError("the JSON array has an empty element")
+    return elements

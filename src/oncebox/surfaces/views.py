@@ -8,6 +8,8 @@ from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from oncebox.store.base import WorkKeyRow
+
 _TIMES = {
     "first_seen",
     "last_seen",
@@ -54,3 +56,18 @@ def as_json(row: Any, **extra: Any) -> dict[str, Any]:
     for name, value in extra.items():
         out[name] = as_json(value) if is_dataclass(value) else value
     return out
+
+
+def work_key_json(row: WorkKeyRow) -> dict[str, Any]:
+    return {
+        "key": {"seller_id": row.seller_id, "sku": row.sku, "marketplace_id": row.marketplace_id},
+        "generation": row.generation,
+        "applied_generation": row.applied_generation,
+        "dirty": row.dirty,
+        "failures": row.failures,
+        "last_error": row.last_error,
+        "in_review": bool(row.in_review),
+        "claimed_by": row.claimed_by,
+        "document": json.loads(row.document) if row.document else None,
+        "document_generation": row.document_generation,
+    }

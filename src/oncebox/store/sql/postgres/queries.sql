@@ -367,3 +367,30 @@ SELECT token, holder, expires_at FROM sealer WHERE id = 1 FOR UPDATE;
 
 -- name: set_sealer
 UPDATE sealer SET token = %s, holder = %s, expires_at = %s WHERE id = 1;
+
+-- name: log_pending_count
+SELECT count(*) FROM log_pending;
+
+-- name: probe_write
+-- /readyz: a trivial write, so a full disk or a read-only store shows as not ready.
+INSERT INTO meta (key, value) VALUES ('ready_probe', %s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: insert_token
+-- DO NOTHING on the live-name index: a name already in use returns no row.
+INSERT INTO api_tokens (name, secret_hash, inboxes, scopes, hmac_key, created_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: token_by_hash
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens WHERE secret_hash = %s;
+
+-- name: list_tokens
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens ORDER BY id;
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = %s
+WHERE revoked_at IS NULL AND (name = %s OR CAST(id AS text) = %s);

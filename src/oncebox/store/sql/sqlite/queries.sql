@@ -339,3 +339,30 @@ SELECT token, holder, expires_at FROM sealer WHERE id = 1;
 
 -- name: set_sealer
 UPDATE sealer SET token = ?, holder = ?, expires_at = ? WHERE id = 1;
+
+-- name: log_pending_count
+SELECT count(*) FROM log_pending;
+
+-- name: probe_write
+-- /readyz: a trivial write, so a full disk or a read-only store shows as not ready.
+INSERT INTO meta (key, value) VALUES ('ready_probe', ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- name: insert_token
+-- DO NOTHING on the live-name index: a name already in use returns no row.
+INSERT INTO api_tokens (name, secret_hash, inboxes, scopes, hmac_key, created_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: token_by_hash
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens WHERE secret_hash = ?;
+
+-- name: list_tokens
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens ORDER BY id;
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = ?
+WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?);

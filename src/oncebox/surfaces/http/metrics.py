@@ -1,0 +1,98 @@
+"""Prometheus metrics: store figures read at scrape time, plus request latency.
+
+The delivery, quarantine, dead-letter and work-key figures come from the store, so they
+count every process writing to it and survive restarts. Only request latency and the
+group-commit figures are this process's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from oncebox.engine.box import Oncebox
+from oncebox.surfaces.http.groupcommit import GroupCommit
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class StoreCollector(Collector):
+    """Figures of the inboxes the scraping token may read (``visible``)."""
+
+    def __init__(self, box: Oncebox, group: GroupCommit, visible: Callable[[str], bool]) -> None:
+        self.box = box
+        self.group = group
+        self.visible = visible
+
+    def collect(self) -> Iterator[Metric]:
+        deliveries = CounterMetricFamily(
+            "oncebox_deliveries",
+            "Deliveries decided, by inbox and verdict.",
+            labels=["inbox", "verdict"],
+        )
+        quarantine = GaugeMetricFamily(
+            "oncebox_quarantine_open",
+            "Open quarantine rows (conflicts awaiting an operator).",
+            labels=["inbox"],
+        )
+        dead = GaugeMetricFamily(
+            "oncebox_dead_letters", "Dead letters kept (invalid deliveries).", labels=["inbox"]
+        )
+        dirty = GaugeMetricFamily(
+            "oncebox_dirty_work_keys",
+            "Work keys whose generation is not applied yet.",
+            labels=["inbox"],
+        )
+        review = GaugeMetricFamily(
+            "oncebox_work_keys_in_review", "Work keys waiting for an operator.", labels=["inbox"]
+        )
+        for active in self.box.inboxes:
+            if not self.visible(active.name):
+                continue
+            stats = self.box.stats(active.name)
+            for verdict, n in sorted(stats["verdicts"].items()):
+                deliveries.add_metric([active.name, verdict], n)
+            quarantine.add_metric([active.name], stats["quarantine_open"])
+            dead.add_metric([active.name], stats["dead_letters"])
+            work = self.box.work_figures(active.name)
+            dirty.add_metric([active.name], work["dirty"])
+            review.add_metric([active.name], work["in_review"])
+        yield from (deliveries, quarantine, dead, dirty, review)
+        yield GaugeMetricFamily(
+            "oncebox_seal_lag",
+            "Log events committed and not sealed yet.",
+            value=self.box.seal_lag(),
+        )
+        yield CounterMetricFamily(
+            "oncebox_group_commit_transactions",
+            "Transactions the group committer ran (this process).",
+            value=self.group.transactions,
+        )
+        yield CounterMetricFamily(
+            "oncebox_group_commit_deliveries",
+            "Single deliveries decided through the group committer (this process).",
+            value=self.group.deliveries,
+        )
+
+
+class Metrics:
+    def __init__(self, box: Oncebox, group: GroupCommit) -> None:
+        self.box = box
+        self.group = group
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "oncebox_http_request_duration_seconds",
+            "HTTP request latency, by method, route and status.",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def render(self, visible: Callable[[str], bool]) -> bytes:
+        """The exposition text; store figures only for the inboxes ``visible`` admits."""
+        scrape = CollectorRegistry(auto_describe=False)
+        scrape.register(StoreCollector(self.box, self.group, visible))
+        return generate_latest(scrape) + generate_latest(self.registry)

@@ -1,0 +1,143 @@
+"""Errors as RFC 9457 problem documents, never with a traceback.
+
+A problem document always means: nothing was decided for this request (or, for 5xx,
+nothing that may be acknowledged). Decisions are never problem documents: a client can
+tell the two apart by ``Content-Type`` (``application/problem+json``) alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from oncebox.engine.checkpoint import ProofError
+from oncebox.errors import (
+    ApplyError,
+    InvalidOperation,
+    NotFound,
+    OnceboxError,
+    StorageError,
+    StorageUnavailable,
+    UnknownInbox,
+)
+
+logger = logging.getLogger("oncebox.http")
+MEDIA_TYPE = "application/problem+json"
+TYPE_BASE = "https://oncebox.invalid/problems/"
+RETRY_AFTER = "1"
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
+
+class ProblemError(Exception):
+    """Raised by handlers and checks; rendered as a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        detail: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.kind = kind
+        self.detail = detail
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+
+def problem_body(status: int, kind: str, detail: str, **extra: Any) -> bytes:
+    document = {
+        "type": TYPE_BASE + kind,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        **extra,
+    }
+    return json.dumps(document).encode()
+
+
+def problem_response(
+    status: int,
+    kind: str,
+    detail: str,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    return Response(
+        problem_body(status, kind, detail, **extra),
+        status_code=status,
+        media_type=MEDIA_TYPE,
+        headers=dict(headers or {}),
+    )
+
+
+def from_error(exc: OnceboxError) -> ProblemError:
+    """The one place engine errors become HTTP statuses."""
+    if isinstance(exc, StorageUnavailable):
+        return ProblemError(
+            503, "storage-unavailable", str(exc), headers={"Retry-After": RETRY_AFTER}
+        )
+    if isinstance(exc, StorageError):
+        return ProblemError(503, "storage-error", str(exc))
+    if isinstance(exc, UnknownInbox | NotFound):
+        return ProblemError(404, "not-found", str(exc))
+    if isinstance(exc, ApplyError):
+        return ProblemError(500, "apply-failed", str(exc), extra={"index": exc.index})
+    if isinstance(exc, InvalidOperation | ProofError):
+        return ProblemError(409, "invalid-operation", str(exc))
+    return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")
+
+
+async def on_problem(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProblemError)
+    return problem_response(exc.status, exc.kind, exc.detail, exc.headers, **exc.extra)
+
+
+async def on_oncebox_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, OnceboxError)
+    return await on_problem(request, from_error(exc))
+
+
+async def on_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    kinds = {404: "not-found", 405: "method-not-allowed"}
+    return problem_response(
+        exc.status_code,
+        kinds.get(exc.status_code, "http-error"),
+        str(exc.detail),
+        exc.headers,
+    )
+
+
+async def on_validation_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return problem_response(422, "validation", "; ".join(parts) or "invalid request")
+
+
+async def on_unexpected(_request: Request, exc: Exception) -> Response:
+    logger.error("internal error: %s: %s", type(exc).__name__, exc)
+    return problem_response(500, "internal", "internal error; nothing was acknowledged")
