@@ -10,6 +10,20 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -z "${ONCEBOX_TEST
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
+# The Redis Streams adapter's tests start their own redis-server on 127.0.0.1 (no
+# persistence, stopped afterwards); install Debian's server once if it is missing.
+if ! command -v redis-server >/dev/null 2>&1; then
+    echo "test.sh: installing redis-server from Debian's packages" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+# The console tests drive Debian's chromium through Playwright (no browser download:
+# `playwright install` is never run); install the system browser once if it is missing.
+if [ ! -x /usr/bin/chromium ] && [ -z "${ONCEBOX_TEST_CHROMIUM:-}" ]; then
+    echo "test.sh: installing chromium from Debian's packages" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -284,6 +284,21 @@ class Oncebox:
             **figures,
         }
 
+    def verdict_history(self, inbox: str, hours: int = 24) -> list[tuple[int, dict[str, int]]]:
+        """Counts by verdict for each of the last ``hours`` hours on the server clock,
+        oldest first, as (hour start in unix seconds, {verdict: count}); quiet hours are
+        there with no counts."""
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            current = int(tx.now() // 3600)
+            rows = tx.verdict_hours(active.row.id, current - hours + 1)
+        first = current - hours + 1
+        by_hour: dict[int, dict[str, int]] = {h: {} for h in range(first, current + 1)}
+        for hour, verdict, n in rows:
+            if hour in by_hour:
+                by_hour[hour][verdict] = by_hour[hour].get(verdict, 0) + n
+        return [(hour * 3600, counts) for hour, counts in by_hour.items()]
+
     def triage(self, inbox: str) -> dict[str, Any]:
         """The headcount ledger: totals per site and need, and the priority ranking."""
         active = self.inbox(inbox)

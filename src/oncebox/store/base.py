@@ -312,6 +312,10 @@ class Tx(Protocol):
 
     def verdict_counts(self, inbox_id: int) -> dict[tuple[str, str], int]: ...
 
+    def verdict_hours(self, inbox_id: int, since_hour: int) -> list[tuple[int, str, int]]:
+        """(hour, verdict, count) from ``since_hour`` on (hours since the epoch), in order."""
+        ...
+
     def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
         """Sizes a stats view needs: records, tombstones, quarantine, dead letters, ..."""
         ...

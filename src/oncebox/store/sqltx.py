@@ -227,6 +227,10 @@ class SqlTx:
     def verdict_counts(self, inbox_id: int) -> dict[tuple[str, str], int]:
         return {(v, r): int(n) for v, r, n in self._all("verdict_counts", (inbox_id,))}
 
+    def verdict_hours(self, inbox_id: int, since_hour: int) -> list[tuple[int, str, int]]:
+        rows = self._all("verdict_hours", (inbox_id, since_hour))
+        return [(int(h), str(v), int(n)) for h, v, n in rows]
+
     def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
         row = self._one("inbox_figures", {"inbox": inbox_id})
         names = (

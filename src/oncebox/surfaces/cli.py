@@ -639,6 +639,7 @@ def serve(obj: Context, host: str, port: int, key_file: str | None, demo: bool) 
         secret = load_demo_traffic(box)
         click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
     click.echo(f"oncebox: serving http://{host}:{port}/v1 (OpenAPI: /openapi.json)", err=True)
+    click.echo(f"oncebox: console: http://{host}:{port}/console", err=True)
     uvicorn.run(create_app(box, private_key=key), host=host, port=port, log_level="warning")
 
 
@@ -672,3 +673,8 @@ def main() -> None:
         _fail("interrupted", 130)
     except Exception as exc:  # a bug: still one line, never a traceback
         _fail(f"internal error: {type(exc).__name__}: {exc}", 70)
+
+
+from oncebox.surfaces.consume import consume  # noqa: E402  (the Redis Streams adapter)
+
+cli.add_command(consume)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -35,6 +35,7 @@ from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery
 from oncebox.surfaces.http import problems
+from oncebox.surfaces.http.console import mount_console
 from oncebox.surfaces.http.groupcommit import GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.problems import Problem, ProblemError
@@ -42,6 +43,8 @@ from oncebox.surfaces.lines import delivery_from_line, split_json_array
 from oncebox.surfaces.views import as_json, work_key_json
 
 BODY_KEY = "oncebox.body"
+INT64_MAX = 2**63 - 1  # ids and tokens are 64-bit in both stores; larger ones are refused
+RowId = Annotated[int, Path(ge=1, le=INT64_MAX)]
 NDJSON = "application/x-ndjson"
 
 
@@ -111,6 +114,7 @@ def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 AUTH_PROBLEMS = (401, 403, 413, 422, 503)
+BODY_PROBLEMS = (400, *AUTH_PROBLEMS)  # 400: a JSON body that is not even UTF-8
 
 
 def status_for(decision: Decision) -> int:
@@ -411,7 +415,7 @@ def create_app(
         status_code=201,
         response_model=LeaseOut,
         summary="Take the next fencing token for a scope",
-        responses=_problems(*AUTH_PROBLEMS, 404, 409),
+        responses=_problems(*BODY_PROBLEMS, 404, 409),
     )
     def take_lease(inbox: str, who: Writer, lease: LeaseIn) -> LeaseOut:
         return LeaseOut(**box.lease(inbox, lease.scope, lease.ttl).to_dict())
@@ -423,7 +427,7 @@ def create_app(
         responses=_problems(*AUTH_PROBLEMS, 404, 409),
     )
     def release_lease(
-        inbox: str, scope: str, who: Writer, token: Annotated[int, Query(ge=0)]
+        inbox: str, scope: str, who: Writer, token: Annotated[int, Query(ge=0, le=INT64_MAX)]
     ) -> ReleasedOut:
         box.release(inbox, scope, token)
         return ReleasedOut(inbox=inbox, scope=scope, released=token)
@@ -443,7 +447,7 @@ def create_app(
         summary="An inclusion proof for a record's seal",
         responses=_problems(*AUTH_PROBLEMS, 404, 409),
     )
-    def prove_record(record_id: int, who: Authed) -> dict[str, Any]:
+    def prove_record(record_id: RowId, who: Authed) -> dict[str, Any]:
         inbox = box.record_inbox(record_id)
         if inbox is None:
             raise ProblemError(404, "not-found", f"no record {record_id}")
@@ -492,7 +496,7 @@ def create_app(
         summary="One quarantined newcomer beside the original",
         responses=_problems(*AUTH_PROBLEMS, 404),
     )
-    def show_quarantine(quarantine_id: int, who: Authed) -> dict[str, Any]:
+    def show_quarantine(quarantine_id: RowId, who: Authed) -> dict[str, Any]:
         visible_quarantine(quarantine_id, who, TokenScope.READ)
         found = box.get_quarantine(quarantine_id)
         assert found is not None
@@ -501,10 +505,10 @@ def create_app(
     @app.post(
         "/v1/quarantine/{quarantine_id}/resolve",
         summary="Keep the original or accept the newcomer, with a note",
-        responses=_problems(*AUTH_PROBLEMS, 404, 409),
+        responses=_problems(*BODY_PROBLEMS, 404, 409),
     )
     def resolve_quarantine(
-        quarantine_id: int, who: Authed, resolution: ResolveIn
+        quarantine_id: RowId, who: Authed, resolution: ResolveIn
     ) -> dict[str, Any]:
         visible_quarantine(quarantine_id, who, TokenScope.OPERATOR)
         row = box.resolve(quarantine_id, resolution.action, resolution.note)
@@ -545,7 +549,7 @@ def create_app(
     @app.post(
         "/v1/inboxes/{inbox}/work/retry",
         summary="Send a work key back from review",
-        responses=_problems(*AUTH_PROBLEMS, 404, 409),
+        responses=_problems(*BODY_PROBLEMS, 404, 409),
     )
     def work_retry(inbox: str, who: Operator, key: WorkKeyIn) -> dict[str, Any]:
         box.reconciler(inbox).retry((key.seller_id, key.sku, key.marketplace_id))
@@ -590,6 +594,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    mount_console(app, box, private_key=private_key, clock=clock)
     return app
 
 

@@ -112,6 +112,10 @@ SET n = verdict_counts.n + excluded.n;
 SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = %s
 GROUP BY verdict, reason;
 
+-- name: verdict_hours
+SELECT hour, verdict, sum(n) FROM verdict_counts WHERE inbox_id = %s AND hour >= %s
+GROUP BY hour, verdict ORDER BY hour, verdict;
+
 -- name: inbox_figures
 -- Named parameter: inbox.
 SELECT

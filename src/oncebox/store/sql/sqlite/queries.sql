@@ -100,6 +100,10 @@ ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE SET n = n + excluded.n;
 -- name: verdict_counts
 SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = ? GROUP BY verdict, reason;
 
+-- name: verdict_hours
+SELECT hour, verdict, sum(n) FROM verdict_counts WHERE inbox_id = ? AND hour >= ?
+GROUP BY hour, verdict ORDER BY hour, verdict;
+
 -- name: inbox_figures
 SELECT
   (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NULL),

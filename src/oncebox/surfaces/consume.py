@@ -1,0 +1,436 @@
+"""Redis Streams transport adapter: a consumer-group reader that acks only what committed.
+
+An entry is one delivery. Its fields, in one of two forms:
+
+- ``body`` (the bytes exactly as received), plus the optional transport facts ``key``
+  (the identity key, e.g. a USSD ``frame_id``), ``snapshot_id``, ``device_time``,
+  ``delivery_id`` and ``lease_token`` (an integer). ``delivery_id`` defaults to the
+  entry id.
+- ``line``: one line in the ``oncebox ingest`` NDJSON form of the inbox's codec
+  (see :mod:`oncebox.surfaces.lines`).
+
+An entry in neither form (or whose text facts are not UTF-8) is still delivered, as
+``name=value`` lines of its raw fields, so the codec refuses it and it is dead-lettered:
+nothing read is dropped.
+
+**The ack rule.** Entries are decided in batches (one transaction each, through
+``ingest_batch``) and ``XACK``-ed exactly when their decision has ``may_ack``: accepted,
+duplicate, conflict (quarantined) and invalid (dead-lettered) entries are acked once the
+transaction that stored them committed. Everything else stays in the group's pending
+list: a fenced entry (``stale_token``, ``expired_lease``: nothing stored, the sender must
+publish it again under a new lease), an entry whose apply step failed, and every entry of
+a batch the store failed to decide. A consumer that dies between its commit and its
+``XACK`` leaves its entries pending too. Pending entries idle for ``claim_idle_ms`` are
+taken over with ``XAUTOCLAIM`` (by any consumer of the group, the same one included) and
+decided again: what had committed comes back as a duplicate (or the same conflict), so
+nothing is applied twice and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from oncebox.engine import crashpoints
+from oncebox.engine.box import Oncebox
+from oncebox.engine.decision import Decision
+from oncebox.engine.reconciler import default_worker_name
+from oncebox.errors import ApplyError, OnceboxError, StorageError
+from oncebox.formats import Delivery
+from oncebox.surfaces.lines import delivery_from_line
+
+if TYPE_CHECKING:
+    import redis
+
+log = logging.getLogger("oncebox.consume")
+
+DEFAULT_BLOCK_MS = 5_000
+DEFAULT_CLAIM_IDLE_MS = 30_000
+FIRST_ID = "0-0"
+_TEXT_FACTS = ("key", "snapshot_id", "device_time", "delivery_id")
+
+Entry = tuple[str, Mapping[bytes, bytes] | None]
+
+
+@dataclass
+class Summary:
+    """What a run of the consumer did, by entry."""
+
+    entries: int = 0
+    claimed: int = 0  # taken over from the pending list with XAUTOCLAIM
+    acked: int = 0
+    left_pending: int = 0  # decided with may_ack false, or not decided (apply step failed)
+    failed: int = 0  # an apply step raised; nothing stored for the entry
+    deleted: int = 0  # pending, but trimmed from the stream before it could be claimed
+    verdicts: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Summary) -> None:
+        self.entries += other.entries
+        self.claimed += other.claimed
+        self.acked += other.acked
+        self.left_pending += other.left_pending
+        self.failed += other.failed
+        self.deleted += other.deleted
+        self.verdicts.update(other.verdicts)
+        self.reasons.update(other.reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entries": self.entries,
+            "claimed": self.claimed,
+            "verdicts": dict(sorted(self.verdicts.items())),
+            "reasons": dict(sorted(self.reasons.items())),
+            "acked": self.acked,
+            "left_pending": self.left_pending,
+            "failed": self.failed,
+            "deleted": self.deleted,
+        }
+
+
+def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]) -> Delivery:
+    """The delivery a stream entry carries (the module docstring gives the forms)."""
+    line = fields.get(b"line")
+    if line is not None:
+        delivery = delivery_from_line(codec, line)
+        return replace(delivery, delivery_id=delivery.delivery_id or entry_id)
+    body = fields.get(b"body")
+    facts = _facts(fields)
+    if body is None or facts is None:
+        raw = b"\n".join(name + b"=" + value for name, value in sorted(fields.items()))
+        return Delivery(body=raw, delivery_id=entry_id)
+    token = facts.pop("lease_token", None)
+    facts.setdefault("delivery_id", entry_id)
+    return Delivery(body=body, lease_token=int(token) if token is not None else None, **facts)
+
+
+def _facts(fields: Mapping[bytes, bytes]) -> dict[str, str] | None:
+    """The transport facts as text, or None when one is not UTF-8 (or the lease token
+    not an integer): such an entry is malformed as a whole."""
+    try:
+        facts = {
+            name: fields[name.encode()].decode("utf-8")
+            for name in (*_TEXT_FACTS, "lease_token")
+            if name.encode() in fields
+        }
+        if "lease_token" in facts:
+            int(facts["lease_token"], 10)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return facts
+
+
+class StreamConsumer:
+    """One consumer of a Redis consumer group, deciding entries into one inbox.
+
+    Not thread-safe: run one per thread or process, each with its own consumer name.
+    """
+
+    def __init__(
+        self,
+        box: Oncebox,
+        redis_url: str,
+        stream: str,
+        group: str,
+        consumer: str,
+        inbox: str,
+        *,
+        batch: int = 100,
+        block_ms: int = DEFAULT_BLOCK_MS,
+        claim_idle_ms: int = DEFAULT_CLAIM_IDLE_MS,
+    ) -> None:
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        self.box = box
+        self.codec = box.inbox(inbox).codec.name  # an unknown inbox fails here, early
+        import redis  # here, not at the top: it costs every other command ~0.2 s to load
+
+        self.redis: redis.Redis = redis.Redis.from_url(redis_url)
+        self._response_error = redis.exceptions.ResponseError
+        # Failures after which a later attempt may succeed: nothing of the batch was
+        # acked, so its entries stay pending and are claimed again.
+        self._retryable: tuple[type[Exception], ...] = (
+            StorageError,
+            redis.exceptions.ConnectionError,
+            redis.exceptions.TimeoutError,
+        )
+        self.stream = stream
+        self.group = group
+        self.consumer = consumer
+        self.inbox = inbox
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self._group_ready = False
+        self._cursor = FIRST_ID  # where the current XAUTOCLAIM pass goes on from
+        self._next_claim = 0.0  # monotonic time the next pass may start
+
+    # -- driving ---------------------------------------------------------------------------
+    def run_once(self) -> Summary:
+        """Drain: one full pass over the pending entries idle for ``claim_idle_ms``,
+        then every new entry, without blocking. Returns when there is nothing left."""
+        self._ensure_group()
+        total = Summary()
+        self._cursor = FIRST_ID
+        while True:
+            total.add(self._decide(self._claim(), claimed=True))
+            if self._cursor == FIRST_ID:
+                break
+        while True:
+            fresh = self._read(None)
+            if not fresh:
+                return total
+            total.add(self._decide(fresh))
+
+    def step(self, block_ms: int | None = None) -> Summary:
+        """One batch: pending entries to take over when a claim pass is due, else new
+        entries (waiting up to ``block_ms`` for them)."""
+        self._ensure_group()
+        claimed: list[Entry] = []
+        if time.monotonic() >= self._next_claim:
+            claimed = self._claim()
+        if claimed:
+            return self._decide(claimed, claimed=True)
+        return self._decide(self._read(block_ms))
+
+    def run(self, stop_event: threading.Event) -> Summary:
+        """Consume until ``stop_event`` is set (noticed within ``block_ms``).
+
+        A store or Redis failure is logged and retried with a capped backoff: nothing
+        of the failed batch was acked, so its entries are claimed again later.
+        """
+        total = Summary()
+        backoff = 0.1
+        while not stop_event.is_set():
+            try:
+                total.add(self.step(self.block_ms))
+                backoff = 0.1
+            except self._retryable as exc:
+                log.warning("consume %s: %s; retrying in %.1fs", self.stream, exc, backoff)
+                self._group_ready = False
+                stop_event.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except self._response_error as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                log.warning("consume %s: the group vanished; creating it again", self.stream)
+                self._group_ready = False
+        return total
+
+    def pending(self) -> int:
+        """How many entries the whole group has read but not acknowledged."""
+        info: Any = self.redis.xpending(self.stream, self.group)
+        return int(info["pending"])
+
+    def close(self) -> None:
+        self.redis.close()
+
+    # -- redis -----------------------------------------------------------------------------
+    def _ensure_group(self) -> None:
+        if self._group_ready:
+            return
+        try:
+            # From the stream's first entry: a group created after entries arrived
+            # still decides them (intake must not skip what was already sent).
+            self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except self._response_error as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    def _claim(self) -> list[Entry]:
+        reply: Any = self.redis.xautoclaim(
+            self.stream,
+            self.group,
+            self.consumer,
+            min_idle_time=self.claim_idle_ms,
+            start_id=self._cursor,
+            count=self.batch,
+        )
+        self._cursor = _text(reply[0])
+        if self._cursor == FIRST_ID:
+            # The pass reached the end. Entries claimed now become idle again only
+            # after claim_idle_ms, so there is no point scanning sooner than that.
+            self._next_claim = time.monotonic() + max(self.claim_idle_ms / 2000, 0.05)
+        return [(_text(entry_id), fields) for entry_id, fields in reply[1] if entry_id]
+
+    def _read(self, block_ms: int | None) -> list[Entry]:
+        reply: Any = self.redis.xreadgroup(
+            self.group,
+            self.consumer,
+            {self.stream: ">"},
+            count=self.batch,
+            block=block_ms if block_ms else None,
+        )
+        if not reply:
+            return []
+        if isinstance(reply, dict):  # RESP3
+            streams = list(reply.values())
+            entries = streams[0] if streams else []
+        else:
+            entries = reply[0][1]
+        return [(_text(entry_id), fields) for entry_id, fields in entries]
+
+    # -- deciding --------------------------------------------------------------------------
+    def _decide(self, entries: Sequence[Entry], claimed: bool = False) -> Summary:
+        summary = Summary(entries=len(entries), claimed=len(entries) if claimed else 0)
+        if not entries:
+            return summary
+        gone = [entry_id for entry_id, fields in entries if fields is None]
+        live = [(entry_id, fields) for entry_id, fields in entries if fields is not None]
+        if gone:
+            # Trimmed or deleted from the stream while pending: there is nothing left
+            # to decide, and Redis 7 drops such ids from the pending list itself.
+            log.warning("consume %s: %d pending entries no longer exist", self.stream, len(gone))
+            summary.deleted = len(gone)
+            self.redis.xack(self.stream, self.group, *gone)
+        deliveries = [delivery_from_entry(self.codec, eid, fields) for eid, fields in live]
+        decisions = self._ingest(deliveries)
+        acks: list[str] = []
+        for (entry_id, _), decision in zip(live, decisions, strict=True):
+            if decision is None:
+                summary.failed += 1
+                summary.left_pending += 1
+                continue
+            summary.verdicts[str(decision.verdict)] += 1
+            if decision.reason:
+                summary.reasons[f"{decision.verdict}:{decision.reason}"] += 1
+            if decision.may_ack:
+                acks.append(entry_id)
+            else:
+                summary.left_pending += 1
+                log.warning(
+                    "consume %s: entry %s %s (%s): left pending, not acked",
+                    self.stream,
+                    entry_id,
+                    decision.verdict,
+                    decision.reason,
+                )
+        # The decisions have committed; a crash from here to the XACK leaves the entries
+        # pending, and whoever claims them gets duplicates: nothing applies twice.
+        crashpoints.reach(crashpoints.BEFORE_XACK)
+        if acks:
+            self.redis.xack(self.stream, self.group, *acks)
+        summary.acked = len(acks)
+        return summary
+
+    def _ingest(self, deliveries: list[Delivery]) -> list[Decision | None]:
+        """One transaction for the batch; if an apply step fails, one each, so only the
+        failing entries stay undecided (None). A storage error raises: nothing acked."""
+        if not deliveries:
+            return []
+        try:
+            return list(self.box.ingest_batch(self.inbox, deliveries))
+        except ApplyError:
+            if len(deliveries) == 1:
+                log.exception("consume %s: apply step failed; left pending", self.stream)
+                return [None]
+        decisions: list[Decision | None] = []
+        for delivery in deliveries:
+            try:
+                decisions.append(self.box.ingest_batch(self.inbox, [delivery])[0])
+            except ApplyError:
+                log.exception("consume %s: apply step failed; left pending", self.stream)
+                decisions.append(None)
+        return decisions
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@click.command()
+@click.argument("redis_url", metavar="REDIS_URL")
+@click.option("--stream", required=True, help="The stream key to read.")
+@click.option("--group", required=True, help="Consumer group (created if missing).")
+@click.option("--inbox", required=True, help="The inbox that decides each entry.")
+@click.option("--consumer", help="This consumer's name in the group [default: host:pid:random].")
+@click.option(
+    "--batch",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Entries decided per transaction.",
+)
+@click.option(
+    "--block-ms",
+    default=DEFAULT_BLOCK_MS,
+    show_default=True,
+    type=click.IntRange(1),
+    help="How long one read waits for new entries.",
+)
+@click.option(
+    "--claim-idle-ms",
+    default=DEFAULT_CLAIM_IDLE_MS,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Take over entries pending this long (a crashed consumer's).",
+)
+@click.option("--once", is_flag=True, help="Drain what is there now, then exit.")
+@click.pass_obj
+def consume(
+    obj: Any,
+    redis_url: str,
+    stream: str,
+    group: str,
+    inbox: str,
+    consumer: str | None,
+    batch: int,
+    block_ms: int,
+    claim_idle_ms: int,
+    once: bool,
+) -> None:
+    """Decide entries of a Redis stream; XACK each only once its decision may be acked.
+
+    \b
+    Entry fields: body (the bytes as received) with optional key, snapshot_id,
+    device_time, delivery_id and lease_token; or line (an `ingest` NDJSON line).
+    Prints a JSON summary: counts by verdict, acked, left pending.
+
+    \b
+    Example:
+      oncebox consume redis://127.0.0.1:6379/0 --stream frames --group g --inbox ussd
+    """
+    import redis
+
+    reader = StreamConsumer(
+        obj.box,
+        redis_url,
+        stream,
+        group,
+        consumer or default_worker_name(),
+        inbox,
+        batch=batch,
+        block_ms=block_ms,
+        claim_idle_ms=claim_idle_ms,
+    )
+    try:
+        if once:
+            summary = reader.run_once()
+        else:
+            stop = threading.Event()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: stop.set())
+            summary = reader.run(stop)
+        result = {
+            "stream": stream,
+            "group": group,
+            "consumer": reader.consumer,
+            "inbox": inbox,
+            **summary.to_dict(),
+            "group_pending": reader.pending(),
+        }
+    except redis.exceptions.RedisError as exc:
+        raise OnceboxError(f"redis: {exc}") from exc
+    finally:
+        reader.close()
+    click.echo(json.dumps(result, indent=2))
