@@ -1,0 +1,509 @@
+"""HTTP benchmark: oncebox's API against its own ceilings, all in one run on SQLite.
+
+The server is the product's stack (``create_app`` on uvicorn, as ``oncebox serve`` runs
+it) in a process of its own, so client and server do not share a GIL; the store is a
+SQLite file (WAL, ``synchronous=FULL``, as oncebox always opens it). Cases:
+
+* **no-op**: ``--clients`` concurrent clients POST a small body to ``/bench/noop``, a
+  route added only to this benchmark's app instance (not part of the product API): the
+  same uvicorn, FastAPI and middleware (body bound, latency metric), no auth and no
+  store. The framework's own ceiling.
+* **single**: the same clients POST ``--n`` distinct json-event deliveries one by one to
+  ``/v1/inboxes/listing/deliveries`` (bearer token, group commit). Every answer must be
+  201 ``accepted``.
+* **raw commit**: the disk's rate of one commit per event through the same SQLite library
+  (APSW, WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE``; one ``INSERT`` per transaction),
+  in this process. Single ingest above it means group commit shares commits.
+* **batched HTTP**: ``--batch-n`` deliveries as NDJSON batches of ``--batch`` (1,000) to
+  ``/v1/inboxes/listing/batch`` from ``--batch-clients`` concurrent clients.
+* **batched library**: the same deliveries through ``box.ingest_batch``, ``--batch`` per
+  call, in this process, on a fresh store.
+
+The client is a minimal HTTP/1.1 keep-alive client on asyncio streams (one connection per
+client), so that the client is not what limits the figures. Latency is per request, from
+the client's send to the end of the response. Targets are printed beside the figures;
+nothing here asserts on a timing.
+
+    .venv/bin/python bench/http.py                      # defaults, a few minutes
+    .venv/bin/python bench/http.py --n 2000 --batch-n 10000    # quick
+    .venv/bin/python bench/http.py --json > http.json   # table on stderr, JSON on stdout
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import apsw
+
+import oncebox
+
+INBOXES = [oncebox.InboxSpec("listing", codec="json-event", apply="generation")]
+INBOX = "listing"
+NDJSON = "application/x-ndjson"
+
+# Targets from the issue: printed beside the figures, never asserted.
+TARGET_SINGLE_VS_NOOP = 0.6  # single-message ingest >= 0.6 x the no-op ceiling
+TARGET_SINGLE_VS_RAW = 1.0  # ... and above one-commit-per-event (group commit works)
+TARGET_P99_MS = 50.0  # single-message p99 latency
+TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
+
+# -- synthetic deliveries ------------------------------------------------------------------
+MARKETPLACES = ("A1PA6795UKMFR9", "A13V1IB3VIYZZH", "APJ6JRA9NG5V4")
+STATUSES = ("BUYABLE", "DISCOVERABLE", "INACTIVE")
+EPOCH = 1_772_280_000  # 2026-02-28
+WORK_KEYS = 3_000
+
+
+def event(i: int) -> bytes:
+    """A small listing event with a distinct notification_id."""
+    k = (i * 2_654_435_761) % WORK_KEYS
+    body = {
+        "schema_version": 1,
+        "source": "sp-api",
+        "subscription": "sub-eu-1",
+        "notification_id": f"n-{i:010d}",
+        "seller_id": f"SELLER{k % 97:02d}",
+        "sku": f"SKU-{k:05d}",
+        "marketplace_id": MARKETPLACES[k % len(MARKETPLACES)],
+        "notification_type": "listing_status_changed",
+        "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + i % 86_400)),
+        "payload": {"status": STATUSES[i % 3], "issues": []},
+    }
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+# -- the server process --------------------------------------------------------------------
+def serve_child(db: str) -> None:
+    """The child: the product app plus a no-op route, on uvicorn, on a free port."""
+    # Run as a script, this file's folder is first on sys.path, and this file (http.py)
+    # would shadow the standard library's http package that uvicorn and starlette import.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.modules.pop("http", None)
+
+    import socket
+
+    import uvicorn
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+
+    from oncebox.surfaces.http import create_app
+
+    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
+    app = create_app(box)
+
+    async def noop(request: Request) -> JSONResponse:
+        body = await request.body()  # already read (and bounded) by the app's middleware
+        return JSONResponse({"verdict": "noop", "may_ack": True, "size": len(body)}, 201)
+
+    app.add_api_route("/bench/noop", noop, methods=["POST"], include_in_schema=False)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
+    sock.bind(("127.0.0.1", 0))
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+@contextlib.contextmanager
+def server(db: Path, log: Path) -> Iterator[int]:
+    with log.open("w") as err:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--_serve", str(db)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().strip()
+        if not line.isdigit():
+            raise SystemExit(f"the server did not start:\n{log.read_text()}")
+        port = int(line)
+        asyncio.run(wait_ready(port))
+        yield port
+    finally:
+        child.terminate()
+        try:
+            child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+async def wait_ready(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn = await Conn.open(port)
+            status, _ = await conn.request("GET", "/healthz", b"", {})
+            conn.close()
+            if status == 200:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit("the server did not answer /healthz")
+        await asyncio.sleep(0.05)
+
+
+# -- a minimal HTTP/1.1 keep-alive client --------------------------------------------------
+class Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, port: int) -> Conn:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    async def request(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+        head += [f"{name}: {value}" for name, value in headers.items()]
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        return status, await self.reader.readexactly(length)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class Run:
+    """What one case measured: the rate in items (deliveries or requests) per second."""
+
+    name: str
+    requests: int
+    items: int
+    seconds: float
+    latencies_ms: list[float] = field(default_factory=list, repr=False)
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.items / self.seconds
+
+    @property
+    def request_rate(self) -> float:
+        return self.requests / self.seconds
+
+    def percentile(self, p: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+    def figures(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "latencies_ms"}
+        out.update(
+            rate=round(self.rate, 1),
+            requests_per_s=round(self.request_rate, 1),
+            p50_ms=self.percentile(50),
+            p99_ms=self.percentile(99),
+        )
+        return out
+
+
+async def load(
+    name: str,
+    port: int,
+    path: str,
+    bodies: Sequence[bytes],
+    headers: dict[str, str],
+    clients: int,
+    per_body: int = 1,
+    check: Any = None,
+) -> Run:
+    """``clients`` connections send ``bodies`` between them, each as soon as the last
+    answer came; the clock runs from the first send to the last answer."""
+    conns = [await Conn.open(port) for _ in range(min(clients, len(bodies)))]
+    work = iter(bodies)
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    problems: list[str] = []
+
+    async def client(conn: Conn) -> None:
+        for body in work:  # one event loop: next() is never contended
+            sent = time.perf_counter()
+            status, answer = await conn.request("POST", path, body, headers)
+            latencies.append((time.perf_counter() - sent) * 1000)
+            statuses[status] = statuses.get(status, 0) + 1
+            if check is not None and len(problems) < 3:
+                problem = check(status, answer)
+                if problem:
+                    problems.append(problem)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(conn) for conn in conns))
+    seconds = time.perf_counter() - started
+    for conn in conns:
+        conn.close()
+    if problems:
+        raise SystemExit(f"{name}: unexpected answers: {problems}")
+    return Run(name, len(bodies), len(bodies) * per_body, seconds, latencies, statuses)
+
+
+def expect_accepted(status: int, answer: bytes) -> str | None:
+    if status != 201 or json.loads(answer).get("verdict") != "accepted":
+        return f"{status} {answer[:200]!r}"
+    return None
+
+
+def expect_batch_accepted(status: int, answer: bytes) -> str | None:
+    if status != 200:
+        return f"{status} {answer[:200]!r}"
+    verdicts = {d["verdict"] for d in json.loads(answer)["decisions"]}
+    return None if verdicts == {"accepted"} else f"verdicts {verdicts}"
+
+
+async def metric(port: int, headers: dict[str, str], name: str) -> float | None:
+    conn = await Conn.open(port)
+    head = {k: v for k, v in headers.items() if k == "Authorization"}
+    status, text = await conn.request("GET", "/metrics", b"", head)
+    conn.close()
+    if status != 200:
+        return None
+    for line in text.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "_total "):
+            return float(line.split()[-1])
+    return None
+
+
+# -- in-process cases ------------------------------------------------------------------------
+def raw_commits(path: Path, n: int) -> Run:
+    """One INSERT per BEGIN IMMEDIATE ... COMMIT, WAL, synchronous=FULL, through APSW."""
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(30_000)
+    if str(conn.execute("PRAGMA journal_mode=WAL").get).lower() != "wal":
+        raise SystemExit(f"{path}: cannot switch to WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    bodies = [event(i) for i in range(n)]
+    latencies = []
+    started = time.perf_counter()
+    for body in bodies:
+        t = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO events (body) VALUES (?)", (body,))
+        conn.execute("COMMIT")
+        latencies.append((time.perf_counter() - t) * 1000)
+    seconds = time.perf_counter() - started
+    conn.close()
+    return Run("raw commit per event", n, n, seconds, latencies)
+
+
+def library_batched(path: Path, start: int, n: int, batch: int) -> Run:
+    box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES)
+    chunks = [
+        [oncebox.Delivery(event(i)) for i in range(s, min(s + batch, start + n))]
+        for s in range(start, start + n, batch)
+    ]
+    latencies = []
+    started = time.perf_counter()
+    for chunk in chunks:
+        t = time.perf_counter()
+        decisions = box.ingest_batch(INBOX, chunk)
+        latencies.append((time.perf_counter() - t) * 1000)
+        if {d.verdict.value for d in decisions} != {"accepted"}:
+            raise SystemExit("library batch: not all accepted")
+    seconds = time.perf_counter() - started
+    box.close()
+    return Run("batched library", len(chunks), n, seconds, latencies)
+
+
+# -- the run -------------------------------------------------------------------------------
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=20_000, help="single-message requests")
+    parser.add_argument("--clients", type=int, default=64, help="concurrent clients")
+    parser.add_argument("--raw-n", type=int, default=2_000, help="raw one-commit-per-event rows")
+    parser.add_argument("--batch-n", type=int, default=100_000, help="deliveries sent batched")
+    parser.add_argument("--batch", type=int, default=1_000, help="deliveries per batch")
+    parser.add_argument("--batch-clients", type=int, default=4, help="clients sending batches")
+    parser.add_argument("--warmup", type=int, default=1_000, help="untimed requests first")
+    parser.add_argument("--dir", help="where the store files go (default: a temp dir)")
+    parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
+    parser.add_argument("--_serve", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._serve:
+        serve_child(args._serve)
+        return 0
+
+    table: TextIO = sys.stderr if args.json else sys.stdout
+    work = Path(tempfile.mkdtemp(prefix="oncebox-http-bench-", dir=args.dir))
+    try:
+        result = run(args, work, table)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0
+
+
+def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    db = work / "server.db"
+    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
+    secret = box.create_token("bench", ["*"], ["read", "write"]).secret
+    box.close()
+    auth = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    batch_headers = {"Authorization": f"Bearer {secret}", "Content-Type": NDJSON}
+    load_before = os.getloadavg()
+    say(
+        f"oncebox HTTP benchmark: SQLite (WAL, synchronous=FULL) in {work}, "
+        f"{os.cpu_count()} CPUs, {args.clients} clients"
+    )
+
+    # Ids: warm-up, singles, HTTP batches, library batches never collide.
+    warm_ids = range(0, args.warmup)
+    single_ids = range(10_000_000, 10_000_000 + args.n)
+    batch_start = 20_000_000
+    library_start = 40_000_000
+
+    runs: dict[str, Run] = {}
+    with server(db, work / "server.log") as port:
+        say(f"server: uvicorn on 127.0.0.1:{port} (pid of its own)")
+
+        async def http_cases() -> None:
+            noop_body = event(0)
+            warm = [noop_body] * args.warmup
+            await load("warm", port, "/bench/noop", warm, auth, args.clients)
+            runs["noop"] = await load(
+                "no-op", port, "/bench/noop", [noop_body] * args.n, auth, args.clients
+            )
+            say(line(runs["noop"]))
+            bodies = [event(i) for i in warm_ids]
+            await load("warm", port, f"/v1/inboxes/{INBOX}/deliveries", bodies, auth, args.clients)
+            transactions = await metric(port, auth, "oncebox_group_commit_transactions")
+            delivered = await metric(port, auth, "oncebox_group_commit_deliveries")
+            bodies = [event(i) for i in single_ids]
+            runs["single"] = await load(
+                "single",
+                port,
+                f"/v1/inboxes/{INBOX}/deliveries",
+                bodies,
+                auth,
+                args.clients,
+                check=expect_accepted,
+            )
+            say(line(runs["single"]))
+            after_tx = await metric(port, auth, "oncebox_group_commit_transactions")
+            after_del = await metric(port, auth, "oncebox_group_commit_deliveries")
+            if None not in (transactions, delivered, after_tx, after_del):
+                assert transactions is not None and after_tx is not None
+                assert delivered is not None and after_del is not None
+                commits = after_tx - transactions
+                per = (after_del - delivered) / commits if commits else 0.0
+                group["transactions"] = commits
+                group["per_transaction"] = round(per, 1)
+                say(f"  group commit: {commits:.0f} transactions, {per:.1f} deliveries each")
+            batches = [
+                b"\n".join(
+                    event(i) for i in range(s, min(s + args.batch, batch_start + args.batch_n))
+                )
+                + b"\n"
+                for s in range(batch_start, batch_start + args.batch_n, args.batch)
+            ]
+            runs["batched_http"] = await load(
+                "batched HTTP",
+                port,
+                f"/v1/inboxes/{INBOX}/batch",
+                batches,
+                batch_headers,
+                args.batch_clients,
+                per_body=args.batch,
+                check=expect_batch_accepted,
+            )
+            runs["batched_http"].items = args.batch_n
+            say(line(runs["batched_http"]))
+
+        group: dict[str, float] = {}
+        asyncio.run(http_cases())
+
+    runs["batched_library"] = library_batched(
+        work / "library.db", library_start, args.batch_n, args.batch
+    )
+    say(line(runs["batched_library"]))
+    runs["raw"] = raw_commits(work / "raw.db", args.raw_n)
+    say(line(runs["raw"]))
+
+    noop, single, raw = runs["noop"], runs["single"], runs["raw"]
+    http_batch, lib_batch = runs["batched_http"], runs["batched_library"]
+    p99 = single.percentile(99) or 0.0
+    targets = [
+        ("single / no-op", ratio(single.rate, noop.rate), TARGET_SINGLE_VS_NOOP, ">="),
+        ("single / raw commit per event", ratio(single.rate, raw.rate), TARGET_SINGLE_VS_RAW, ">"),
+        ("single p99 latency (ms)", p99, TARGET_P99_MS, "<"),
+        (
+            "batched HTTP / batched library",
+            ratio(http_batch.rate, lib_batch.rate),
+            TARGET_BATCH_VS_LIBRARY,
+            ">=",
+        ),
+    ]
+    say("")
+    say(f"{'target':34} {'figure':>9}  {'wanted':>9}  met")
+    checks = []
+    for label, figure, wanted, op in targets:
+        met = {">=": figure >= wanted, ">": figure > wanted, "<": figure < wanted}[op]
+        shown = f"{op} {wanted:g}"
+        say(f"{label:34} {figure:9.2f}  {shown:>9}  {'yes' if met else 'NO'}")
+        checks.append(
+            {"target": label, "figure": round(figure, 3), "wanted": f"{op} {wanted}", "met": met}
+        )
+    load_after = os.getloadavg()
+    say(f"load average before {fmt_load(load_before)}, after {fmt_load(load_after)}")
+    return {
+        "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+        "cpus": os.cpu_count(),
+        "runs": {key: value.figures() for key, value in runs.items()},
+        "group_commit": group,
+        "targets": checks,
+        "load_before": load_before,
+        "load_after": load_after,
+    }
+
+
+def line(run: Run) -> str:
+    p50, p99 = run.percentile(50), run.percentile(99)
+    lat = f"p50 {p50:8.2f} ms  p99 {p99:8.2f} ms" if p50 is not None and p99 is not None else ""
+    unit = "deliveries/s" if run.items != run.requests else "req/s"
+    extra = f"  ({run.request_rate:,.1f} req/s)" if run.items != run.requests else ""
+    return f"{run.name:22} {run.rate:12,.1f} {unit:13} {lat}{extra}"
+
+
+def fmt_load(values: tuple[float, float, float]) -> str:
+    return " ".join(f"{v:.2f}" for v in values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
