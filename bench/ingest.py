@@ -20,8 +20,9 @@ a subprocess of its own so each peak RSS is that process's alone.
 ``--db postgresql://...`` (or ``--pg-throwaway``, a private server started for the run)
 measures the same cases on PostgreSQL, each in a fresh database that the benchmark creates
 and drops, against a baseline of plain ``INSERT ... ON CONFLICT DO NOTHING`` through
-psycopg's ``executemany``, one transaction per batch; it adds a multi-process case (4
-client processes into one database against one). See bench/README.md.
+psycopg's ``executemany``, one transaction per batch. It adds a multi-process case (4
+client processes into one database against one). The multi-process runs and the scale
+measurements are repeated (``--repeat``) and their medians reported. See bench/README.md.
 
     .venv/bin/python bench/ingest.py --pg-throwaway --json > figures.json
     .venv/bin/python bench/ingest.py --pg-throwaway --skip-main --scale
@@ -37,6 +38,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -290,7 +292,7 @@ def vacuum(target: str) -> None:
 class Places(Protocol):
     backend: str
 
-    def fresh(self, name: str) -> str: ...
+    def fresh(self, name: str, template: str | None = None) -> str: ...
     def drop(self, target: str) -> None: ...
     def close(self) -> None: ...
 
@@ -303,7 +305,9 @@ class SQLitePlaces:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
 
-    def fresh(self, name: str) -> str:
+    def fresh(self, name: str, template: str | None = None) -> str:
+        if template is not None:
+            raise ValueError("SQLite stores are not copied from templates here")
         path = self.workdir / f"{name}.db"
         remove_db(path)
         return str(path)
@@ -327,15 +331,37 @@ class PgPlaces:
         self.prefix = f"oncebox_bench_{os.getpid()}_"
         self.names: dict[str, str] = {}
 
-    def fresh(self, name: str) -> str:
+    def _admin(self, statement: Any) -> int:
+        import psycopg
+
+        with psycopg.connect(self.server.url("postgres"), autocommit=True) as conn:
+            conn.execute(statement)
+            return int(conn.info.server_version)
+
+    def fresh(self, name: str, template: str | None = None) -> str:
+        """A new empty database, or a copy of the database ``template`` (a URL this object
+        made; nobody may be connected to it)."""
+        from psycopg import sql
+
         db = (self.prefix + re.sub(r"[^a-z0-9]+", "_", name.lower()))[:63]
-        self.server.drop_database(db)
-        url = str(self.server.create_database(db))
+        version = self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(db)))
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(db))
+        if template is not None:
+            statement = sql.SQL("{} TEMPLATE {}").format(statement,
+                                                         sql.Identifier(self.names[template]))
+            if version >= 150000:  # a file copy; the default WAL_LOG copies through the WAL
+                statement = sql.SQL("{} STRATEGY FILE_COPY").format(statement)
+        self._admin(statement)
+        url = str(self.server.url(db))
         self.names[url] = db
         return url
 
     def drop(self, target: str) -> None:
-        self.server.drop_database(self.names.pop(target))
+        from psycopg import sql
+
+        self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(self.names.pop(target))))
 
     def close(self) -> None:
         for target in list(self.names):
@@ -343,7 +369,6 @@ class PgPlaces:
                 self.drop(target)
 
 
-# -- oncebox ---------------------------------------------------------------------------------
 def open_box(target: str) -> oncebox.Oncebox:
     """A store file's path, or a PostgreSQL database's URL."""
     url = target if is_pg(target) else f"sqlite:///{Path(target).resolve()}"
@@ -671,38 +696,54 @@ def deadlocks(target: str) -> int | None:
 
 
 def run_multiproc(codec: str, args: argparse.Namespace, places: Places) -> list[dict[str, Any]]:
-    """Batched first pass of N deliveries into one fresh database by 1 client process, then
-    by ``--procs`` processes with disjoint shares; the same for the baseline."""
-    inbox, n, results = INBOX_OF[codec], args.n, []
+    """A batched first pass of ``--procs-n`` deliveries into one fresh database by 1 client
+    process, then by ``--procs`` processes with disjoint shares, alternately, ``--repeat``
+    times; the same for the baseline. Each row gives the median rate and its range."""
+    inbox, n, results = INBOX_OF[codec], args.procs_n, []
+    counts = tuple(dict.fromkeys((1, args.procs)))
     for side in ("oncebox", "baseline"):
-        single: dict[str, Any] | None = None
-        for procs in (1, args.procs):
-            log(f"[{codec}] {procs} process{'es' if procs > 1 else ''}: {side}, {n:,} "
-                f"deliveries, {args.batch:,} per transaction, one database")
-            target = places.fresh(f"{codec}-mp-{side}-{procs}")
-            # Schema and inboxes exist before the clients race to open them.
-            (open_box if side == "oncebox" else open_baseline)(target).close()
-            result = run_workers(side, target, codec, 0, n, procs, args.batch)
-            if result["errors"]:
-                # A client that gave up is part of the finding: report it, no rate.
-                for error in result["errors"]:
-                    log(f"[{codec}]   a client gave up: {error}")
-                result["eps"] = None
-            elif side == "oncebox":
-                box = open_box(target)
-                expect(f"{codec} {procs}-process pass", verdicts(box, inbox), "accepted", n)
-                box.close()
-            else:
-                baseline = open_baseline(target)
-                if baseline.count() != n:
-                    raise SystemExit(f"baseline {procs}-process pass: expected {n} rows")
-                baseline.close()
-            places.drop(target)
-            if single is None:
-                single = result
-            result["over_one"] = (result["eps"] / single["eps"]
-                                  if result["eps"] and single["eps"] else None)
-            results.append(result)
+        runs: dict[int, list[dict[str, Any]]] = {procs: [] for procs in counts}
+        for attempt in range(args.repeat):
+            for procs in counts:
+                log(f"[{codec}] {procs} process{'es' if procs > 1 else ''}: {side}, {n:,} "
+                    f"deliveries, {args.batch:,} per transaction, one database "
+                    f"(run {attempt + 1}/{args.repeat})")
+                target = places.fresh(f"{codec}-mp-{side}-{procs}")
+                # Schema and inboxes exist before the clients race to open them.
+                (open_box if side == "oncebox" else open_baseline)(target).close()
+                result = run_workers(side, target, codec, 0, n, procs, args.batch)
+                if result["errors"]:
+                    # A client that gave up is part of the finding: reported, no rate.
+                    for error in result["errors"]:
+                        log(f"[{codec}]   a client gave up: {error}")
+                    result["eps"] = None
+                elif side == "oncebox":
+                    box = open_box(target)
+                    expect(f"{codec} {procs}-process pass", verdicts(box, inbox), "accepted",
+                           n)
+                    box.close()
+                else:
+                    baseline = open_baseline(target)
+                    if baseline.count() != n:
+                        raise SystemExit(f"baseline {procs}-process pass: expected {n} rows")
+                    baseline.close()
+                places.drop(target)
+                runs[procs].append(result)
+        one: float | None = None
+        for procs in counts:
+            rates = [r["eps"] for r in runs[procs] if r["eps"] is not None]
+            eps = statistics.median(rates) if rates else None
+            if procs == 1:
+                one = eps
+            results.append({
+                "codec": codec, "side": side, "procs": procs, "n": n, "eps": eps,
+                "eps_min": min(rates) if rates else None,
+                "eps_max": max(rates) if rates else None,
+                "over_one": eps / one if eps is not None and one else None,
+                "deadlocks": [r["deadlocks"] for r in runs[procs]],
+                "errors": [e for r in runs[procs] for e in r["errors"]],
+                "failed_runs": sum(r["eps"] is None for r in runs[procs]),
+                "runs": runs[procs]})
     return results
 
 
@@ -721,15 +762,13 @@ def run_scale(
                                         "start": PRELOAD_START, "count": size,
                                         "batch": PRELOAD_BATCH})
         else:
-            pre = pg_preload(codec, store, base, size)
+            raise SystemExit("run_scale is SQLite's; PostgreSQL uses run_scale_pg")
         log(f"[{codec}]   preloaded in {pre['seconds']:.1f}s")
         log(f"[{codec}] scale: first pass of {sample:,} new with {size:,} stored (subprocess)")
         point = launcher.run("measure", {"codec": codec, "store": store,
                                       "baseline": base, "start": 0, "count": sample,
                                       "batch": args.batch, "phase": "first"})
         point.update(stored=size, preload_seconds=pre["seconds"])
-        if "ingest_eps" in pre:
-            point["preload_ingest_eps"] = pre["ingest_eps"]
         points.append(point)
         log(f"[{codec}] memory: duplicate pass of {sample:,} with {size + sample:,} stored "
             f"(subprocess)")
@@ -739,6 +778,54 @@ def run_scale(
         memory.append(mem)
         places.drop(store)
         places.drop(base)
+    return {"codec": codec, "sample": sample, "points": points, "memory": memory,
+            "scale_ratio": points[1]["ratio"] / points[0]["ratio"]}
+
+
+def run_scale_pg(
+    codec: str, args: argparse.Namespace, places: PgPlaces, launcher: Launcher
+) -> dict[str, Any]:
+    """``--scale`` on PostgreSQL: each size is preloaded once into a pair of databases that
+    then serve as templates. Each of the ``--repeat`` measurements runs on fresh copies
+    (CREATE DATABASE ... TEMPLATE, untimed), so every run starts from the same state; the
+    point's figures are the medians over the runs."""
+    sizes = (args.scale_small, args.scale_big)
+    sample = args.scale_sample
+    points, memory = [], []
+    for size in sizes:
+        store_t = places.fresh(f"{codec}-scale-{size}")
+        base_t = places.fresh(f"{codec}-scale-{size}-baseline")
+        pre = pg_preload(codec, store_t, base_t, size)
+        log(f"[{codec}]   preloaded in {pre['seconds']:.1f}s "
+            f"(ingest {pre['ingest_eps']:,.0f} ev/s)")
+        runs = []
+        for attempt in range(args.repeat):
+            store = places.fresh(f"{codec}-scale-{size}-run", template=store_t)
+            base = places.fresh(f"{codec}-scale-{size}-baseline-run", template=base_t)
+            log(f"[{codec}] scale: first pass of {sample:,} new with {size:,} stored "
+                f"(subprocess, run {attempt + 1}/{args.repeat})")
+            runs.append(launcher.run("measure", {"codec": codec, "store": store,
+                                                 "baseline": base, "start": 0,
+                                                 "count": sample, "batch": args.batch,
+                                                 "phase": "first"}))
+            if attempt < args.repeat - 1:
+                places.drop(store)
+                places.drop(base)
+        points.append({
+            "codec": codec, "stored": size, "n": sample,
+            "oncebox_eps": statistics.median(r["oncebox_eps"] for r in runs),
+            "baseline_eps": statistics.median(r["baseline_eps"] for r in runs),
+            "ratio": statistics.median(r["ratio"] for r in runs),
+            "run_ratios": [r["ratio"] for r in runs], "runs": runs,
+            "preload_seconds": pre["seconds"], "preload_ingest_eps": pre["ingest_eps"]})
+        log(f"[{codec}] memory: duplicate pass of {sample:,} with {size + sample:,} stored "
+            f"(subprocess)")
+        mem = launcher.run("measure", {"codec": codec, "store": store, "start": 0,
+                                    "count": sample, "batch": args.batch, "phase": "dup"})
+        mem["stored"] = size + sample
+        memory.append(mem)
+        for target in (store, base, store_t, base_t):
+            places.drop(target)
     return {"codec": codec, "sample": sample, "points": points, "memory": memory,
             "scale_ratio": points[1]["ratio"] / points[0]["ratio"]}
 
@@ -887,12 +974,15 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
                 met_text(c)] for c in figures["cases"]])
     if figures.get("multiproc"):
         print("", file=out)
-        print(f"client processes: a batched first pass of N={meta['n']:,} into one fresh "
-              f"database, by 1 process, then by {meta['procs']} with disjoint shares,", file=out)
-        print(f"  started together; ev/s = N / (last finish - first start). The {meta['cpus']} "
-              f"CPUs are shared by all clients and the server.", file=out)
-        print("  deadlocks: as counted by the server in that database (each costs "
-              "deadlock_timeout, 1 s by default, before a rollback and retry)", file=out)
+        print(f"client processes: a batched first pass of N={meta['procs_n']:,} into one fresh "
+              f"database, by 1 process and by {meta['procs']} with disjoint shares,", file=out)
+        print(f"  alternately, {meta['repeat']} runs each; the clients start together and "
+              f"ev/s = N / (last finish - first start); median and range over the runs.",
+              file=out)
+        print(f"  The {meta['cpus']} CPUs are shared by all clients and the server. deadlocks: "
+              f"per run, as counted by the server in that database", file=out)
+        print("  (each waits deadlock_timeout, 1 s by default, then one side rolls back and "
+              "retries)", file=out)
         rows = []
         for r in figures["multiproc"]:
             target = ""
@@ -902,17 +992,19 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
                     target = f"x >= {TARGET_PROCS}: {yes(met)}"
                 else:
                     target = "(context)"
-            failed = f"FAILED: {len(r['errors'])} of {r['procs']} gave up"
-            rows.append([r["codec"], r["side"], str(r["procs"]), f"{r['n']:,}",
-                         f"{r['seconds']:.2f}",
-                         failed if r["eps"] is None else f"{r['eps']:,.0f}",
+            rate = "-" if r["eps"] is None else f"{r['eps']:,.0f}"
+            spread = ("-" if r["eps"] is None
+                      else f"{r['eps_min']:,.0f}-{r['eps_max']:,.0f}")
+            rows.append([r["codec"], r["side"], str(r["procs"]), f"{r['n']:,}", rate, spread,
                          "-" if r["over_one"] is None else f"x{r['over_one']:.2f}",
-                         str(r["deadlocks"]), target])
-        table(out, ["codec", "side", "processes", "n", "seconds", "ev/s", "vs 1 process",
-                    "deadlocks", "target"], rows)
+                         ",".join(str(d) for d in r["deadlocks"]),
+                         str(r["failed_runs"]), target])
+        table(out, ["codec", "side", "processes", "n", "median ev/s", "range ev/s",
+                    "vs 1 process", "deadlocks", "failed runs", "target"], rows)
         for r in figures["multiproc"]:
             for error in r["errors"]:
-                print(f"  {r['codec']} {r['side']} x{r['procs']}: {error}", file=out)
+                print(f"  a client gave up ({r['codec']} {r['side']} x{r['procs']}): {error}",
+                      file=out)
     if figures["scale"]:
         print("", file=out)
         print("scale: batched first pass of a fixed sample of new deliveries, each size in "
@@ -923,7 +1015,10 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
             print(f"  preload: through oncebox (ingest_batch, {PRELOAD_BATCH:,} per call, one "
                   f"process), the baseline's table copied from the records with COPY; then",
                   file=out)
-            print("  VACUUM ANALYZE and CHECKPOINT on both databases, untimed", file=out)
+            print("  VACUUM ANALYZE and CHECKPOINT on both databases, untimed. Each point is "
+                  f"the median of {meta['repeat']} runs, each on fresh copies", file=out)
+            print("  (CREATE DATABASE ... TEMPLATE) of the preloaded pair; the ratio of each "
+                  "run is in the last column", file=out)
             for s in figures["scale"]:
                 print(f"  {s['codec']} preloads (all steps; ingest rate): " + "; ".join(
                     f"{p['stored']:,} in {p['preload_seconds']:.0f}s "
@@ -933,7 +1028,8 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
             for p in s["points"]:
                 rows.append([s["codec"], f"{p['stored']:,}", f"{p['n']:,}",
                              f"{p['oncebox_eps']:,.0f}", f"{p['baseline_eps']:,.0f}",
-                             f"{p['ratio']:.3f}", ""])
+                             f"{p['ratio']:.3f}", ""]
+                            + ([" ".join(f"{x:.3f}" for x in p["run_ratios"])] if pg else []))
             small, big = (size_label(p["stored"]) for p in s["points"])
             low, high = s["points"]
             rows.append([s["codec"], f"ratio_at_{big} / ratio_at_{small}", "",
@@ -941,9 +1037,9 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
                          f"x{high['baseline_eps'] / low['baseline_eps']:.2f}",
                          f"{s['scale_ratio']:.3f}",
                          f"target >= {TARGET_SCALE}: "
-                         f"{yes(s['scale_ratio'] >= TARGET_SCALE)}"])
+                         f"{yes(s['scale_ratio'] >= TARGET_SCALE)}"] + ([""] if pg else []))
         table(out, ["codec", "stored before", "sample", "oncebox ev/s", "baseline ev/s",
-                    "ratio", "target"], rows)
+                    "ratio", "target"] + (["ratio per run"] if pg else []), rows)
     if figures["memory"]:
         print("", file=out)
         print("memory: a subprocess per row opens the store, builds its sample and runs one "
@@ -1011,7 +1107,7 @@ def without_password(url: str) -> str:
         netloc[0] = netloc[0].split(":", 1)[0]
     query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "password"]
     return urllib.parse.urlunsplit(parts._replace(netloc="@".join(netloc),
-                                                  query=urllib.parse.urlencode(query)))
+                                                  query=urllib.parse.urlencode(query, safe="/")))
 
 
 @contextlib.contextmanager
@@ -1073,6 +1169,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="with --pg-throwaway: keep fsync and synchronous_commit on")
     p.add_argument("--procs", type=int, default=4,
                    help="PostgreSQL: client processes in the multi-process case (default 4)")
+    p.add_argument("--procs-n", type=int, default=10_000,
+                   help="PostgreSQL: deliveries per multi-process pass (default 10,000)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="PostgreSQL: runs of each multi-process pass and of each scale "
+                        "measurement; medians are reported (default 3)")
     p.add_argument("--json", action="store_true",
                    help="print figures as JSON on stdout (the table goes to stderr)")
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
@@ -1090,7 +1191,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.single_n is None:
         args.single_n = 2_000 if pg else 5_000
     for name in ("n", "single_n", "batch", "mem_n", "scale_small", "scale_big",
-                 "scale_sample", "procs"):
+                 "scale_sample", "procs", "procs_n", "repeat"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be positive")
     return args
@@ -1167,7 +1268,7 @@ def main_pg(args: argparse.Namespace) -> int:
                     figures["multiproc"].extend(run_multiproc(codec, args, places))
             if args.scale:
                 for codec in codecs:
-                    scaled = run_scale(codec, args, places, launcher)
+                    scaled = run_scale_pg(codec, args, places, launcher)
                     figures["scale"].append(scaled)
                     figures["memory"].extend(scaled.pop("memory"))
         finally:
@@ -1178,7 +1279,8 @@ def main_pg(args: argparse.Namespace) -> int:
         **server_meta,
         "python": sys.version.split()[0], "cpus": os.cpu_count(), "codecs": codecs,
         "n": args.n, "single_n": min(args.single_n, args.n), "batch": args.batch,
-        "procs": args.procs, "mem_n": args.mem_n, "scale_small": args.scale_small,
+        "procs": args.procs, "procs_n": args.procs_n, "repeat": args.repeat,
+        "mem_n": args.mem_n, "scale_small": args.scale_small,
         "scale_big": args.scale_big, "scale_sample": args.scale_sample,
         "preload_batch": PRELOAD_BATCH, "baseline_digests": "precomputed, untimed",
         "peak_rss_mb": peak_rss_mb(), "launcher_peak_rss_mb": launcher.floor_mb,
