@@ -268,12 +268,7 @@ def alert(decisions: list[Decision]) -> None:
 def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) -> list[Decision]:
     """Decide many in one transaction, in order, exactly as one by one would."""
     tx.lock_identities(
-        inbox.row.id,
-        [
-            hashlib.sha256(item.identity.identity.encode("utf-8")).digest()
-            for item in items
-            if item.identity is not None
-        ],
+        inbox.row.id, [item.identity.digest_bytes for item in items if item.identity is not None]
     )
     decisions = [decide(tx, inbox, item, now, index) for index, item in enumerate(items)]
     counts = Counter((str(d.verdict), d.reason or "") for d in decisions)

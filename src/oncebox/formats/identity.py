@@ -25,6 +25,11 @@ class Identity:
     def digest(self) -> str:
         return sha256_hex(self.identity.encode("utf-8"))
 
+    @property
+    def digest_bytes(self) -> bytes:
+        """The identity's SHA-256: what stores key records by."""
+        return hashlib.sha256(self.identity.encode("utf-8")).digest()
+
 
 def identify(codec: Codec, decoded: Decoded) -> Identity:
     witness = sha256_hex(decoded.content)

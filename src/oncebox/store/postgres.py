@@ -31,12 +31,13 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from oncebox.errors import StorageError, StorageUnavailable
-from oncebox.store.base import T, Tx
+from oncebox.store.base import LedgerRow, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
 Q = load_queries("postgres")
 RETRIES = 20
+IDENTITY_LOCKS = 1024
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -45,9 +46,9 @@ class Retry(Exception):
     """A conflict the backend resolved by rolling back; run the work again."""
 
 
-def _lock_key(inbox_id: int, ident: bytes) -> int:
+def _bucket(inbox_id: int, ident: bytes) -> int:
     digest = hashlib.sha256(inbox_id.to_bytes(8, "big") + ident).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    return int.from_bytes(digest[:4], "big") % IDENTITY_LOCKS
 
 
 def _driver_error(exc: BaseException | None) -> BaseException | None:
@@ -62,7 +63,7 @@ def _driver_error(exc: BaseException | None) -> BaseException | None:
 def _storage_error(exc: BaseException) -> StorageError:
     """The one place psycopg errors become oncebox errors."""
     if isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        return StorageUnavailable(f"PostgreSQL is unreachable: {exc}")
+        return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
         return StorageUnavailable(f"PostgreSQL is restarting: {exc}")
     return StorageError(f"PostgreSQL failed: {exc}")
@@ -94,13 +95,30 @@ class PostgresTx(SqlTx):
             with self._conn.cursor() as cur:
                 cur.executemany(Q[name], rows)
 
+    def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None:
+        self._lock_totals(inbox_id)
+        super().ledger_insert(inbox_id, row)
+
+    def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
+        self._lock_totals(inbox_id)
+        return super().ledger_replace(inbox_id, row)
+
+    def _lock_totals(self, inbox_id: int) -> None:
+        # Totals rows are few and hot, and batches reach them in whatever order their
+        # frames name sites and needs: one lock per inbox's totals, held to commit,
+        # turns those would-be deadlocks into a short queue.
+        self._run("lock_totals", (inbox_id,))
+
     def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
         # Two batches that share identities would otherwise wait on each other's
         # uncommitted inserts in opposite orders and deadlock. Advisory locks taken in
-        # ascending key order first make every batch queue in the same order instead.
-        keys = sorted({_lock_key(inbox_id, ident) for ident in idents})
-        if keys:
-            self._run("lock_identities", (keys,))
+        # ascending order first make every batch queue in the same order instead.
+        # Identities hash into IDENTITY_LOCKS buckets, so a batch of any size holds a
+        # bounded number of locks (the server's lock table is finite); two batches that
+        # share a bucket by chance only queue.
+        buckets = sorted({_bucket(inbox_id, ident) for ident in idents})
+        if buckets:
+            self._run("lock_identities", (buckets,))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self._conn.execute(sql, params)
@@ -123,7 +141,9 @@ class PostgresStore:
                 max_size=pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"autocommit": True},
+                # No server-side prepared statements: a generic plan made while a fresh
+                # store's tables have no statistics can scan a whole inbox per lookup.
+                kwargs={"autocommit": True, "prepare_threshold": None},
                 check=ConnectionPool.check_connection,
             )
             self._pool.wait(timeout=30)

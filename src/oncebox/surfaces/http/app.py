@@ -12,7 +12,6 @@ No rule lives here. What a status means for a client:
 | 503 | (problem document) | - | storage unavailable: retry after Retry-After |
 """
 
-
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass

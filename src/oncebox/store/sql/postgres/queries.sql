@@ -5,7 +5,12 @@
 SELECT extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: lock_identities
-SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(%s::bigint[]) AS k ORDER BY k) AS keys;
+-- Advisory lock space 1: identity buckets, always taken in ascending order.
+SELECT pg_advisory_xact_lock(1, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY k) AS keys;
+
+-- name: lock_totals
+-- Advisory lock space 2: one inbox's triage totals.
+SELECT pg_advisory_xact_lock(2, %s::int);
 
 -- name: find_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
