@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,11 +17,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 import oncebox
 from conftest import INBOXES, BoxFactory
 from helpers import event_body
+from httpserver import serving
 from oncebox import Delivery, ManualClock, Oncebox
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.http import create_app
@@ -62,23 +60,12 @@ def served(tmp_path: Path) -> Iterator[Served]:
     clock = ManualClock(time.time())
     box = oncebox.open(f"sqlite:///{tmp_path / 'console.db'}", inboxes=INBOXES, clock=clock)
     app = create_app(box)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.005)
     writer = box.create_token("api", ["*"], ["read", "write"]).secret
     operator = box.create_token("ops", ["*"], ["operator"]).secret
     try:
-        yield Served(box, f"http://127.0.0.1:{port}", writer, operator)
+        with serving(app) as url:
+            yield Served(box, url, writer, operator)
     finally:
-        server.should_exit = True
-        thread.join(10)
         box.close()
 
 

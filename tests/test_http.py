@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 import oncebox
 from conftest import INBOXES, SESSION
 from helpers import event_body
+from httpserver import serving
 from oncebox import Delivery, ManualClock, Oncebox, StorageUnavailable
 from oncebox.engine.checkpoint import generate_key
 from oncebox.engine.tokens import sign
@@ -45,28 +46,16 @@ class Served:
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Served]]:
     """Start the app on a free port in a background thread; shut it down afterwards."""
-    running: list[tuple[uvicorn.Server, threading.Thread]] = []
+    with ExitStack() as stack:
+        started = itertools.count(1)
 
-    def start(box: Oncebox, **options: Any) -> Served:
-        app = create_app(box, **options)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.005)
-        running.append((server, thread))
-        secret = box.create_token(f"all{len(running)}", ["*"], ["read", "write", "operator"])
-        return Served(box, f"http://127.0.0.1:{port}", app.state.group_commit, secret.secret)
+        def start(box: Oncebox, **options: Any) -> Served:
+            app = create_app(box, **options)
+            url = stack.enter_context(serving(app))
+            secret = box.create_token(f"all{next(started)}", ["*"], ["read", "write", "operator"])
+            return Served(box, url, app.state.group_commit, secret.secret)
 
-    yield start
-    for server, thread in running:
-        server.should_exit = True
-        thread.join(10)
+        yield start
 
 
 @pytest.fixture

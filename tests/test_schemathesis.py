@@ -8,9 +8,6 @@ http://127.0.0.1:8080/openapi.json -H "Authorization: Bearer $TOKEN"`` against
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +15,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
@@ -31,6 +27,7 @@ from schemathesis.checks import (
 
 import oncebox
 from conftest import INBOXES
+from httpserver import serving
 from oncebox import ManualClock
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.http import create_app
@@ -65,21 +62,10 @@ def live_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     box.ingest("ussd", oncebox.Delivery(b"H1|1|Kakuma1|MED|3|86|#00", key="bad"))
     secret = box.create_token("fuzz", ["*"], ["read", "write", "operator"]).secret
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(box), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.005)
     try:
-        yield f"http://127.0.0.1:{port}", secret
+        with serving(create_app(box)) as url:
+            yield url, secret
     finally:
-        server.should_exit = True
-        thread.join(10)
         box.close()
 
 
