@@ -128,9 +128,9 @@ def drain(tx: Tx, recovering: bool, limit: int = BATCH) -> Sealed:
 def seal_now(store: Store, recovering: bool = False) -> Sealed:
     """Seal everything queued, as one short-lived sealer.
 
-    It takes the sealer row's lock and a fresh token, which fences any long-running
-    :class:`Sealer` whose lease has run out. If a live sealer holds the lease, it is
-    left to that sealer and nothing is done here.
+    It holds the sealer row's lock for one transaction. Taking over from a dedicated
+    :class:`Sealer` whose lease ran out, it also takes a fresh token, which fences that
+    sealer. If a live sealer holds the lease, it is left to that sealer.
     """
     sealed: Sealed = []
     while True:
@@ -140,7 +140,10 @@ def seal_now(store: Store, recovering: bool = False) -> Sealed:
             now = tx.now()
             if (row.holder is not None and row.expires_at >= now) or not tx.pending_log(1):
                 return [], False
-            tx.set_sealer(tx.next_token(), None, now)
+            if row.holder is not None:
+                # Taking over from a dedicated sealer whose lease ran out: a fresh token
+                # fences it, so its next append is refused.
+                tx.set_sealer(tx.next_token(), None, now)
             done = drain(tx, recovering)
             return done, bool(tx.pending_log(1))
 

@@ -141,9 +141,7 @@ class PostgresStore:
                 max_size=pool_size,
                 open=True,
                 timeout=30,
-                # No server-side prepared statements: a generic plan made while a fresh
-                # store's tables have no statistics can scan a whole inbox per lookup.
-                kwargs={"autocommit": True, "prepare_threshold": None},
+                kwargs={"autocommit": True},
                 check=ConnectionPool.check_connection,
             )
             self._pool.wait(timeout=30)
