@@ -8,6 +8,7 @@ locking, the user's own SQL) stays in the backend's module.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,22 +39,24 @@ def _inbox(row: Sequence[Any]) -> InboxRow:
     return InboxRow(inbox_id, name, codec, apply, retention, tombstones, bool(fenced))
 
 
-class SqlTx:
+class SqlTx(ABC):
     """One transaction of a SQL backend. Subclasses give the four primitives."""
 
+    @abstractmethod
     def _one(self, name: str, params: Params = ()) -> Any:
         """The first row of a named statement, or None."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _all(self, name: str, params: Params = ()) -> list[Any]:
-        raise NotImplementedError
+        """Every row of a named statement."""
 
+    @abstractmethod
     def _run(self, name: str, params: Params = ()) -> int:
         """Run a named statement; how many rows it changed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
-        raise NotImplementedError
+        """Run a named statement once per row of parameters."""
 
     def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
         """A backend whose writers already serialize has nothing to lock."""
