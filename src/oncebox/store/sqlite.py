@@ -97,6 +97,9 @@ class SQLiteTx(SqlTx):
         if rows:
             self._conn.executemany(Q[name], rows)
 
+    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
+        """BEGIN IMMEDIATE already serializes writers: nothing more to lock."""
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self._conn.execute(sql, params)]
 

@@ -58,9 +58,6 @@ class SqlTx(ABC):
     def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run a named statement once per row of parameters."""
 
-    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
-        """A backend whose writers already serialize has nothing to lock."""
-
     # -- records -------------------------------------------------------------------
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None:
         row = self._one("find_record", (inbox_id, ident))
