@@ -49,6 +49,7 @@ from typing import Any, TextIO
 import apsw
 
 import oncebox
+from synthetic import json_body
 
 INBOXES = [oncebox.InboxSpec("listing", codec="json-event", apply="generation")]
 INBOX = "listing"
@@ -59,30 +60,6 @@ TARGET_SINGLE_VS_NOOP = 0.6  # single-message ingest >= 0.6 x the no-op ceiling
 TARGET_SINGLE_VS_RAW = 1.0  # ... and above one-commit-per-event (group commit works)
 TARGET_P99_MS = 50.0  # single-message p99 latency
 TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
-
-# -- synthetic deliveries ------------------------------------------------------------------
-MARKETPLACES = ("A1PA6795UKMFR9", "A13V1IB3VIYZZH", "APJ6JRA9NG5V4")
-STATUSES = ("BUYABLE", "DISCOVERABLE", "INACTIVE")
-EPOCH = 1_772_280_000  # 2026-02-28
-WORK_KEYS = 3_000
-
-
-def event(i: int) -> bytes:
-    """A small listing event with a distinct notification_id."""
-    k = (i * 2_654_435_761) % WORK_KEYS
-    body = {
-        "schema_version": 1,
-        "source": "sp-api",
-        "subscription": "sub-eu-1",
-        "notification_id": f"n-{i:010d}",
-        "seller_id": f"SELLER{k % 97:02d}",
-        "sku": f"SKU-{k:05d}",
-        "marketplace_id": MARKETPLACES[k % len(MARKETPLACES)],
-        "notification_type": "listing_status_changed",
-        "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + i % 86_400)),
-        "payload": {"status": STATUSES[i % 3], "issues": []},
-    }
-    return json.dumps(body, separators=(",", ":")).encode()
 
 
 # -- the server process --------------------------------------------------------------------
@@ -300,7 +277,7 @@ def raw_commits(path: Path, n: int) -> Run:
         raise SystemExit(f"{path}: cannot switch to WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
-    bodies = [event(i) for i in range(n)]
+    bodies = [json_body(i) for i in range(n)]
     latencies = []
     started = time.perf_counter()
     for body in bodies:
@@ -317,7 +294,7 @@ def raw_commits(path: Path, n: int) -> Run:
 def library_batched(path: Path, start: int, n: int, batch: int) -> Run:
     box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES)
     chunks = [
-        [oncebox.Delivery(event(i)) for i in range(s, min(s + batch, start + n))]
+        [oncebox.Delivery(json_body(i)) for i in range(s, min(s + batch, start + n))]
         for s in range(start, start + n, batch)
     ]
     latencies = []
@@ -394,18 +371,18 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         say(f"server: uvicorn on 127.0.0.1:{port} (pid of its own)")
 
         async def http_cases() -> None:
-            noop_body = event(0)
+            noop_body = json_body(0)
             warm = [noop_body] * args.warmup
             await load("warm", port, "/bench/noop", warm, auth, args.clients)
             runs["noop"] = await load(
                 "no-op", port, "/bench/noop", [noop_body] * args.n, auth, args.clients
             )
             say(line(runs["noop"]))
-            bodies = [event(i) for i in warm_ids]
+            bodies = [json_body(i) for i in warm_ids]
             await load("warm", port, f"/v1/inboxes/{INBOX}/deliveries", bodies, auth, args.clients)
             transactions = await metric(port, auth, "oncebox_group_commit_transactions")
             delivered = await metric(port, auth, "oncebox_group_commit_deliveries")
-            bodies = [event(i) for i in single_ids]
+            bodies = [json_body(i) for i in single_ids]
             runs["single"] = await load(
                 "single",
                 port,
@@ -428,7 +405,7 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
                 say(f"  group commit: {commits:.0f} transactions, {per:.1f} deliveries each")
             batches = [
                 b"\n".join(
-                    event(i) for i in range(s, min(s + args.batch, batch_start + args.batch_n))
+                    json_body(i) for i in range(s, min(s + args.batch, batch_start + args.batch_n))
                 )
                 + b"\n"
                 for s in range(batch_start, batch_start + args.batch_n, args.batch)

@@ -46,6 +46,7 @@ import apsw
 import oncebox
 from oncebox.engine import log as chain
 from oncebox.engine import merkle
+from synthetic import json_body
 
 INBOX = "listing"
 INBOXES = [oncebox.InboxSpec(INBOX, codec="json-event", apply="generation")]
@@ -54,34 +55,10 @@ INBOXES = [oncebox.InboxSpec(INBOX, codec="json-event", apply="generation")]
 TARGET_SEAL_RATIO = 0.7  # seal-on rate >= 0.7 x the seal-deferred rate
 TARGET_PROOF_SHARE = 0.01  # inclusion proof < 1% of a full replay
 
-WORK_KEYS = 3_000
-MARKETPLACES = ("A1PA6795UKMFR9", "A13V1IB3VIYZZH", "APJ6JRA9NG5V4")
-STATUSES = ("BUYABLE", "DISCOVERABLE", "INACTIVE")
-TYPES = ("listing_status_changed", "listing_issues_changed")
-EPOCH = 1_772_280_000  # 2026-02-28
-
-
-# -- synthetic deliveries ------------------------------------------------------------------
-def event_body(i: int) -> bytes:
-    """A small valid listing event with the distinct notification_id ``n-<i>``."""
-    k = (i * 2_654_435_761) % WORK_KEYS
-    event = {
-        "schema_version": 1,
-        "source": "sp-api",
-        "subscription": "sub-eu-1",
-        "notification_id": f"n-{i:010d}",
-        "seller_id": f"SELLER{k % 97:02d}",
-        "sku": f"SKU-{k:05d}",
-        "marketplace_id": MARKETPLACES[k % len(MARKETPLACES)],
-        "notification_type": TYPES[i % 2],
-        "event_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + i % 86_400)),
-        "payload": {"status": STATUSES[i % 3], "issues": [], "price": i % 1_000},
-    }
-    return json.dumps(event, separators=(",", ":")).encode()
 
 
 def deliveries(start: int, count: int) -> list[oncebox.Delivery]:
-    return [oncebox.Delivery(body=event_body(i)) for i in range(start, start + count)]
+    return [oncebox.Delivery(body=json_body(i)) for i in range(start, start + count)]
 
 
 # -- helpers -------------------------------------------------------------------------------
