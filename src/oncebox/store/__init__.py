@@ -7,6 +7,25 @@ from collections.abc import Callable
 from oncebox.errors import ConfigError
 from oncebox.store.base import Store, Tx
 
+SQLITE_OPTIONS = ("vfs", "synchronous")
+
+
+def sqlite_options(url: str) -> tuple[str, dict[str, str]]:
+    """Split ``sqlite:///path.db?vfs=name&synchronous=NORMAL`` into path and options.
+
+    ``vfs`` names an APSW/SQLite VFS registered in this process (the power-loss harness
+    uses one); ``synchronous`` exists only so that harness can show that ``NORMAL`` loses
+    acknowledged commits. Neither belongs in production URLs.
+    """
+    path, _, query = url.partition("?")
+    options: dict[str, str] = {}
+    for part in filter(None, query.split("&")):
+        key, _, value = part.partition("=")
+        if key not in SQLITE_OPTIONS or not value:
+            raise ConfigError(f"unsupported SQLite URL option {part!r} in {url!r}")
+        options[key] = value
+    return sqlite_path(path), options
+
 
 def sqlite_path(url: str) -> str:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``, or a
@@ -34,7 +53,8 @@ def open_store(url: str, clock: Callable[[], float] | None = None) -> Store:
         return PostgresStore(url, clock=clock)
     from oncebox.store.sqlite import SQLiteStore
 
-    return SQLiteStore(sqlite_path(url), clock=clock)
+    path, options = sqlite_options(url)
+    return SQLiteStore(path, clock=clock, **options)
 
 
-__all__ = ["Store", "Tx", "open_store", "sqlite_path"]
+__all__ = ["Store", "Tx", "open_store", "sqlite_options", "sqlite_path"]

@@ -21,13 +21,16 @@ from typing import Any
 
 import apsw
 
-from oncebox.errors import StorageError, StorageUnavailable, UnsafeSQLite
+from oncebox.errors import ConfigError, StorageError, StorageUnavailable, UnsafeSQLite
 from oncebox.store.base import T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
 Q = load_queries("sqlite")
 BUSY_TIMEOUT_MS = 30_000
+# NORMAL is not power-safe in WAL mode; it is accepted only for the power-loss harness's
+# negative control.
+SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
 # The WAL-reset bug: present from 3.7.0, fixed in 3.51.3.
 UNSAFE_FROM, SAFE_FROM = (3, 7, 0), (3, 51, 3)
 
@@ -107,10 +110,20 @@ class SQLiteTx(SqlTx):
 class SQLiteStore:
     """An oncebox store in one SQLite file (or in memory, for tests and demos)."""
 
-    def __init__(self, path: str, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        clock: Callable[[], float] | None = None,
+        vfs: str | None = None,
+        synchronous: str = "FULL",
+    ) -> None:
         check_sqlite_version(apsw.sqlite_lib_version())
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ConfigError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
         self.path = path
         self.url = f"sqlite:///{path}"
+        self._vfs = vfs
+        self._synchronous = synchronous.upper()
         self._clock = clock or time.time
         self._local = threading.local()
         self._connections: list[apsw.Connection] = []
@@ -134,13 +147,13 @@ class SQLiteStore:
                 flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI
                 conn = apsw.Connection(self._uri, flags=flags)
             else:
-                conn = apsw.Connection(self.path)
+                conn = apsw.Connection(self.path, vfs=self._vfs)
             conn.set_busy_handler(_busy_handler())
             if not self._memory:
                 mode = conn.execute("PRAGMA journal_mode=WAL").get
                 if str(mode).lower() != "wal":
                     raise StorageError(f"{self.path}: cannot switch to WAL (got {mode})")
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
