@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from oncebox.formats import Delivery, Invalid, JsonEventCodec, UssdH1Codec
-from oncebox.formats.canonical import canonical
+from oncebox.formats.canonical import canonical, canonical_json
 from oncebox.formats.cksum import cksum
 from oncebox.formats.strictjson import loads
 from oncebox.formats.ussd_h1 import make_frame
@@ -210,6 +210,26 @@ def test_canonical_form_is_never_longer_than_its_source(value: Any, seed: int) -
     # Why json-event's canonical-size rule cannot fire on input within the raw bound.
     text = dump(value, random.Random(seed)).encode("utf-8")
     assert len(canonical(loads(text, max_depth=DEPTH))) <= len(text)
+
+
+@PURE
+@given(value=json_values, seed=st.integers())
+def test_the_fast_canonical_path_gives_the_exact_bytes(value: Any, seed: int) -> None:
+    text = dump(value, random.Random(seed))
+    assert canonical_json(text) == canon(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":"\\u00001","b":1}',  # a string spelled like a marked number
+        '{"\\ud83d\\ude00":1,"\\uffff":2}',  # keys beyond the BMP sort by UTF-16
+        '{"\U0001f600":1,"\uffff":[1.50,-0,2E+3]}',
+        '[1e5,"1e5",{"z":null,"a":true}]',
+    ],
+)
+def test_the_fast_canonical_path_on_texts_that_could_fool_it(text: str) -> None:
+    assert canonical_json(text) == canon(text)
 
 
 # --- (c) cksum agrees with the cksum utility ------------------------------------------

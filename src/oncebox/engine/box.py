@@ -128,19 +128,14 @@ class Oncebox:
         decisions = self.store.atomic(lambda tx: decide_all(tx, active, items, tx.now()))
         crashpoints.reach(crashpoints.AFTER_COMMIT)
         alert(decisions)
+        positions: dict[int, int] = {}
         if self.seal_inline:
-            decisions = self._seal(decisions)
+            # Step 7: the records this batch accepted get their log entries.
+            positions = self.seal()
             crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed.
-        return [d.committed() for d in decisions]
-
-    def _seal(self, decisions: list[Decision]) -> list[Decision]:
-        """Step 7: give the records this batch accepted their log entries."""
-        positions = self.seal()
         return [
-            replace(d, log_position=positions.get(d.record_id or 0, d.log_position))
-            if d.verdict is Verdict.ACCEPTED
-            else d
+            d.committed(positions.get(d.record_id or 0) if d.verdict is Verdict.ACCEPTED else None)
             for d in decisions
         ]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -43,10 +43,15 @@ class Decision:
     late_replay: bool = False
     log_position: int | None = None
 
-    def committed(self) -> Decision:
+    def committed(self, log_position: int | None = None) -> Decision:
         """This decision once its transaction committed: it may be acked if it stored
-        something (a fenced-out delivery stored nothing and must be retried)."""
-        return replace(self, may_ack=self.reason not in UNSTORED)
+        something (a fenced-out delivery stored nothing and must be retried). Built
+        directly rather than through ``dataclasses.replace``: this runs per delivery."""
+        data = dict(self.__dict__)
+        data["may_ack"] = self.reason not in UNSTORED
+        if log_position is not None:
+            data["log_position"] = log_position
+        return Decision(**data)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -8,10 +8,20 @@ RFC 8785, so the order is the same in every language.
 
 from __future__ import annotations
 
+import json
+import re
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.formats.strictjson import JsonNumber
+from oncebox.formats.strictjson import JsonNumber, loads
+
+# A NUL can reach the encoder's output only escaped, so a marked number never collides
+# with a string from the text as long as the text holds no NUL escape itself.
+_MARK = "\x00"
+_MARKED_NUMBER = re.compile(r'"\\u0000([-+.0-9eE]+)"')
+_NUL_ESCAPE = "\\u0000"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
 def _utf16_key(item: tuple[str, Any]) -> bytes:
@@ -64,3 +74,32 @@ def canonical(value: Any) -> bytes:
     out: list[str] = []
     _write(value, out)
     return "".join(out).encode("utf-8")
+
+
+def _marked(spelling: str) -> str:
+    return _MARK + spelling
+
+
+# Built once: json.loads and json.dumps build a new decoder or encoder on every call
+# that passes options, which costs more than the work on a small event.
+_DECODER = json.JSONDecoder(parse_int=_marked, parse_float=_marked)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def canonical_json(text: str) -> bytes:
+    """The canonical form of a JSON text the strict reader already accepted.
+
+    Same bytes as ``canonical(loads(text))``, a dozen times faster: the standard
+    library's C parser and encoder do the work, numbers travel through them as marked
+    strings (so their spelling survives) and are unmarked afterwards. Texts where that
+    shortcut could be wrong (a NUL escape, or characters beyond the Basic Multilingual
+    Plane, whose keys sort differently in UTF-16) take the exact path.
+    """
+    if (
+        _NUL_ESCAPE in text
+        or _SURROGATE_ESCAPE.search(text)
+        or (not text.isascii() and _ASTRAL.search(text))
+    ):
+        return canonical(loads(text))
+    encoded = _ENCODER.encode(_DECODER.decode(text))
+    return _MARKED_NUMBER.sub(r"\1", encoded).encode("utf-8")

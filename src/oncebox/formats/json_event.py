@@ -8,11 +8,12 @@ counters) do not belong in the event: they would change a repeated notification.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any
 
-from oncebox.formats.canonical import canonical
+from oncebox.formats.canonical import canonical_json
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import JsonNumber, loads
@@ -96,7 +97,10 @@ def validate_event(event: Any) -> dict[str, Any]:
 
 def identity_key(fields: dict[str, Any]) -> str:
     """The identity tuple as one unambiguous string (a canonical JSON array)."""
-    return canonical([fields[name] for name in IDENTITY_FIELDS]).decode("utf-8")
+    # A list of plain strings: the standard encoder writes exactly the canonical form.
+    return json.dumps(
+        [fields[name] for name in IDENTITY_FIELDS], ensure_ascii=False, separators=(",", ":")
+    )
 
 
 class JsonEventCodec:
@@ -109,7 +113,7 @@ class JsonEventCodec:
             raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
         event = loads(delivery.body, max_depth=MAX_DEPTH)
         fields = validate_event(event)
-        content = canonical(event)
+        content = canonical_json(delivery.body.decode("utf-8"))
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
         return Decoded(content=content, key=identity_key(fields), fields=fields)

@@ -85,6 +85,12 @@ def _check_unicode(value: Any) -> None:
             stack.extend(item)
 
 
+# Built once: json.loads builds a new decoder on every call that passes options.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object, parse_int=_number, parse_float=_float, parse_constant=_constant
+)
+
+
 def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
     """Parse one JSON text under the strict rules, or raise :class:`Invalid`."""
     if isinstance(data, bytes):
@@ -107,13 +113,7 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
     if depth > max_depth:
         raise Invalid("too_deep", f"nesting depth {depth} exceeds {max_depth}")
     try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_object,
-            parse_int=_number,
-            parse_float=_float,
-            parse_constant=_constant,
-        )
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise Invalid("bad_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
