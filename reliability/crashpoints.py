@@ -862,8 +862,8 @@ def run_point(
         progress(f"{row.backend:8} {row.point:14} runs {row.runs:4}  anomalies {row.anomalies()}")
 
 
-def _store_run_at(backend: Backend, point: str, seed: int) -> RunResult | None:
-    return store_run(backend, point, seed)
+def _store_run_at(backend: Backend, point: str, messages: int, seed: int) -> RunResult | None:
+    return store_run(backend, point, seed, messages)
 
 
 @dataclass
@@ -888,37 +888,39 @@ def campaign(
     redis_url: str | None,
     *,
     control_runs: int = 0,
+    messages: int = 24,
     seed: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> Campaign:
     """Every store point on every backend, before_xack on the first backend, then the
-    negative control on every backend."""
+    negative control on every backend. ``messages``: distinct messages per workload
+    (the Redis runs use 5/3 as many, all USSD)."""
     logging.disable(logging.CRITICAL)  # conflicts log a warning each; figures say enough
     os.environ.pop("ONCEBOX_CRASH_AT", None)
     done = Campaign([], [])
     for b, backend in enumerate(backends):
         for p, point in enumerate(STORE_POINTS):
             row = Row(backend.name, point)
-            run = functools.partial(_store_run_at, backend, point)
+            run = functools.partial(_store_run_at, backend, point, messages)
             run_point(row, run, runs, seed * 100 + b * 10 + p, progress)
             done.rows.append(row)
     if xack_runs and redis_url and backends:
         backend = backends[0]
         row = Row(backend.name, XACK_POINT)
-        run = functools.partial(_xack_run_at, backend, redis_url)
+        run = functools.partial(_xack_run_at, backend, redis_url, messages * 5 // 3)
         run_point(row, run, xack_runs, seed * 100 + 99, progress)
         done.rows.append(row)
     for b, backend in enumerate(backends):
         if control_runs:
             row = Row(backend.name, CONTROL_POINT)
-            run = functools.partial(_store_run_at, backend, CONTROL_POINT)
+            run = functools.partial(_store_run_at, backend, CONTROL_POINT, messages)
             run_point(row, run, control_runs, seed * 100 + b * 10 + 9, progress)
             done.controls.append(row)
     return done
 
 
-def _xack_run_at(backend: Backend, redis_url: str, seed: int) -> RunResult | None:
-    return xack_run(backend, redis_url, seed)
+def _xack_run_at(backend: Backend, redis_url: str, messages: int, seed: int) -> RunResult | None:
+    return xack_run(backend, redis_url, seed, messages)
 
 
 COLUMNS = (
