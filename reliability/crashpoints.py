@@ -230,6 +230,9 @@ class RunResult:
     log_bad: int = 0  # verify not ok after recovery, or at the end
     integrity_bad: int = 0  # SQLite PRAGMA integrity_check not ok
     lost_final: int = 0  # an identity missing after everything was redelivered
+    unexpected: int = 0  # a record for an identity the child never sent
+    inflight_committed: int = 0  # 1: the step in flight at the kill had committed (not
+    # an anomaly: expected at after_commit, after_seal and before_xack, never before)
     notes: list[str] = field(default_factory=list)
 
     ANOMALIES = (
@@ -243,6 +246,7 @@ class RunResult:
         "log_bad",
         "integrity_bad",
         "lost_final",
+        "unexpected",
     )
 
     def anomalies(self) -> int:
@@ -288,6 +292,7 @@ class Row:
             "not_reached_rerun": self.not_reached,
             "acked_checked": self.totals["acked"],
             "sealed_at_recovery": self.totals["sealed_at_recovery"],
+            "inflight_committed": self.totals["inflight_committed"],
             **{name: self.totals[name] for name in RunResult.ANOMALIES},
             "recovery_ms_p50": round(percentile(self.recovery_s, 50) * 1000, 1),
             "recovery_ms_p99": round(percentile(self.recovery_s, 99) * 1000, 1),
@@ -658,6 +663,20 @@ def _check_verdict(
         result.note("not_ackable", f"{item.inbox}/{item.identity}: {got} without may_ack")
 
 
+def _check_inflight(
+    stored: dict[tuple[str, str], str],
+    told: set[tuple[str, str]],
+    sent: set[tuple[str, str | None]],
+    result: RunResult,
+) -> None:
+    """Records beyond what the child was told of can only come from the step in flight
+    when it died (it committed); beyond what it sent, they are unexpected."""
+    extra = stored.keys() - told
+    result.inflight_committed = int(bool(extra))
+    for key in extra - sent:
+        result.note("unexpected", f"{key} stored, never sent")
+
+
 def _final_log(box: Oncebox, result: RunResult) -> None:
     verification = box.verify()
     if not verification.ok:
@@ -667,15 +686,28 @@ def _final_log(box: Oncebox, result: RunResult) -> None:
 # -- one run ---------------------------------------------------------------------------
 
 
+def _inserting_steps(steps: Sequence[Step]) -> int:
+    seen: set[tuple[str, str]] = set()
+    count = 0
+    for step in steps:
+        new = {(it.inbox, it.identity) for it in step.items if it.identity} - seen
+        seen |= new
+        count += bool(new)
+    return count
+
+
 def store_run(backend: Backend, point: str, seed: int, messages: int = 24) -> RunResult | None:
     """One crash at ``point`` on a fresh store; None when the workload ended first.
     CONTROL_POINT runs the broken client that acks before the commit."""
     rng = random.Random(seed)
     items = workload(seed, messages)
     steps = steps_of(items, rng)
+    # The insert points are reached once per transaction that inserts (at least once per
+    # step with a new identity); a k beyond the real count just reruns the seed's next.
+    inserting = _inserting_steps(steps)
     reaches = {
-        engine_points.BEFORE_INSERT: len(winners(items)),
-        engine_points.AFTER_INSERT: len(winners(items)),
+        engine_points.BEFORE_INSERT: inserting,
+        engine_points.AFTER_INSERT: inserting,
         engine_points.AFTER_COMMIT: len(steps),
         engine_points.AFTER_SEAL: len(steps),
         CONTROL_POINT: len(steps),
@@ -705,6 +737,8 @@ def store_run(backend: Backend, point: str, seed: int, messages: int = 24) -> Ru
                     _check_verdict(model, it, d, result, redelivery=False)
             _check_acked(box, [d for r in told for d in r["decisions"]], result)
             stored = _check_effects(box, items, result, final=False)
+            sent = {(it.inbox, it.identity) for st in steps[: attempted + 1] for it in st.items}
+            _check_inflight(stored, set(model.witness), sent, result)
             # The client redelivers everything it had sent or attempted, then goes on.
             model = Model(stored)
             for n, step in enumerate(steps):
@@ -763,9 +797,14 @@ def xack_run(backend: Backend, redis_url: str, seed: int, messages: int = 40) ->
         try:
             if not backend.integrity_ok(url):
                 result.note("integrity_bad", url)
-            acked = _xacked(client, stream, "g")
+            acked, delivered = _xacked(client, stream, "g")
             _check_acked_entries(box, [(eid, ids[eid]) for eid in acked], result)
             stored = _check_effects(box, items, result, final=False)
+            told = Model()
+            for eid in acked:
+                told.expect(ids[eid])
+            sent = {(it.inbox, it.identity) for eid, it in ids.items() if eid in delivered}
+            _check_inflight(stored, set(told.witness), sent, result)
             taker = StreamConsumer(
                 box, redis_url, stream, "g", "taker", "ussd", batch=batch, claim_idle_ms=0
             )
@@ -793,19 +832,16 @@ def xack_run(backend: Backend, redis_url: str, seed: int, messages: int = 40) ->
         backend.discard(url)
 
 
-def _xacked(client: Any, stream: str, group: str) -> list[str]:
-    """Entry ids the group delivered and acknowledged (redis's own view)."""
+def _xacked(client: Any, stream: str, group: str) -> tuple[list[str], set[str]]:
+    """Entry ids the group acknowledged, and those it delivered (redis's own view)."""
     [info] = [g for g in client.xinfo_groups(stream) if g["name"] in (group, group.encode())]
     last = _entry_key(info["last-delivered-id"])
     pending = {
         _text(p["message_id"])
         for p in client.xpending_range(stream, group, min="-", max="+", count=BIG)
     }
-    return [
-        _text(eid)
-        for eid, _ in client.xrange(stream)
-        if _entry_key(eid) <= last and _text(eid) not in pending
-    ]
+    delivered = [_text(eid) for eid, _ in client.xrange(stream) if _entry_key(eid) <= last]
+    return [eid for eid in delivered if eid not in pending], set(delivered)
 
 
 def _text(value: bytes | str) -> str:
@@ -939,6 +975,8 @@ COLUMNS = (
     ("log_bad", "log", 3),
     ("integrity_bad", "integ", 5),
     ("lost_final", "final", 5),
+    ("unexpected", "unexp", 5),
+    ("inflight_committed", "inflight", 8),
     ("sealed_at_recovery", "sealed", 6),
     ("recovery_ms_p50", "rec p50 ms", 10),
     ("recovery_ms_p99", "rec p99 ms", 10),
