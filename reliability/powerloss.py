@@ -16,13 +16,21 @@ child acked, checks that every effect sits beside its record exactly once, runs
 sender that never saw its acks would: no redelivery may be accepted a second time
 and the effects must still add up.
 
-A negative control runs the same campaign with ``synchronous=NORMAL``, which does not
-sync the WAL at commit; it must show acked-but-lost commits, or the harness is broken.
+Two negative controls show that the figures can fail. ``synchronous=NORMAL`` does not
+sync the WAL at commit: it must show acked-but-lost commits. A mutant store whose every
+statement commits on its own (no ``BEGIN``/``COMMIT``, only in the crashing child) must
+show half-applied transactions. If either shows nothing, the harness is broken.
 
     .venv/bin/python reliability/powerloss.py --runs 2000
 
+The child checkpoints the WAL every few dozen pages (SQLite's default is 1000) so that
+cuts also land in checkpoints and WAL restarts; the store's own settings (WAL,
+``synchronous``, ``BEGIN IMMEDIATE``) are untouched. Half the workload variants seal
+inline (the default), half defer sealing to explicit seal steps.
+
 Not modelled: directory fsync (file creation and deletion are durable at once), bit
-flips and other damage inside a sector, and disks that lie about flushes.
+flips and other damage inside a sector, disks that lie about flushes, and sectors
+larger than 512 bytes being torn inside (a 512-byte sector is taken as atomic).
 """
 
 from __future__ import annotations
@@ -51,7 +59,15 @@ import apsw
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import oncebox
-from _powerloss_check import CATEGORIES, Findings, acked, integrity, load, structure
+from _powerloss_check import (
+    CATEGORIES,
+    Findings,
+    Snapshot,
+    acked,
+    integrity,
+    load,
+    structure,
+)
 from _powerloss_vfs import CRASHED, Faults, PowerLossVFS
 from oncebox import Delivery, ManualClock
 from oncebox.engine.reconciler import ReadResult
@@ -67,6 +83,12 @@ VARIANTS = 12
 SITES = ("K01", "K02", "K03")
 NEEDS = ("MED", "WAT", "FOO")
 SKUS = ("SKU-1", "SKU-2", "SKU-3")
+# What each campaign runs: the store's synchronous setting, and the mutant (if any).
+MODES = {
+    "FULL": ("FULL", "synchronous=FULL"),
+    "NORMAL": ("NORMAL", "negative control: synchronous=NORMAL"),
+    "AUTOCOMMIT": ("FULL", "negative control: every statement its own transaction"),
+}
 LABELS = {
     "integrity": "integrity failures",
     "lost": "acked-but-lost",
@@ -236,7 +258,7 @@ def perform(box: oncebox.Oncebox, step: Step, open_rows: dict[str, list[int]]) -
 @dataclass(frozen=True)
 class RunSpec:
     index: int
-    mode: str  # FULL or NORMAL
+    mode: str  # a key of MODES
     variant: int
     seed: int
     crash_at: int | None  # None: the dry run, which only counts calls
@@ -262,6 +284,19 @@ def store_url(path: Path, mode: str, vfs: str | None = None) -> str:
     return f"sqlite:///{path}{query}"
 
 
+def split_transactions() -> None:
+    """The mutant of the second negative control: no BEGIN or COMMIT, so every statement
+    of a transaction commits on its own. It patches a private method on purpose: only
+    the crashing child runs it, to show the harness sees half-applied transactions."""
+    from oncebox.store import sqlite
+
+    @contextlib.contextmanager
+    def autocommit(store: sqlite.SQLiteStore, begin: str) -> Iterator[sqlite.SQLiteTx]:
+        yield sqlite.SQLiteTx(store._connect(), store._clock)
+
+    sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]
+
+
 def checkpoint_often(conn: apsw.Connection) -> None:
     conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
 
@@ -281,9 +316,13 @@ def child(spec: RunSpec, db: Path, report_path: Path) -> NoReturn:
 
         vfs = PowerLossVFS(VFS_NAME, spec.crash_at, random.Random(spec.seed * 2 + 1), on_crash)
         apsw.connection_hooks.append(checkpoint_often)
+        if spec.mode == "AUTOCOMMIT":
+            split_transactions()
         clock = ManualClock(START)
         box = oncebox.open(
-            store_url(db, spec.mode, VFS_NAME), clock=clock, seal=inline_seal(spec.variant)
+            store_url(db, MODES[spec.mode][0], VFS_NAME),
+            clock=clock,
+            seal=inline_seal(spec.variant),
         )
         open_rows: dict[str, list[int]] = {}
         for step in plan(spec.variant, spec.steps):
@@ -296,6 +335,33 @@ def child(spec: RunSpec, db: Path, report_path: Path) -> NoReturn:
         with contextlib.suppress(Exception):
             say({"op": "error", "error": traceback.format_exc()[-2000:]})
     os._exit(status)
+
+
+def restart(spec: RunSpec, db: Path, snap: Snapshot, findings: Findings) -> None:
+    """Open, recover and verify as a restarted service would, then take every delivery
+    again, as a sender that never saw its acks would: none may be accepted twice."""
+    with oncebox.open(store_url(db, "FULL"), clock=ManualClock(START + 100_000)) as box:
+        box.recover()
+        verified = box.verify()
+        if not verified.ok:
+            findings.add(
+                "uncovered",
+                f"after recover: broken at {verified.broken_at} ({verified.broken_why}), "
+                f"uncovered {verified.uncovered[:10]}",
+            )
+        stored = {(r["inbox_id"], r["identity"]) for r in snap.records.values()}
+        ids = {name: box.inbox(name).row.id for name in ("ussd", "listing")}
+        for step in plan(spec.variant, spec.steps):
+            for inbox, body, key in step.deliveries:
+                decision = box.ingest(inbox, Delivery(body, key=key))
+                if (
+                    str(decision.verdict) == "accepted"
+                    and (ids[inbox], decision.identity) in stored
+                ):
+                    findings.add("twice", f"redelivered {decision.identity} was accepted again")
+        verified = box.verify()
+        if not verified.ok:
+            findings.add("uncovered", f"after redelivery: uncovered {verified.uncovered[:10]}")
 
 
 def inspect(spec: RunSpec, db: Path, reports: list[dict[str, Any]], result: RunResult) -> None:
@@ -313,33 +379,11 @@ def inspect(spec: RunSpec, db: Path, reports: list[dict[str, Any]], result: RunR
     structure(snap, findings)
     result.acked = acked(snap, reports, findings)
     try:
-        box = oncebox.open(store_url(db, "FULL"), clock=ManualClock(START + 100_000))
+        restart(spec, db, snap, findings)
     except oncebox.OnceboxError as exc:
-        findings.add("integrity", f"the store does not open: {exc}")
+        # A store that cannot open, recover or take deliveries again is not intact.
+        findings.add("integrity", f"after the crash the store fails: {exc}")
         return
-    with box:
-        box.recover()
-        verified = box.verify()
-        if not verified.ok:
-            findings.add(
-                "uncovered",
-                f"after recover: broken at {verified.broken_at} ({verified.broken_why}), "
-                f"uncovered {verified.uncovered[:10]}",
-            )
-        stored = {(r["inbox_id"], r["identity"]) for r in snap.records.values()}
-        ids = {name: box.inbox(name).row.id for name in ("ussd", "listing")}
-        # Redeliver everything, as a sender that never saw its acks would.
-        for step in plan(spec.variant, spec.steps):
-            for inbox, body, key in step.deliveries:
-                decision = box.ingest(inbox, Delivery(body, key=key))
-                if (
-                    str(decision.verdict) == "accepted"
-                    and (ids[inbox], decision.identity) in stored
-                ):
-                    findings.add("twice", f"redelivered {decision.identity} was accepted again")
-        verified = box.verify()
-        if not verified.ok:
-            findings.add("uncovered", f"after redelivery: uncovered {verified.uncovered[:10]}")
     conn = apsw.Connection(str(db))
     try:
         after = Findings()
@@ -436,7 +480,7 @@ def campaign_specs(
     """Run i: a seeded variant and a call index uniform over that variant's calls."""
     specs = []
     for index in range(runs):
-        run_seed = seed * 1_000_003 + index + (0 if mode == "FULL" else 500_000)
+        run_seed = seed * 1_000_003 + index + 300_000 * list(MODES).index(mode)
         rng = random.Random(run_seed)
         variant = rng.randrange(variants)
         specs.append(RunSpec(index, mode, variant, run_seed, rng.randrange(calls[variant]), steps))
@@ -486,7 +530,7 @@ class Summary:
         by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
         by_call = ", ".join(f"{k} {v}" for k, v in Counter(r.during for r in rs).most_common())
         by_step = ", ".join(f"{k} {v}" for k, v in Counter(r.step for r in rs).most_common())
-        p(f"== synchronous={self.mode}: {len(rs)} runs ==")
+        p(f"== {MODES[self.mode][1]}: {len(rs)} runs ==")
         p(
             f"workload: {len(self.dry)} seeded variants of {steps} steps; write+sync+truncate "
             f"calls per complete run: min {full[0]}, median {statistics.median(full):.0f}, "
@@ -545,9 +589,8 @@ def campaign(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2000, help="runs with synchronous=FULL")
-    parser.add_argument(
-        "--control-runs", type=int, default=200, help="runs with synchronous=NORMAL"
-    )
+    parser.add_argument("--control-runs", type=int, default=200, help="synchronous=NORMAL runs")
+    parser.add_argument("--mutant-runs", type=int, default=100, help="autocommit mutant runs")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variants", type=int, default=VARIANTS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -555,32 +598,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = parser.parse_args(argv)
     logging.getLogger("oncebox").setLevel(logging.ERROR)  # conflicts are the workload's own
-    started = time.monotonic()
+    print("oncebox power-loss simulation: SQLite through an APSW VFS shim, 512-byte sectors")
+    summaries: dict[str, Summary] = {}
     with tempfile.TemporaryDirectory(prefix="oncebox-powerloss-", dir=args.dir) as tmp:
         workdir = Path(tmp)
         template = make_template(workdir)
         common = (args.seed, args.variants, args.steps, template, workdir, args.jobs)
-        full = campaign("FULL", args.runs, *common)
-        full_seconds = time.monotonic() - started
-        control = campaign("NORMAL", args.control_runs, *common)
-    print("oncebox power-loss simulation: SQLite through an APSW VFS shim, 512-byte sectors")
-    full.print()
-    print(f"wall time (FULL): {full_seconds:.1f} s")
-    control.print()
-    print(f"wall time (total): {time.monotonic() - started:.1f} s")
-    bad = sum(full.anomalies(c)[0] for c in CATEGORIES) + full.dry_anomalies()
-    failed = bool(full.harness_failures or control.harness_failures)
-    lost, _ = control.anomalies("lost")
-    if args.control_runs and lost == 0:
-        print(
-            "NEGATIVE CONTROL FAILED: synchronous=NORMAL lost no acked commit, "
-            "so the harness is broken"
-        )
-        return 2
-    if failed:
+        for mode, runs in (
+            ("FULL", args.runs),
+            ("NORMAL", args.control_runs),
+            ("AUTOCOMMIT", args.mutant_runs),
+        ):
+            if runs:
+                started = time.monotonic()
+                summaries[mode] = campaign(mode, runs, *common)
+                summaries[mode].print()
+                print(f"wall time: {time.monotonic() - started:.1f} s", flush=True)
+    return verdict(summaries)
+
+
+def verdict(summaries: dict[str, Summary]) -> int:
+    """0 only when FULL shows no anomaly and each negative control shows its failure."""
+    if any(s.harness_failures for s in summaries.values()):
         print("HARNESS FAILURE: see above")
         return 3
-    return 1 if bad else 0
+    broken = [
+        f"{MODES[mode][1]} showed no {LABELS[category]}"
+        for mode, category in (("NORMAL", "lost"), ("AUTOCOMMIT", "half"))
+        if mode in summaries and summaries[mode].anomalies(category)[0] == 0
+    ]
+    if broken:
+        print(f"NEGATIVE CONTROL FAILED ({'; '.join(broken)}): the harness is broken")
+        return 2
+    full = summaries.get("FULL")
+    if full and (sum(full.anomalies(c)[0] for c in CATEGORIES) or full.dry_anomalies()):
+        print("ANOMALIES with synchronous=FULL: see above")
+        return 1
+    print("result: synchronous=FULL shows no anomaly; both negative controls detect theirs")
+    return 0
 
 
 if __name__ == "__main__":

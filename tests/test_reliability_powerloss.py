@@ -1,6 +1,7 @@
 """A bounded power-loss campaign (reliability/powerloss.py): with ``synchronous=FULL`` no
-power cut loses an acked decision or half-applies one (I2, I4, I5); with ``NORMAL`` the
-same harness catches acked commits going missing, so it can fail."""
+power cut loses an acked decision or half-applies one (I2, I4, I5). The same harness
+catches ``synchronous=NORMAL`` losing acked commits and a store without transactions
+half-applying them, so its zeros mean something."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ def test_normal_is_caught_losing_acked_commits(template: Path, workdir: Path) ->
     lost, runs = summary.anomalies("lost")
     assert lost > 0 and runs > 0, "the negative control must see acked commits lost"
     assert summary.anomalies("integrity") == (0, 0), "NORMAL loses commits, not consistency"
+
+
+def test_split_transactions_are_caught_half_applied(template: Path, workdir: Path) -> None:
+    summary = powerloss.campaign("AUTOCOMMIT", 20, SEED, 6, 24, template, workdir, jobs=2)
+    assert not summary.harness_failures, details(summary)
+    half, runs = summary.anomalies("half")
+    assert half > 0 and runs > 0, "the mutant without transactions must be seen half-applied"
 
 
 def test_a_cut_keeps_each_sector_old_or_new(tmp_path: Path) -> None:
