@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import oncebox
 from conftest import INBOXES, SESSION, BoxFactory
@@ -70,6 +73,86 @@ def test_a_batch_decides_exactly_as_one_by_one(make_box: BoxFactory, tmp_path: P
     assert batched.triage("ussd") == single.triage("ussd")
     assert batched.stats("ussd")["verdicts"] == single.stats("ussd")["verdicts"]
     single.close()
+
+
+def _listing(n: int, sku: int, price: int) -> bytes:
+    return json.dumps(
+        {
+            "schema_version": 1,
+            "source": "sp-api",
+            "subscription": "sub-1",
+            "notification_id": f"n-{n}",
+            "seller_id": "S1",
+            "sku": f"SKU-{sku}",
+            "marketplace_id": "M1",
+            "notification_type": "listing_changed",
+            "event_time": "2026-01-01T00:00:00Z",
+            "payload": {"price": price},
+        }
+    ).encode()
+
+
+# One step of a random stream: (inbox, id, variant); the same id and variant always
+# give the same content, a different variant a conflict; variant 9 is malformed.
+steps = st.tuples(st.sampled_from(["ussd", "listing"]), st.integers(0, 5), st.integers(0, 2))
+bad_or = st.one_of(steps, st.tuples(st.sampled_from(["ussd", "listing"]), st.just(0), st.just(9)))
+
+
+def _delivery(inbox: str, n: int, variant: int) -> Delivery:
+    if variant == 9:
+        return Delivery(b"{not json" if inbox == "listing" else b"H1|1|bad", key=f"rec{n}")
+    if inbox == "listing":
+        return Delivery(_listing(n, n % 2, variant))
+    return frame(f"rec{n}", make_frame(n + 1, f"Site{n % 2}", "WAT", variant + 1, 50 + variant))
+
+
+def _everything(box: Oncebox) -> object:
+    box.seal()
+    return (
+        [(e.seq, e.step, e.state) for e in box.log_entries()],
+        box.triage("ussd"),
+        [(k.seller_id, k.sku, k.generation) for k in box.work_keys("listing")],
+        [(q.id, q.record_id, q.identity, q.seen_count) for q in box.quarantined("ussd")],
+        [(q.id, q.record_id, q.identity, q.seen_count) for q in box.quarantined("listing")],
+        [(d.id, d.reason) for d in box.dead_letters()],
+        box.stats("ussd")["verdicts"],
+        box.stats("listing")["verdicts"],
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=st.lists(bad_or, max_size=24), cuts=st.lists(st.integers(1, 8), max_size=6))
+def test_batches_of_any_cut_decide_and_write_exactly_as_one_by_one(
+    stream: list[tuple[str, int, int]], cuts: list[int]
+) -> None:
+    """Decisions, record and quarantine ids, log order and every effect are the same
+    whether a stream comes one delivery per call or cut into batches per inbox."""
+    single = oncebox.open("sqlite:///:memory:", inboxes=INBOXES)
+    batched = oncebox.open("sqlite:///:memory:", inboxes=INBOXES)
+    alone = [single.ingest(inbox, _delivery(inbox, n, v)) for inbox, n, v in stream]
+    together: list[oncebox.Decision] = []
+    rest, sizes = list(stream), iter(cuts)
+    while rest:
+        # A batch is a run of deliveries to one inbox, at most the next cut long.
+        size, inbox = next(sizes, 8), rest[0][0]
+        run = [rest[0]]
+        for step in rest[1:size]:
+            if step[0] != inbox:
+                break
+            run.append(step)
+        together += batched.ingest_batch(inbox, [_delivery(*s) for s in run])
+        rest = rest[len(run) :]
+    full = [
+        (d.verdict, d.reason, d.identity, d.record_id, d.revision, d.quarantine_id, d.may_ack)
+        for d in together
+    ]
+    assert full == [
+        (d.verdict, d.reason, d.identity, d.record_id, d.revision, d.quarantine_id, d.may_ack)
+        for d in alone
+    ]
+    assert _everything(batched) == _everything(single)
+    single.close()
+    batched.close()
 
 
 def test_a_batch_is_atomic_when_an_apply_step_fails(make_box: BoxFactory) -> None:

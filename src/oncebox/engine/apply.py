@@ -7,7 +7,7 @@ never leave a record without its effects or effects without their record (I5).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,20 +53,45 @@ def bump_generation(tx: Tx, change: Change) -> None:
         tx.bump_generation(change.inbox_id, _work_key(change.previous))
 
 
-def triage(tx: Tx, change: Change) -> None:
-    """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
+def _ledger_row(change: Change) -> LedgerRow:
     fields = change.fields
-    row = LedgerRow(
+    return LedgerRow(
         change.record_id,
         fields["site"],
         fields["need"],
         int(fields["headcount"]),
         int(fields["pri"]),
     )
+
+
+def triage(tx: Tx, change: Change) -> None:
+    """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
+    row = _ledger_row(change)
     if change.previous is None:
         tx.ledger_insert(change.inbox_id, row)
     else:
         tx.ledger_replace(change.inbox_id, row)
+
+
+def bump_generations(tx: Tx, changes: Sequence[Change]) -> None:
+    """bump_generation for a batch of first revisions, in one round trip."""
+    if changes:
+        tx.bump_generations(changes[0].inbox_id, [_work_key(c.fields) for c in changes])
+
+
+def triage_many(tx: Tx, changes: Sequence[Change]) -> None:
+    """triage for a batch of first revisions: ledger rows at once, totals once per key."""
+    if changes:
+        tx.ledger_insert_many(changes[0].inbox_id, [_ledger_row(c) for c in changes])
+
+
+# Built-in steps that can take a whole batch of first revisions at once. Their effects
+# are sums, so they come out the same as applying the changes one by one.
+BATCHED: dict[ApplyStep, Callable[[Tx, Sequence[Change]], None]] = {
+    no_effect: lambda tx, changes: None,
+    bump_generation: bump_generations,
+    triage: triage_many,
+}
 
 
 BUILT_IN: dict[str, ApplyStep] = {

@@ -31,8 +31,12 @@ def chain_hash(prev: str, step: str, state: str) -> str:
     return hashlib.sha256(f"{prev}|{step}|{state}".encode()).hexdigest()
 
 
+# Built once: json.dumps builds a new encoder on every call that passes options.
+_STATE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def state_text(state: dict[str, Any]) -> str:
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _STATE_ENCODER.encode(state)
 
 
 def leaf_of(entry: LogEntry) -> bytes:

@@ -95,12 +95,13 @@ def validate_event(event: Any) -> dict[str, Any]:
     return fields
 
 
+_KEY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def identity_key(fields: dict[str, Any]) -> str:
     """The identity tuple as one unambiguous string (a canonical JSON array)."""
     # A list of plain strings: the standard encoder writes exactly the canonical form.
-    return json.dumps(
-        [fields[name] for name in IDENTITY_FIELDS], ensure_ascii=False, separators=(",", ":")
-    )
+    return _KEY_ENCODER.encode([fields[name] for name in IDENTITY_FIELDS])
 
 
 class JsonEventCodec:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -60,6 +60,17 @@ class RecordRow:
     @property
     def is_tombstone(self) -> bool:
         return self.evicted_at is not None
+
+
+class NewRecord(NamedTuple):
+    """A record about to be inserted (first revision)."""
+
+    ident: bytes
+    identity: str
+    witness: bytes
+    content: bytes
+    fields: str
+    arrival: Arrival
 
 
 @dataclass(frozen=True)
@@ -243,6 +254,17 @@ class Tx(Protocol):
         """The new record's id, or None when a concurrent writer inserted it first."""
         ...
 
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, RecordRow]:
+        """The stored records among these identities, in one round trip."""
+        ...
+
+    def insert_records(
+        self, inbox_id: int, records: Sequence[NewRecord], now: float
+    ) -> dict[bytes, int]:
+        """Insert many new records in order; identity digest -> new id for each inserted
+        (one a concurrent writer inserted first is missing from the answer)."""
+        ...
+
     def touch_duplicate(self, record_id: int, now: float) -> bool:
         """Count a duplicate; False when the row vanished (retention dropped it meanwhile)."""
         ...
@@ -323,6 +345,10 @@ class Tx(Protocol):
     # -- apply steps -------------------------------------------------------------------
     def bump_generation(self, inbox_id: int, key: tuple[str, str, str]) -> int: ...
 
+    def bump_generations(self, inbox_id: int, keys: Sequence[tuple[str, str, str]]) -> None:
+        """bump_generation once per key, in one round trip."""
+        ...
+
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
 
     # -- the reconciler ------------------------------------------------------------------
@@ -367,6 +393,10 @@ class Tx(Protocol):
     def work_figures(self, inbox_id: int, now: float) -> dict[str, int]: ...
 
     def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None: ...
+
+    def ledger_insert_many(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
+        """ledger_insert for many new records, the totals moved once per site and need."""
+        ...
 
     def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
         """Replace a record's ledger row, moving totals by the difference; return the old."""
@@ -450,6 +480,10 @@ class Tx(Protocol):
 
     def queue_log(self, step: str, state: str, record_id: int | None) -> int:
         """Queue an event for the sealer; writers never touch the log head."""
+        ...
+
+    def queue_logs(self, events: Sequence[tuple[str, str, int | None]]) -> None:
+        """Queue many (step, state, record id) events, in order."""
         ...
 
     def pending_log(self, limit: int) -> list[PendingEvent]: ...

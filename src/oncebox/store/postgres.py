@@ -95,9 +95,24 @@ class PostgresTx(SqlTx):
             with self._conn.cursor() as cur:
                 cur.executemany(Q[name], rows)
 
+    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if not rows:
+            return []
+        found: list[Any] = []
+        with self._conn.cursor() as cur:
+            cur.executemany(Q[name], rows, returning=True)
+            while True:
+                found += cur.fetchall()
+                if not cur.nextset():
+                    return found
+
     def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None:
         self._lock_totals(inbox_id)
         super().ledger_insert(inbox_id, row)
+
+    def ledger_insert_many(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
+        self._lock_totals(inbox_id)
+        super().ledger_insert_many(inbox_id, rows)
 
     def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
         self._lock_totals(inbox_id)

@@ -98,7 +98,14 @@ class SQLiteTx(SqlTx):
 
     def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            self._conn.executemany(Q[name], rows)
+            # A statement that returns rows runs only as far as its rows are read.
+            for _ in self._conn.executemany(Q[name], rows):
+                pass
+
+    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if not rows:
+            return []
+        return [tuple(row) for row in self._conn.executemany(Q[name], rows)]
 
     def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
         """BEGIN IMMEDIATE already serializes writers: nothing more to lock."""

@@ -8,6 +8,7 @@ locking, the user's own SQL) stays in the backend's module.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from oncebox.store.base import (
     LeaseRow,
     LedgerRow,
     LogEntry,
+    NewRecord,
     PendingEvent,
     QuarantineRow,
     RecordRow,
@@ -58,10 +60,22 @@ class SqlTx(ABC):
     def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run a named statement once per row of parameters."""
 
+    @abstractmethod
+    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run a named statement once per row of parameters; every row it returned."""
+
     # -- records -------------------------------------------------------------------
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None:
         row = self._one("find_record", (inbox_id, ident))
         return RecordRow(*row) if row else None
+
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, RecordRow]:
+        if not idents:
+            return {}
+        wanted = json.dumps([ident.hex() for ident in idents])
+        return {
+            bytes(row[2]): RecordRow(*row) for row in self._all("find_records", (inbox_id, wanted))
+        }
 
     def get_record(self, record_id: int) -> RecordRow | None:
         row = self._one("get_record", (record_id,))
@@ -95,6 +109,28 @@ class SqlTx(ABC):
             ),
         )
         return int(row[0]) if row else None
+
+    def insert_records(
+        self, inbox_id: int, records: Sequence[NewRecord], now: float
+    ) -> dict[bytes, int]:
+        rows = [
+            (
+                inbox_id,
+                r.ident,
+                r.identity,
+                r.witness,
+                r.content,
+                r.fields,
+                now,
+                now,
+                r.arrival.device_time,
+                r.arrival.snapshot_id,
+                r.arrival.delivery_id,
+            )
+            for r in records
+        ]
+        inserted = self._many_rows("insert_records", rows)
+        return {bytes(ident): int(record_id) for record_id, ident in inserted}
 
     def touch_duplicate(self, record_id: int, now: float) -> bool:
         return self._run("touch_duplicate", (now, record_id)) > 0
@@ -254,6 +290,9 @@ class SqlTx(ABC):
     def bump_generation(self, inbox_id: int, key: tuple[str, str, str]) -> int:
         return int(self._one("bump_generation", (inbox_id, *key))[0])
 
+    def bump_generations(self, inbox_id: int, keys: Sequence[tuple[str, str, str]]) -> None:
+        self._many("bump_generation", [(inbox_id, *key) for key in keys])
+
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]:
         return [WorkKeyRow(*row) for row in self._all("work_keys", (inbox_id,))]
 
@@ -262,6 +301,22 @@ class SqlTx(ABC):
             "ledger_insert", (row.record_id, inbox_id, row.site, row.need, row.headcount, row.pri)
         )
         self._run("totals_add", (inbox_id, row.site, row.need, row.headcount, 1))
+
+    def ledger_insert_many(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
+        self._many(
+            "ledger_insert",
+            [(r.record_id, inbox_id, r.site, r.need, r.headcount, r.pri) for r in rows],
+        )
+        totals: dict[tuple[str, str], list[int]] = {}
+        for r in rows:
+            moved = totals.setdefault((r.site, r.need), [0, 0])
+            moved[0] += r.headcount
+            moved[1] += 1
+        # Sorted: concurrent batches lock the totals rows in one order.
+        self._many(
+            "totals_add",
+            [(inbox_id, site, need, h, n) for (site, need), (h, n) in sorted(totals.items())],
+        )
 
     def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
         found = self._one("ledger_get", (row.record_id,))
@@ -457,6 +512,9 @@ class SqlTx(ABC):
 
     def queue_log(self, step: str, state: str, record_id: int | None) -> int:
         return int(self._one("queue_log", (step, state, record_id))[0])
+
+    def queue_logs(self, events: Sequence[tuple[str, str, int | None]]) -> None:
+        self._many("queue_logs", events)
 
     def pending_log(self, limit: int) -> list[PendingEvent]:
         return [PendingEvent(*row) for row in self._all("pending_log", (limit,))]

@@ -18,6 +18,15 @@ SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_
        log_seq, revised_at
 FROM records WHERE inbox_id = %s AND ident = %s;
 
+-- name: find_records
+-- A batch's identities in one statement: a JSON array of hex digests.
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq, revised_at
+FROM records
+WHERE inbox_id = %s
+  AND ident = ANY (ARRAY(SELECT decode(value, 'hex') FROM json_array_elements_text(%s::json)));
+
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
@@ -32,6 +41,14 @@ INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
 RETURNING id;
+
+-- name: insert_records
+-- insert_record for a batch (pipelined, once per row); returns the identity with each id.
+INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
+RETURNING id, ident;
 
 -- name: touch_duplicate
 UPDATE records SET seen_count = seen_count + 1, last_seen = %s WHERE id = %s;
@@ -362,6 +379,9 @@ SELECT value FROM meta WHERE key = %s;
 
 -- name: queue_log
 INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s) RETURNING id;
+
+-- name: queue_logs
+INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s);
 
 -- name: pending_log
 -- Only the sealer reads the queue, under the sealer row's lock; SKIP LOCKED is not

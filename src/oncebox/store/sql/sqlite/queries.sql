@@ -6,6 +6,13 @@ SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_
        log_seq, revised_at
 FROM records WHERE inbox_id = ? AND ident = ?;
 
+-- name: find_records
+-- A batch's identities in one statement: a JSON array of hex digests.
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       log_seq, revised_at
+FROM records WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each(?));
+
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
@@ -20,6 +27,14 @@ INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING
 RETURNING id;
+
+-- name: insert_records
+-- insert_record for a batch (run once per row); returns the identity with each new id.
+INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, ident) DO NOTHING
+RETURNING id, ident;
 
 -- name: touch_duplicate
 UPDATE records SET seen_count = seen_count + 1, last_seen = ? WHERE id = ?;
@@ -331,6 +346,9 @@ SELECT value FROM meta WHERE key = ?;
 
 -- name: queue_log
 INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?) RETURNING id;
+
+-- name: queue_logs
+INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?);
 
 -- name: pending_log
 SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT ?;
