@@ -29,8 +29,8 @@ cuts also land in checkpoints and WAL restarts; the store's own settings (WAL,
 inline (the default), half defer sealing to explicit seal steps.
 
 Not modelled: directory fsync (file creation and deletion are durable at once), bit
-flips and other damage inside a sector, disks that lie about flushes, and sectors
-larger than 512 bytes being torn inside (a 512-byte sector is taken as atomic).
+flips and other damage inside a sector, tearing inside a 512-byte sector (each one is
+written whole or not at all), and disks that lie about flushes.
 """
 
 from __future__ import annotations
