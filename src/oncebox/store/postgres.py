@@ -36,6 +36,8 @@ from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
 Q = load_queries("postgres")
+# Statements that take a whole batch as column arrays (see queries.sql).
+COLUMNAR = frozenset(name for name, sql in Q.items() if "-- columnar" in sql)
 RETRIES = 20
 IDENTITY_LOCKS = 1024
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
@@ -91,18 +93,22 @@ class PostgresTx(SqlTx):
         return self._conn.execute(Q[name], params).rowcount
 
     def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            with self._conn.cursor() as cur:
-                cur.executemany(Q[name], rows)
+        self._many_rows(name, rows)
 
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
             return []
+        if name in COLUMNAR:
+            # One statement for the batch: one array per column.
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            cur = self._conn.execute(Q[name], columns)
+            return cur.fetchall() if cur.description else []
         found: list[Any] = []
         with self._conn.cursor() as cur:
             cur.executemany(Q[name], rows, returning=True)
             while True:
-                found += cur.fetchall()
+                if cur.description:
+                    found += cur.fetchall()
                 if not cur.nextset():
                     return found
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -291,7 +292,9 @@ class SqlTx(ABC):
         return int(self._one("bump_generation", (inbox_id, *key))[0])
 
     def bump_generations(self, inbox_id: int, keys: Sequence[tuple[str, str, str]]) -> None:
-        self._many("bump_generation", [(inbox_id, *key) for key in keys])
+        # Summed per key and sorted: one row per key, locked in one order by every batch.
+        bumps = Counter(keys)
+        self._many("bump_generations", [(inbox_id, *key, n) for key, n in sorted(bumps.items())])
 
     def work_keys(self, inbox_id: int) -> list[WorkKeyRow]:
         return [WorkKeyRow(*row) for row in self._all("work_keys", (inbox_id,))]
@@ -304,7 +307,7 @@ class SqlTx(ABC):
 
     def ledger_insert_many(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
         self._many(
-            "ledger_insert",
+            "ledger_inserts",
             [(r.record_id, inbox_id, r.site, r.need, r.headcount, r.pri) for r in rows],
         )
         totals: dict[tuple[str, str], list[int]] = {}

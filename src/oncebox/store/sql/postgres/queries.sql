@@ -1,5 +1,8 @@
 -- Every statement the PostgreSQL store runs, by name. Loaded once by oncebox.store.sqlfile.
--- Positional %s parameters unless a block says otherwise.
+-- Positional %s parameters unless a block says otherwise. A block marked "-- columnar"
+-- runs once for a whole batch: the store passes one array per column (the same rows the
+-- SQLite store runs the statement for one by one), so a batch costs one statement; the
+-- arrays travel in binary (%b), which spares escaping every element as text.
 
 -- name: now
 SELECT extract(epoch FROM clock_timestamp())::double precision;
@@ -43,10 +46,16 @@ ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
 RETURNING id;
 
 -- name: insert_records
--- insert_record for a batch (pipelined, once per row); returns the identity with each id.
+-- columnar; ids are drawn in the rows' order, so they follow delivery order.
 INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+SELECT inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
+       device_time, snapshot_id, delivery_id
+FROM unnest(%b::bigint[], %b::bytea[], %b::text[], %b::bytea[], %b::bytea[], %b::text[],
+            %b::float8[], %b::float8[], %b::text[], %b::text[], %b::text[])
+     WITH ORDINALITY AS r(inbox_id, ident, identity, witness, content, fields, first_seen,
+                          last_seen, device_time, snapshot_id, delivery_id, ord)
+ORDER BY ord
 ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
 RETURNING id, ident;
 
@@ -124,6 +133,18 @@ SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, dev
        snapshot_id, delivery_id
 FROM dead_letters WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
 ORDER BY id LIMIT %(limit)s;
+
+-- name: bump_generations
+-- columnar; one row per key (the store sums a batch's bumps), in key order.
+INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[])
+ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
+DO UPDATE SET generation = work_keys.generation + excluded.generation;
+
+-- name: ledger_inserts
+-- columnar
+INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
+SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::int[]);
 
 -- name: count_verdict
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (%s, %s, %s, %s, %s)
@@ -345,7 +366,9 @@ UPDATE leases SET released_at = %s WHERE inbox_id = %s AND scope = %s AND token 
 SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
 
 -- name: append_log
-INSERT INTO log (seq, step, state, hash) VALUES (%s, %s, %s, %s);
+-- columnar
+INSERT INTO log (seq, step, state, hash)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[]);
 
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= %s AND seq < %s ORDER BY seq;
@@ -357,7 +380,9 @@ SELECT seq, step, state, hash FROM log WHERE seq = %s;
 SELECT hash FROM merkle_nodes WHERE level = %s AND idx = %s;
 
 -- name: put_merkle_node
-INSERT INTO merkle_nodes (level, idx, hash) VALUES (%s, %s, %s);
+-- columnar
+INSERT INTO merkle_nodes (level, idx, hash)
+SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[]);
 
 -- name: unsealed_records
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
@@ -369,7 +394,10 @@ WHERE log_seq IS NULL
 ORDER BY id LIMIT %s;
 
 -- name: mark_sealed
-UPDATE records SET log_seq = %s WHERE id = %s AND log_seq IS NULL;
+-- columnar
+UPDATE records SET log_seq = s.seq
+FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
+WHERE records.id = s.id AND records.log_seq IS NULL;
 
 -- name: record_seals
 SELECT id, log_seq FROM records ORDER BY id;
@@ -381,7 +409,11 @@ SELECT value FROM meta WHERE key = %s;
 INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s) RETURNING id;
 
 -- name: queue_logs
-INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s);
+-- columnar; queue order is seal order, so the rows keep theirs.
+INSERT INTO log_pending (step, state, record_id)
+SELECT step, state, record_id
+FROM unnest(%b::text[], %b::text[], %b::bigint[]) WITH ORDINALITY AS e(step, state, record_id, ord)
+ORDER BY ord;
 
 -- name: pending_log
 -- Only the sealer reads the queue, under the sealer row's lock; SKIP LOCKED is not
@@ -389,7 +421,8 @@ INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s);
 SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT %s;
 
 -- name: drop_pending
-DELETE FROM log_pending WHERE id = %s;
+-- columnar
+DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
 
 -- name: lock_sealer
 SELECT token, holder, expires_at FROM sealer WHERE id = 1 FOR UPDATE;

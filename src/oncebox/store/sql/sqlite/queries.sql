@@ -108,6 +108,17 @@ SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, dev
        snapshot_id, delivery_id
 FROM dead_letters WHERE (:inbox IS NULL OR inbox_id = :inbox) ORDER BY id LIMIT :limit;
 
+-- name: bump_generations
+-- One row per key (the store sums a batch's bumps), in key order.
+INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
+DO UPDATE SET generation = generation + excluded.generation;
+
+-- name: ledger_inserts
+INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
+VALUES (?, ?, ?, ?, ?, ?);
+
 -- name: count_verdict
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE SET n = n + excluded.n;
