@@ -159,6 +159,7 @@ class Report:
     resolved_as: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     errors_resolved: int = 0
+    setup_errors: Counter[str] = field(default_factory=Counter)  # before anything was sent
     fenced_redelivered: int = 0
     leases_taken: int = 0
     lease_deliveries: int = 0
@@ -260,6 +261,8 @@ def check(
                         sent_pairs.add(pair)
                         if sent["kind"].startswith("probe"):
                             probe_idents.add(pair[:2])
+            elif line["t"] == "setup_error":
+                report.setup_errors[line["error"]] += 1
             elif line["t"] == "outcome":
                 answered.add(line["a"])
                 attempt = attempts[line["a"]]
@@ -375,21 +378,21 @@ def check(
         if item.identity is None or item.kind.startswith("probe"):
             continue
         report.conflict_deliveries += item.kind == "conflict"
-        key = (item.inbox, _ident(item.identity))
-        maybe[key].add(str(item.witness))
+        at = (item.inbox, _ident(item.identity))
+        maybe[at].add(str(item.witness))
         if any(d is not None and d["verdict"] != "rejected" for _, d in item.outcomes):
-            reached[key].add(str(item.witness))
+            reached[at].add(str(item.witness))
     expected: set[tuple[str, bytes, str]] = set()
-    for key, witnesses in reached.items():
-        stored = by_ident.get(key, [])
+    for at, witnesses in reached.items():
+        stored = by_ident.get(at, [])
         winner = stored[0].witness if stored else None
-        expected |= {(*key, w) for w in witnesses if w != winner}
+        expected |= {(at[0], at[1], w) for w in witnesses if w != winner}
     report.conflicts_injected = len(expected)
     report.conflicts_quarantined = sum(quarantined.values())
     report.conflicts_missing = len(expected - set(quarantined))
     # Extra: a second row for one newcomer, or a row for content no decided delivery
     # explains (rows for content never sent at all are already counted as unexpected).
-    explained = expected | {(*key, w) for key, ws in maybe.items() for w in ws - reached[key]}
+    explained = expected | {(at[0], at[1], w) for at, ws in maybe.items() for w in ws - reached[at]}
     report.conflicts_extra = sum(n - 1 for n in quarantined.values()) + sum(
         1 for q in quarantined if q not in explained and q in sent_pairs
     )
@@ -537,6 +540,7 @@ def lines_of(report: Report, extra: Iterable[tuple[str, Any]] = ()) -> list[tupl
         ("attempts failed with an error", sum(r.errors.values())),
         ("  by class", dict(sorted(r.errors.items()))),
         ("  resolved by redelivery", r.errors_resolved),
+        ("errors before sending (open, lease, clock read)", dict(sorted(r.setup_errors.items()))),
         ("fenced deliveries redelivered under a new lease", r.fenced_redelivered),
         ("leases taken", r.leases_taken),
         (

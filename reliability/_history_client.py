@@ -325,44 +325,46 @@ class Client:
         import oncebox
         from oncebox import Delivery
 
-        a = self.next_attempt
-        self.next_attempt += 1
-        for item in group:
-            self.tries[item.k] = self.tries.get(item.k, 0) + 1
-        resend = any(item.k in self.cut_off for item in group)
-        self.cut_off.difference_update(item.k for item in group)
-        try:
+        item = group[0]
+        try:  # before anything is sent: opening the store, taking a lease, reading t0
             box = self.open()
-            item = group[0]
             facts: dict[str, Any] = {"device_time": f"{time.time():.3f}"}
             lease: dict[str, Any] | None = None
             if item.inbox == "feed":
                 lease = self.feed_lease(item)
                 facts |= {"snapshot_id": lease["scope"], "lease_token": lease["use_token"]}
             t0 = box.store.now() if lease else None
-            self.history.write(
-                t="attempt", a=a, items=[i.sent() for i in group], resend=resend,
-                lease=lease, t0=t0, device_time=facts["device_time"],
-            )  # fmt: skip
+        except Exception as exc:
+            self.history.write(t="setup_error", error=type(exc).__name__, message=str(exc)[:300])
+            self.trouble(exc)
+            return False
+        a = self.next_attempt
+        self.next_attempt += 1
+        for sent in group:
+            self.tries[sent.k] = self.tries.get(sent.k, 0) + 1
+        resend = any(sent.k in self.cut_off for sent in group)
+        self.cut_off.difference_update(sent.k for sent in group)
+        self.history.write(
+            t="attempt", a=a, items=[i.sent() for i in group], resend=resend,
+            lease=lease, t0=t0, device_time=facts["device_time"],
+        )  # fmt: skip
+        try:
             if len(group) == 1:
                 decisions = [box.ingest(item.inbox, Delivery(item.body, key=item.key, **facts))]
             else:
                 decisions = box.ingest_batch(
                     item.inbox, [Delivery(i.body, key=i.key, **facts) for i in group]
                 )
-            t1 = None
-            if lease:
-                with contextlib.suppress(oncebox.StorageError):
-                    t1 = box.store.now()
         except Exception as exc:
             self.history.write(
                 t="outcome", a=a, kind="error", error=type(exc).__name__, message=str(exc)[:300]
             )
-            if not isinstance(exc, oncebox.StorageError):
-                self.surprises += 1
-                self.close()  # something unforeseen: start from a fresh connection
-            time.sleep(random.uniform(0.05, 0.3))
+            self.trouble(exc)
             return False
+        t1 = None
+        if lease:
+            with contextlib.suppress(oncebox.StorageError):
+                t1 = box.store.now()
         self.history.write(
             t="outcome", a=a, kind="decision", decisions=[_decision(d) for d in decisions], t1=t1
         )
@@ -370,6 +372,15 @@ class Client:
             self.lease = None  # fenced out: take a fresh lease and deliver again
             return False
         return all(d.may_ack for d in decisions) or item.probe
+
+    def trouble(self, exc: Exception) -> None:
+        """After an error: a fresh connection if it was not the store's, and a pause."""
+        import oncebox
+
+        if not isinstance(exc, oncebox.StorageError):
+            self.surprises += 1
+            self.close()
+        time.sleep(random.uniform(0.05, 0.3))
 
     def feed_lease(self, item: Item) -> dict[str, Any]:
         """The lease this feed delivery is sent under: the client's own, or a probe's."""
@@ -477,7 +488,7 @@ def worker(args: argparse.Namespace) -> None:
         )
         try:
             with box.store.reading() as tx:
-                row = tx.work_key(inbox_id, tuple(ticket.key))
+                row = tx.work_key(inbox_id, ticket.key)
                 seen = row.generation if row else -1
             time.sleep(READ_SECONDS)  # a trusted reader's round trip
             document = {"read_at_generation": seen, "worker": args.name, "token": ticket.token}
@@ -516,7 +527,7 @@ def main(argv: list[str]) -> None:
         # This host's clock is wrong: device times (and anything else reading time.time)
         # are off by the skew. Only the database clock may decide leases.
         real = time.time
-        time.time = lambda: real() + args.skew  # type: ignore[assignment]
+        time.time = lambda: real() + args.skew
     if args.role == "client":
         Client(args).run()
     else:
