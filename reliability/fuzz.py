@@ -542,23 +542,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.skip_service:
             with service(workdir) as (url, secret, process):
                 print(f"service: oncebox serve --demo on {url} (SQLite file, demo token)")
-                result = run_schemathesis(url, secret, args.examples, args.seed, workdir)
+                checked = run_schemathesis(url, secret, args.examples, args.seed, workdir)
                 print(
-                    f"  {result.command}\n  {result.generated:,} test cases, "
-                    f"{result.requests:,} requests in {result.seconds:.0f} s; statuses: "
-                    + ", ".join(f"{k} {v:,}" for k, v in sorted(result.statuses.items()))
+                    f"  {checked.command}\n  {checked.generated:,} test cases, "
+                    f"{checked.requests:,} requests in {checked.seconds:.0f} s; statuses: "
+                    + ", ".join(f"{k} {v:,}" for k, v in sorted(checked.statuses.items()))
                 )
-                print(f"  server errors (5xx): {result.server_errors}")
-                for failure in result.failures:
+                print(f"  server errors (5xx): {checked.server_errors}")
+                for failure in checked.failures:
                     why = EXPECTED.get(failure.get("code", ""), "UNEXPECTED")
                     print(
                         f"  check failure {failure.get('code')} {failure.get('title')} x"
                         f"{failure.get('count')} on {', '.join(failure.get('operations', []))}:"
                         f" {why}"
                     )
-                print(f"  errors: {len(result.errors)}; unexpected check failures: "
-                      f"{len(result.unexpected())}")  # fmt: skip
-                if result.server_errors or result.unexpected() or result.errors:
+                print(f"  errors: {len(checked.errors)}; unexpected check failures: "
+                      f"{len(checked.unexpected())}")  # fmt: skip
+                if checked.server_errors or checked.unexpected() or checked.errors:
                     failed.append("schemathesis found server errors or unexpected failures")
                 found = probes(url, secret)
                 passed = sum(probe.ok for probe in found)

@@ -47,6 +47,7 @@ from typing import Any
 import oncebox
 from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.engine import leases
+from oncebox.store.base import LeaseRow
 
 INBOXES = ("feed", "feed2")  # two fenced inboxes: scopes of one never fence the other
 STALE = "stale_token"
@@ -363,9 +364,9 @@ def simulate(params: Params, url: str = "sqlite:///:memory:") -> Run:
     specs = [InboxSpec(name, codec="feed") for name in INBOXES]
     holders = []
     for i in range(params.holders):
-        kind = rnd.random()
+        draw = rnd.random()
         # Both ways, and well past the TTL: a device clock is recorded, never trusted.
-        skew = 0.0 if kind < 0.3 else rnd.uniform(-2 * ttl, 2 * ttl)
+        skew = 0.0 if draw < 0.3 else rnd.uniform(-2 * ttl, 2 * ttl)
         holders.append(Holder(i, skew))
     history: list[Event] = []
     seq = 0
@@ -563,20 +564,22 @@ def _stored_identities(box: oncebox.Oncebox, inbox: str, bodies: set[str]) -> se
 
 
 # -- negative controls ------------------------------------------------------------------------
-def _fence_ignoring_supersession(lease: Any, token: int | None, now: float) -> str | None:
+def _fence_ignoring_supersession(
+    lease: LeaseRow | None, token: int | None, now: float
+) -> str | None:
     """Broken on purpose: any token passes while the scope's current lease runs."""
     if lease is None or lease.released_at is not None or token is None:
         return STALE
     return EXPIRED if now > lease.expires_at else None
 
 
-def _fence_ignoring_expiry(lease: Any, token: int | None, now: float) -> str | None:
+def _fence_ignoring_expiry(lease: LeaseRow | None, token: int | None, now: float) -> str | None:
     """Broken on purpose: the current token passes whatever the server clock says."""
     return _original_fence(lease, token, float("-inf"))
 
 
 _original_fence = leases.fence
-BROKEN_FENCES: dict[str, Callable[[Any, int | None, float], str | None]] = {
+BROKEN_FENCES: dict[str, Callable[[LeaseRow | None, int | None, float], str | None]] = {
     "ignores supersession": _fence_ignoring_supersession,
     "ignores expiry": _fence_ignoring_expiry,
 }
@@ -586,7 +589,7 @@ BROKEN_FENCES: dict[str, Callable[[Any, int | None, float], str | None]] = {
 def broken_fence(name: str) -> Iterator[None]:
     """Swap the engine's fence for a broken one in this process (the engine looks it up
     as ``leases.fence`` on every delivery), and put the real one back afterwards."""
-    leases.fence = BROKEN_FENCES[name]
+    leases.fence = BROKEN_FENCES[name]  # type: ignore[assignment]
     try:
         yield
     finally:
