@@ -141,6 +141,7 @@ class Report:
     undecided: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)
     kinds: Counter[str] = field(default_factory=Counter)
+    acked: int = 0  # acknowledged decisions the lost check examined
     lost: int = 0
     lost_examples: list[str] = field(default_factory=list)
     misdecided: int = 0
@@ -336,6 +337,7 @@ def check(
             report.misdecided += _misdecided(item, d)
             if not d["may_ack"]:
                 continue
+            report.acked += 1
             if d["verdict"] in ("accepted", "duplicate"):
                 stored = by_ident.get((item.inbox, ident or b""), [])
                 missing |= not any(rec.witness == item.witness for rec in stored)
@@ -520,6 +522,7 @@ def lines_of(report: Report, extra: Iterable[tuple[str, Any]] = ()) -> list[tupl
         ("deliveries never decided", r.undecided),
         *extra,
         ("records in the store", dict(sorted(r.records.items()))),
+        ("acked decisions checked against the store", r.acked),
         ("LOST (acked, not stored)", r.lost),
         ("DUPLICATED (applied more than once)", r.duplicated),
         ("  checks", dict(r.duplicated_by)),
@@ -527,7 +530,7 @@ def lines_of(report: Report, extra: Iterable[tuple[str, Any]] = ()) -> list[tupl
         ("  by table", dict(r.unexpected_by)),
         ("decisions not matching what was sent", r.misdecided),
         ("conflict deliveries sent", r.conflict_deliveries),
-        ("conflict decisions", r.conflict_decisions),
+        ("conflict verdicts (redeliveries included)", r.conflict_decisions),
         ("conflicts injected (distinct newcomers)", r.conflicts_injected),
         ("conflicts quarantined (rows)", r.conflicts_quarantined),
         (

@@ -122,7 +122,11 @@ class Result:
         ]  # fmt: skip
         lines = lines_of(self.report, fault_lines)
         lines[-1] = ("ANOMALIES", self.anomalies)
-        return [*lines, ("wall time", f"{self.seconds:.1f} s")]
+        rate = self.report.attempts / self.seconds if self.seconds else 0.0
+        return [
+            *lines,
+            ("wall time", f"{self.seconds:.1f} s ({rate:.0f} delivery attempts per second)"),
+        ]
 
 
 class Harness:
@@ -141,6 +145,7 @@ class Harness:
         self.done: set[int] = set()
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.stop = threading.Event()
+        self.paused: dict[str, threading.Timer] = {}
         self.stderr: list[IO[bytes]] = []
         self.skews = {c: self._skew(c) for c in range(cfg.clients)}
         self.faults.skews = [self.skews[c] for c in range(cfg.clients)]
@@ -210,7 +215,12 @@ class Harness:
         self.faults.server_down_seconds.append(time.monotonic() - began)
 
     def pause_worker(self) -> None:
-        name = self.rng.choice(sorted(self.workers))
+        """SIGSTOP a worker (holding a claim, if it takes one soon) for longer than the
+        claim's TTL; a timer sends SIGCONT, so other faults go on meanwhile."""
+        running = [n for n in sorted(self.workers) if n not in self.paused]
+        if not running:
+            return
+        name = self.rng.choice(running)
         proc = self.workers[name]
         if proc.poll() is not None:
             return
@@ -223,12 +233,18 @@ class Harness:
                 break
             time.sleep(0.01)
         proc.send_signal(signal.SIGSTOP)
-        try:
-            time.sleep(CLAIM_TTL + self.rng.uniform(0.5, 1.5))
-        finally:
-            proc.send_signal(signal.SIGCONT)
+        timer = threading.Timer(CLAIM_TTL + self.rng.uniform(0.5, 1.5), self.resume, (name,))
+        self.paused[name] = timer
+        timer.start()
         self.faults.pauses += 1
         self.faults.pauses_holding_claim += holding
+
+    def resume(self, name: str) -> None:
+        timer = self.paused.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+        with contextlib.suppress(OSError):
+            self.workers[name].send_signal(signal.SIGCONT)
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> None:
@@ -264,6 +280,8 @@ class Harness:
         finally:
             self.stop.set()
             nemesis.join()
+            for name in list(self.paused):
+                self.resume(name)
             if not self.cluster.is_running():
                 self.cluster.start_again()
         self.drain()
