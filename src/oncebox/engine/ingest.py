@@ -171,10 +171,17 @@ def _queue_now(tx: Tx) -> Queue:
 
 
 def _against(
-    tx: Tx, inbox: ActiveInbox, item: Prepared, existing: RecordRow, now: float, queue: Queue
+    tx: Tx,
+    inbox: ActiveInbox,
+    item: Prepared,
+    existing: RecordRow,
+    now: float,
+    queue: Queue,
+    repeats: Counter[int] | None = None,
 ) -> Decision | None:
     """Decide a delivery whose identity is stored: duplicate, late replay or conflict.
-    None when the row vanished meanwhile (decide it again)."""
+    None when the row vanished meanwhile (decide it again). With ``repeats``, a plain
+    duplicate is counted there for the caller to write with its batch."""
     assert item.decoded is not None and item.identity is not None
     identity, decoded, delivery = item.identity, item.decoded, item.delivery
     ident = identity.digest_bytes
@@ -199,7 +206,9 @@ def _against(
                 log_position=existing.log_seq,
                 **facts,
             )
-        if not tx.touch_duplicate(existing.id, now):
+        if repeats is not None:
+            repeats[existing.id] += 1
+        elif not tx.touch_duplicate(existing.id, now):
             return None
         return Decision(
             inbox.name,
@@ -353,6 +362,7 @@ def _decide_batch(
             known.update(tx.find_records(inbox.row.id, lost))
 
     batched = BATCHED.get(inbox.apply)
+    repeats: Counter[int] = Counter()
     changes: list[Change] = []
     events: list[tuple[str, str, int | None]] = []
 
@@ -375,7 +385,7 @@ def _decide_batch(
             decisions.append(decision)
             continue
         stored = known.get(ident)
-        verdict = _against(tx, inbox, item, stored, now, queue) if stored else None
+        verdict = _against(tx, inbox, item, stored, now, queue, repeats) if stored else None
         # Gone meanwhile (retention) or lost to a writer we cannot see: one by one.
         decisions.append(verdict or decide(tx, inbox, item, now, index))
     if batched is not None and changes:
@@ -386,6 +396,11 @@ def _decide_batch(
                 f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
                 index=firsts[next(iter(firsts))],
             ) from exc
+    if repeats and len(tx.touch_duplicates(repeats, now)) != len(repeats):
+        # A stored row vanished between the read and the count: retention dropped a
+        # record whose window had passed. Nothing of this batch is kept; a retry
+        # decides it against what is there now.
+        raise StorageUnavailable("a record changed under this batch; retry")
     tx.queue_logs(events)
     if changes or inserted:
         crashpoints.reach(crashpoints.AFTER_INSERT)

@@ -269,6 +269,10 @@ class Tx(Protocol):
         """Count a duplicate; False when the row vanished (retention dropped it meanwhile)."""
         ...
 
+    def touch_duplicates(self, repeats: dict[int, int], now: float) -> set[int]:
+        """Count many duplicates (record id -> how many); the ids whose rows were there."""
+        ...
+
     def touch_late_replay(self, record_id: int, now: float, lateness: float) -> bool: ...
 
     def revise_record(

@@ -136,6 +136,10 @@ class SqlTx(ABC):
     def touch_duplicate(self, record_id: int, now: float) -> bool:
         return self._run("touch_duplicate", (now, record_id)) > 0
 
+    def touch_duplicates(self, repeats: dict[int, int], now: float) -> set[int]:
+        rows = [(record_id, n, now) for record_id, n in sorted(repeats.items())]
+        return {int(row[0]) for row in self._many_rows("touch_duplicates", rows)}
+
     def touch_late_replay(self, record_id: int, now: float, lateness: float) -> bool:
         return self._run("touch_late_replay", (now, lateness, record_id)) > 0
 

@@ -62,6 +62,13 @@ RETURNING id, ident;
 -- name: touch_duplicate
 UPDATE records SET seen_count = seen_count + 1, last_seen = %s WHERE id = %s;
 
+-- name: touch_duplicates
+-- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
+UPDATE records SET seen_count = seen_count + t.n, last_seen = t.now
+FROM unnest(%b::bigint[], %b::bigint[], %b::float8[]) AS t(id, n, now)
+WHERE records.id = t.id
+RETURNING records.id;
+
 -- name: touch_late_replay
 UPDATE records
 SET late_replays = late_replays + 1, last_seen = %s, max_lateness = greatest(max_lateness, %s)

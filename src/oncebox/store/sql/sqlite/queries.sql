@@ -39,6 +39,10 @@ RETURNING id, ident;
 -- name: touch_duplicate
 UPDATE records SET seen_count = seen_count + 1, last_seen = ? WHERE id = ?;
 
+-- name: touch_duplicates
+-- Run once per (record id, repeats, now).
+UPDATE records SET seen_count = seen_count + ?2, last_seen = ?3 WHERE id = ?1 RETURNING id;
+
 -- name: touch_late_replay
 UPDATE records
 SET late_replays = late_replays + 1, last_seen = ?, max_lateness = max(max_lateness, ?)
