@@ -18,7 +18,7 @@ from oncebox.formats.strictjson import JsonNumber, loads
 # A NUL can reach the encoder's output only escaped, so a marked number never collides
 # with a string from the text as long as the text holds no NUL escape itself.
 _MARK = "\x00"
-_MARKED_NUMBER = re.compile(r'"\\u0000([-+.0-9eE]+)"')
+_MARKED_OPEN = '"\\u0000'  # how the encoder writes a marked number's opening
 _NUL_ESCAPE = "\\u0000"
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
@@ -101,5 +101,6 @@ def canonical_json(text: str) -> bytes:
         or (not text.isascii() and _ASTRAL.search(text))
     ):
         return canonical(loads(text))
-    encoded = _ENCODER.encode(_DECODER.decode(text))
-    return _MARKED_NUMBER.sub(r"\1", encoded).encode("utf-8")
+    head, *numbers = _ENCODER.encode(_DECODER.decode(text)).split(_MARKED_OPEN)
+    # Each piece after a marker starts with the number's spelling and its closing quote.
+    return "".join([head, *(piece.replace('"', "", 1) for piece in numbers)]).encode("utf-8")
