@@ -52,6 +52,23 @@ def test_refresh_applies_and_cleans_the_key(box: Oncebox) -> None:
     assert recon.refresh_once() is Outcome.IDLE
 
 
+def test_a_document_with_an_integer_too_long_for_python_still_shows(box: Oncebox) -> None:
+    import json
+
+    from oncebox.surfaces.views import work_key_json
+
+    huge = "9" * 5001  # beyond Python's 4,300-digit int conversion limit
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    ticket = recon.begin_refresh(PRIMARY)
+    assert ticket is not None
+    text = '{"n":' + huge + ',"small":7}'
+    assert recon.complete(ticket, ReadResult(PRIMARY, text)) is Completion.APPLIED
+    shown = work_key_json(row(box))
+    assert shown["document"] == {"n": huge, "small": 7}
+    json.dumps(shown)  # and the view can be sent
+
+
 def test_a_duplicate_after_clean_work_does_not_dirty_it(box: Oncebox) -> None:
     box.ingest("listing", event_body("n-1"))
     worker(box, reading()).refresh_once()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -58,6 +59,19 @@ def as_json(row: Any, **extra: Any) -> dict[str, Any]:
     return out
 
 
+# Python refuses to convert integers longer than this to or from text (a guard against
+# quadratic conversions); documents may hold longer ones, which the strict reader keeps.
+_INT_DIGITS = sys.get_int_max_str_digits() or 4300
+
+
+def _exact_int(spelling: str) -> int | str:
+    """An integer of a stored document; one too long for Python's int conversion comes
+    back as a string of its exact digits rather than failing the whole view."""
+    if len(spelling.lstrip("-")) <= _INT_DIGITS:
+        return int(spelling)
+    return spelling
+
+
 def work_key_json(row: WorkKeyRow) -> dict[str, Any]:
     return {
         "key": {"seller_id": row.seller_id, "sku": row.sku, "marketplace_id": row.marketplace_id},
@@ -68,6 +82,6 @@ def work_key_json(row: WorkKeyRow) -> dict[str, Any]:
         "last_error": row.last_error,
         "in_review": bool(row.in_review),
         "claimed_by": row.claimed_by,
-        "document": json.loads(row.document) if row.document else None,
+        "document": json.loads(row.document, parse_int=_exact_int) if row.document else None,
         "document_generation": row.document_generation,
     }
