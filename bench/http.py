@@ -6,8 +6,9 @@ SQLite file (WAL, ``synchronous=FULL``, as oncebox always opens it). Cases:
 
 * **no-op**: ``--clients`` concurrent clients POST a small body to ``/bench/noop``, a
   route added only to this benchmark's app instance (not part of the product API): the
-  same uvicorn, FastAPI and middleware (body bound, latency metric), no auth and no
-  store. The framework's own ceiling.
+  same uvicorn, FastAPI and middleware (body bound, latency metric), a raw-request
+  handler like the delivery route's, matched right after it; no auth and no store. The
+  framework's own ceiling.
 * **single**: the same clients POST ``--n`` distinct json-event deliveries one by one to
   ``/v1/inboxes/listing/deliveries`` (bearer token, group commit). Every answer must be
   201 ``accepted``.
@@ -87,6 +88,11 @@ def serve_child(db: str) -> None:
         return JSONResponse({"verdict": "noop", "may_ack": True, "size": len(body)}, 201)
 
     app.add_api_route("/bench/noop", noop, methods=["POST"], include_in_schema=False)
+    # Routes are matched in order: the no-op goes right after the delivery route, so that
+    # finding it costs what finding that route costs (at the end it would cost more).
+    routes = app.router.routes
+    paths = [getattr(route, "path", None) for route in routes]
+    routes.insert(paths.index("/v1/inboxes/{inbox}/deliveries") + 1, routes.pop())
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], flush=True)

@@ -433,6 +433,56 @@ def test_group_commit_decides_like_serial_delivery(
     assert served.group.largest > 1 and served.group.transactions < 50
 
 
+def test_group_commit_admits_each_request_by_its_own_token(
+    serve: Callable[..., Served], file_box: Oncebox
+) -> None:
+    """Requests decided in one group commit turn are authenticated there, each by its own
+    token: the refused ones get their 401 or 403 and store nothing; the others are
+    decided as usual. A token revoked before a request came is refused."""
+    served = serve(file_box, group_wait=0.2)
+    writer = file_box.create_token("w", ["ussd"], ["write"]).secret
+    reader = file_box.create_token("r", ["ussd"], ["read"]).secret
+    revoked = file_box.create_token("gone", ["ussd"], ["write"]).secret
+    file_box.revoke_token("gone")
+    secrets = [writer, reader, revoked, "obx_unknown", writer, writer]
+    barrier = threading.Barrier(len(secrets))
+
+    def post(index: int) -> httpx.Response:
+        with served.client(secrets[index]) as http:
+            barrier.wait()
+            return http.post(
+                "/v1/inboxes/ussd/deliveries",
+                content=frame(index + 1, 3),
+                headers={"Oncebox-Key": f"k{index}"},
+            )
+
+    with ThreadPoolExecutor(len(secrets)) as pool:
+        responses = list(pool.map(post, range(len(secrets))))
+    assert [r.status_code for r in responses] == [201, 403, 401, 401, 201, 201]
+    for response in responses[1:4]:
+        is_problem(response, response.status_code)
+    assert file_box.stats("ussd")["records"] == 3
+    assert served.group.deliveries == 3 and served.group.transactions == 1
+
+
+def test_delivery_refusals_come_in_order(serve: Callable[..., Served], file_box: Oncebox) -> None:
+    """401 before 403 before 404 (unknown inbox) or 400 (bad header), as on every route."""
+    served = serve(file_box)
+    ussd_writer = file_box.create_token("ussd-w", ["ussd"], ["write"]).secret
+    bad_lease = {"Oncebox-Lease-Token": "²".encode("latin-1")}  # str.isdigit, yet no int
+    with served.client("obx_unknown") as http:
+        is_problem(http.post("/v1/inboxes/nope/deliveries", content=b"x"), 401)
+        is_problem(http.post("/v1/inboxes/feed/deliveries", content=b"x", headers=bad_lease), 401)
+    with served.client(ussd_writer) as http:
+        is_problem(http.post("/v1/inboxes/nope/deliveries", content=b"x"), 403)
+        is_problem(http.post("/v1/inboxes/feed/deliveries", content=b"x", headers=bad_lease), 403)
+        is_problem(http.post("/v1/inboxes/ussd/deliveries", content=b"x", headers=bad_lease), 400)
+    with served.client() as http:
+        is_problem(http.post("/v1/inboxes/nope/deliveries", content=b"x"), 404)
+        is_problem(http.post("/v1/inboxes/feed/deliveries", content=b"x", headers=bad_lease), 400)
+    assert served.group.deliveries == 0
+
+
 # -- health, metrics, OpenAPI, views ---------------------------------------------------------
 def test_health_readiness_and_metrics(serve: Callable[..., Served], file_box: Oncebox) -> None:
     served = serve(file_box)

@@ -6,9 +6,17 @@ only when ``ingest_batch`` has returned. ``ingest_batch`` gives the decisions de
 the deliveries one by one would give (duplicates within the batch included), so the
 batching is invisible to clients except in speed.
 
-Per inbox, one flusher at a time: while a batch commits, new arrivals wait and form the
-next batch, so the batch size grows with the load by itself. When the inbox is idle, the
-first arrival waits up to ``max_wait`` seconds for companions (or until ``max_batch``).
+Per inbox, one flusher at a time, deciding in a worker thread while the event loop goes
+on accepting requests: whatever arrived while a batch committed is the next batch, taken
+as soon as that commit returns, so the batch size grows with the load by itself. Only
+when the inbox was idle does the first arrival wait, up to ``max_wait`` seconds (or until
+``max_batch`` arrived), for companions.
+
+A request may carry its credential (:class:`Credential`): the worker authenticates it in
+the same turn that decides the batch, one store lookup per distinct secret per turn,
+before anything of the batch is decided. Every request is thus authenticated after it
+arrived, as if it had been authenticated alone: a token revoked before a request came
+is refused, and a refused request is not decided.
 """
 
 from __future__ import annotations
@@ -16,20 +24,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import Decision
+from oncebox.engine.tokens import Token
 from oncebox.errors import ApplyError
 from oncebox.formats import Delivery
 
 Outcome = Decision | BaseException
 
 
+@dataclass(frozen=True)
+class Credential:
+    """A bearer secret and what admits the request once its token is known.
+
+    ``admit`` runs in the worker thread with the live token the secret names (None for
+    an unknown or revoked one) and raises to refuse the request (401, 403).
+    """
+
+    secret: str
+    admit: Callable[[Token | None], None]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    delivery: Delivery
+    credential: Credential | None
+    future: asyncio.Future[Decision]
+
+
 @dataclass
 class _Lane:
-    pending: list[tuple[Delivery, asyncio.Future[Decision]]] = field(default_factory=list)
+    pending: list[_Entry] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     flusher: asyncio.Task[None] | None = None
 
@@ -53,45 +81,92 @@ class GroupCommit:
             self.deliveries += size
             self.largest = max(self.largest, size)
 
-    async def submit(self, inbox: str, delivery: Delivery) -> Decision:
-        """The delivery's decision, once the transaction that holds it committed."""
-        lane = self._lanes.setdefault(inbox, _Lane())
+    async def submit(
+        self, inbox: str, delivery: Delivery, credential: Credential | None = None
+    ) -> Decision:
+        """The delivery's decision, once the transaction that holds it committed.
+
+        With a ``credential``, whatever its ``admit`` raises instead (and nothing is
+        decided for the delivery). ``inbox`` must be a declared inbox.
+        """
+        lane = self._lanes.get(inbox)
+        if lane is None:
+            lane = self._lanes[inbox] = _Lane()
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        lane.pending.append((delivery, future))
-        if len(lane.pending) >= self.max_batch:
-            lane.wake.set()
-        if lane.flusher is None or lane.flusher.done():
+        lane.pending.append(_Entry(delivery, credential, future))
+        if lane.flusher is None:
             lane.flusher = asyncio.create_task(self._flush(inbox, lane))
+        elif len(lane.pending) >= self.max_batch:
+            lane.wake.set()
         return await future
 
     async def _flush(self, inbox: str, lane: _Lane) -> None:
-        while lane.pending:
-            if len(lane.pending) < self.max_batch:
+        try:
+            if len(lane.pending) < self.max_batch and self.max_wait > 0:
+                # Idle until now: give companions a moment to arrive.
                 lane.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(lane.wake.wait(), self.max_wait)
-            batch = lane.pending[: self.max_batch]
-            del lane.pending[: self.max_batch]
-            deliveries = [d for d, _ in batch]
-            try:
-                outcomes = await asyncio.to_thread(self._decide, inbox, deliveries)
-            except asyncio.CancelledError:
-                # Shutting down: whatever commits meanwhile is not acked, and a resend of
-                # it is a duplicate. Nobody waits in vain.
-                for _, future in batch + lane.pending:
-                    future.cancel()
-                lane.pending.clear()
-                raise
-            for (_, future), outcome in zip(batch, outcomes, strict=True):
-                if future.done():  # the client went away; its decision stands anyway
-                    continue
-                if isinstance(outcome, BaseException):
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
+            while lane.pending:
+                batch = lane.pending[: self.max_batch]
+                del lane.pending[: self.max_batch]
+                await self._run(inbox, batch)
+        except asyncio.CancelledError:
+            # Shutting down: nobody waits in vain.
+            for entry in lane.pending:
+                entry.future.cancel()
+            lane.pending.clear()
+            raise
+        finally:
+            lane.flusher = None
 
-    def _decide(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Outcome]:
-        """In a worker thread: one transaction for the lot, else one each.
+    async def _run(self, inbox: str, batch: list[_Entry]) -> None:
+        work = [(entry.delivery, entry.credential) for entry in batch]
+        try:
+            outcomes = await asyncio.to_thread(self._decide, inbox, work)
+        except asyncio.CancelledError:
+            # Whatever commits meanwhile is not acked, and a resend of it is a duplicate.
+            for entry in batch:
+                entry.future.cancel()
+            raise
+        for entry, outcome in zip(batch, outcomes, strict=True):
+            if entry.future.done():  # the client went away; its decision stands anyway
+                continue
+            if isinstance(outcome, BaseException):
+                entry.future.set_exception(outcome)
+            else:
+                entry.future.set_result(outcome)
+
+    def _decide(
+        self, inbox: str, work: Sequence[tuple[Delivery, Credential | None]]
+    ) -> list[Outcome]:
+        """In a worker thread: admit the requests, then decide the admitted ones."""
+        outcomes: list[Outcome | None] = [None] * len(work)
+        tokens: dict[str, Token | None] = {}
+        try:
+            for i, (_, credential) in enumerate(work):
+                if credential is None:
+                    continue
+                if credential.secret not in tokens:
+                    tokens[credential.secret] = self.box.authenticate(credential.secret)
+                try:
+                    credential.admit(tokens[credential.secret])
+                except Exception as exc:
+                    outcomes[i] = exc
+        except Exception as exc:  # the store failed: nobody is admitted, nothing decided
+            return [exc] * len(work)
+        admitted = [i for i, outcome in enumerate(outcomes) if outcome is None]
+        decided = self._ingest(inbox, [work[i][0] for i in admitted]) if admitted else []
+        for i, decision in zip(admitted, decided, strict=True):
+            outcomes[i] = decision
+        done: list[Outcome] = []
+        for outcome in outcomes:
+            assert outcome is not None  # each one refused or decided
+            done.append(outcome)
+        return done
+
+    def _ingest(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Outcome]:
+        """One transaction for the lot, else one each.
 
         An apply step that fails for one delivery rolls the whole batch back; deciding
         the rest one by one keeps one bad request from failing the others. A storage
