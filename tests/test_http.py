@@ -272,6 +272,20 @@ def test_errors_are_problem_documents(
         is_problem(http.get("/v1/log/proofs/records/999"), 404)
         is_problem(http.get("/v1/log/proofs/consistency?old=50"), 409)
         is_problem(http.post("/v1/quarantine/1/resolve", json={"action": "drop", "note": "n"}), 422)
+        # Control bodies follow the strict JSON rules too: no last-one-wins duplicate,
+        # no NaN, no integer past Python's conversion limit turning into a 400.
+        def lease(body: bytes) -> httpx.Response:
+            headers = {"Content-Type": "application/json"}
+            return http.post("/v1/inboxes/feed/leases", content=body, headers=headers)
+
+        twice = is_problem(lease(b'{"scope":"S","scope":"T","ttl":5}'), 422)
+        assert "duplicate_member" in twice["detail"]
+        assert file_box.leases("feed") == []
+        assert "non_finite_number" in is_problem(lease(b'{"scope":"S","ttl":NaN}'), 422)["detail"]
+        is_problem(lease(b'{"scope":"S","ttl":' + b"9" * 5001 + b"}"), 422)
+        deep = is_problem(lease(b'{"scope":"S","ttl":5,"x":' + b"[" * 25 + b"]" * 25 + b"}"), 422)
+        assert "too_deep" in deep["detail"]
+        assert lease(b'{"scope":"S","ttl":5}').status_code == 201
 
         def broken(_inbox: str) -> Any:
             raise RuntimeError("secret internals")

@@ -41,6 +41,7 @@ from oncebox.surfaces.http.console import mount_console
 from oncebox.surfaces.http.groupcommit import Credential, GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.problems import Problem, ProblemError
+from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.lines import delivery_from_line, split_json_array
 from oncebox.surfaces.views import as_json, work_key_json
 
@@ -288,6 +289,8 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    # Control bodies (leases, resolutions, work keys) are read by the strict JSON reader.
+    app.router.route_class = StrictJSONRoute
     app.state.box = box
     app.state.group_commit = group
     app.state.metrics = metrics

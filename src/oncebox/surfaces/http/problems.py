@@ -134,7 +134,11 @@ async def on_validation_error(_request: Request, exc: Exception) -> Response:
     parts = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+        cause = (error.get("ctx") or {}).get("error")  # why a JSON body was refused
+        message = error.get("msg", "invalid")
+        if isinstance(cause, str):
+            message = f"{message}: {cause}"
+        parts.append(f"{where}: {message}")
     return problem_response(422, "validation", "; ".join(parts) or "invalid request")
 
 
