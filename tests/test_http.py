@@ -399,6 +399,24 @@ def test_signed_requests(serve: Callable[..., Served], file_box: Oncebox) -> Non
     assert file_box.stats("ussd")["records"] == 1
 
 
+def test_a_signed_request_cannot_be_replayed_through_another_server(
+    serve: Callable[..., Served], shared_box: Oncebox, shared_url: str, clock: ManualClock
+) -> None:
+    other_box = oncebox.open(shared_url, inboxes=INBOXES, clock=clock)
+    first, second = serve(shared_box), serve(other_box)
+    created = shared_box.create_token("gw", ["ussd"], ["write"], hmac=True)
+    key, url, body = str(created.token.hmac_key), "/v1/inboxes/ussd/deliveries", frame(1, 3)
+    headers = {"Oncebox-Key": "k1", **signed(key, "POST", url, body, time.time())}
+    with first.client(created.secret) as http:
+        assert http.post(url, content=body, headers=headers).status_code == 201
+    with second.client(created.secret) as http:
+        replay = http.post(url, content=body, headers=headers)
+        assert "replay" in is_problem(replay, 401)["detail"]
+        fresh = {"Oncebox-Key": "k2", **signed(key, "POST", url, frame(2, 3), time.time())}
+        assert http.post(url, content=frame(2, 3), headers=fresh).status_code == 201
+    other_box.close()
+
+
 # -- group commit ----------------------------------------------------------------------------
 def test_group_commit_decides_like_serial_delivery(
     serve: Callable[..., Served], shared_box: Oncebox

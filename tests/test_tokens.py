@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oncebox import InvalidOperation, NotFound, Oncebox, UnknownInbox
+import oncebox
+from oncebox import InvalidOperation, ManualClock, NotFound, Oncebox, UnknownInbox
 from oncebox.engine.tokens import (
     ReplayGuard,
     Scope,
@@ -153,6 +154,24 @@ def test_replay_guard_refuses_a_second_use_within_the_window() -> None:
     assert guard.first_use("sha256=bb")
     now[0] += 601
     assert guard.first_use("sha256=aa")
+
+
+def test_a_store_backed_replay_guard_is_shared_by_every_opener(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # Two openers of one store, as two server processes would be.
+    first, second = (oncebox.open(shared_url, clock=clock) for _ in range(2))
+    one = ReplayGuard(window=300, store=first.store)
+    other = ReplayGuard(window=300, store=second.store)
+    assert one.first_use("sha256=aa")
+    assert not other.first_use("sha256=aa"), "a replay through another server"
+    assert not one.first_use("sha256=aa")
+    assert other.first_use("sha256=bb")
+    clock.advance(601)  # both windows passed: the old use is forgotten
+    assert other.first_use("sha256=aa")
+    assert not one.first_use("sha256=aa")
+    first.close()
+    second.close()
 
 
 # -- the commands ----------------------------------------------------------------------------

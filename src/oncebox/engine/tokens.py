@@ -30,7 +30,7 @@ from typing import Any
 
 from oncebox.engine import log
 from oncebox.errors import InvalidOperation, NotFound
-from oncebox.store.base import TokenRow, Tx
+from oncebox.store.base import Store, TokenRow, Tx
 
 PREFIX = "obx_"
 ALL_INBOXES = "*"
@@ -221,17 +221,33 @@ def check_signature(
 
 class ReplayGuard:
     """Refuses a signature seen before within the window: a captured request replayed
-    while its timestamp is still fresh. Per process; the window bounds its memory."""
+    while its timestamp is still fresh.
+
+    With a ``store``, the signatures seen are kept there, so every process and host that
+    serves the store refuses a replay (one small write transaction per signed request).
+    Without one, they are kept in this process only; the window bounds their memory.
+    """
 
     def __init__(
-        self, window: float = SIGNATURE_WINDOW, clock: Callable[[], float] = time.time
+        self,
+        window: float = SIGNATURE_WINDOW,
+        clock: Callable[[], float] = time.time,
+        store: Store | None = None,
     ) -> None:
         self._window = window
         self._clock = clock
+        self._store = store
         self._seen: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def first_use(self, signature: str) -> bool:
+        if self._store is not None:
+            # Twice the window: a timestamp at the window's far edge stays fresh that long.
+            def claim(tx: Tx) -> bool:
+                now = tx.now()
+                return tx.claim_signature(signature, now, now + 2 * self._window)
+
+            return self._store.atomic(claim)
         now = self._clock()
         with self._lock:
             if len(self._seen) > 1024:

@@ -482,6 +482,11 @@ class Tx(Protocol):
 
     def meta(self, key: str) -> str | None: ...
 
+    def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
+        """Record a signed request's first use until ``expires_at``; False if it was
+        already used and that use has not expired (a replay)."""
+        ...
+
     def queue_log(self, step: str, state: str, record_id: int | None) -> int:
         """Queue an event for the sealer; writers never touch the log head."""
         ...

@@ -517,6 +517,10 @@ class SqlTx(ABC):
         row = self._one("meta", (key,))
         return str(row[0]) if row else None
 
+    def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
+        self._run("forget_signatures", (now,))
+        return self._one("claim_signature", (signature, expires_at, now)) is not None
+
     def queue_log(self, step: str, state: str, record_id: int | None) -> int:
         return int(self._one("queue_log", (step, state, record_id))[0])
 

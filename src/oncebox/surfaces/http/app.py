@@ -280,7 +280,8 @@ def create_app(
     """
     group = GroupCommit(box, max_wait=group_wait, max_batch=group_max)
     metrics = Metrics(box, group)
-    replays = ReplayGuard(clock=clock)
+    # Kept in the store: every server process (and host) refuses a replayed signature.
+    replays = ReplayGuard(clock=clock, store=box.store)
     app = FastAPI(
         title="oncebox",
         version="1",
@@ -336,7 +337,8 @@ def create_app(
         if credentials is None:
             raise _unauthorized("send Authorization: Bearer <token>")
         token = await run_in_threadpool(box.authenticate, credentials.credentials)
-        return admitted(token, request.scope, request.headers)
+        # Off the event loop: a signed request's replay check writes to the store.
+        return await run_in_threadpool(admitted, token, request.scope, request.headers)
 
     Authed = Annotated[Caller, Depends(caller)]
 
@@ -416,7 +418,8 @@ def create_app(
             lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
         except (OnceboxError, ProblemError):
             token = await run_in_threadpool(box.authenticate, secret)
-            admitted(token, scope, headers).require(TokenScope.WRITE, inbox)
+            caller = await run_in_threadpool(admitted, token, scope, headers)
+            caller.require(TokenScope.WRITE, inbox)
             raise
 
         def admit(token: Token | None) -> None:

@@ -463,3 +463,13 @@ FROM api_tokens ORDER BY id;
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = %s
 WHERE revoked_at IS NULL AND (name = %s OR CAST(id AS text) = %s);
+
+-- name: forget_signatures
+DELETE FROM seen_signatures WHERE expires_at <= %s;
+
+-- name: claim_signature
+-- A row back: first use (or the old use's window has passed). None: a replay.
+INSERT INTO seen_signatures (signature, expires_at) VALUES (%s, %s)
+ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at
+WHERE seen_signatures.expires_at <= %s
+RETURNING signature;

@@ -403,3 +403,13 @@ FROM api_tokens ORDER BY id;
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = ?
 WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?);
+
+-- name: forget_signatures
+DELETE FROM seen_signatures WHERE expires_at <= ?;
+
+-- name: claim_signature
+-- A row back: first use (or the old use's window has passed). None: a replay.
+INSERT INTO seen_signatures (signature, expires_at) VALUES (?, ?)
+ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at
+WHERE seen_signatures.expires_at <= ?
+RETURNING signature;
