@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
@@ -45,18 +45,34 @@ class Decision:
 
     def committed(self, log_position: int | None = None) -> Decision:
         """This decision once its transaction committed: it may be acked if it stored
-        something (a fenced-out delivery stored nothing and must be retried). Built
-        directly rather than through ``dataclasses.replace``: this runs per delivery."""
-        data = dict(self.__dict__)
+        something (a fenced-out delivery stored nothing and must be retried)."""
+        made: Decision = object.__new__(Decision)
+        data = made.__dict__
+        data.update(self.__dict__)
         data["may_ack"] = self.reason not in UNSTORED
         if log_position is not None:
             data["log_position"] = log_position
-        return Decision(**data)
+        return made
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["verdict"] = str(self.verdict)
         return data
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+
+
+def decision_of(inbox: str, verdict: Verdict, **facts: Any) -> Decision:
+    """``Decision(inbox, verdict, False, **facts)``, for the per-delivery paths.
+
+    Why: a frozen dataclass's ``__init__`` sets each of its 14 fields through
+    ``object.__setattr__``; filling the instance's ``__dict__`` at once gives the same
+    object several times faster. ``facts`` must name fields (checked in the tests).
+    """
+    made: Decision = object.__new__(Decision)
+    made.__dict__.update(_DEFAULTS, inbox=inbox, verdict=verdict, may_ack=False, **facts)
+    return made
 
 
 def classify(existing_witness: bytes | None, witness: bytes) -> Verdict:

@@ -8,22 +8,29 @@ so a later valid copy of the same identity still applies (seed 003, R1).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from oncebox.engine import crashpoints, leases, log
 from oncebox.engine.apply import BATCHED, ApplyStep, Change
-from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, classify
+from oncebox.engine.decision import (
+    CONFLICT_REASON,
+    LATE_REPLAY,
+    Decision,
+    Verdict,
+    classify,
+    decision_of,
+)
 from oncebox.errors import ApplyError, StorageUnavailable
 from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, identify
+from oncebox.formats.jsontext import compact_encoder
 from oncebox.store.base import Arrival, InboxRow, NewRecord, RecordRow, Tx
 
-# Queues one log event: (step, state, record id).
-Queue = Callable[[str, dict[str, Any], "int | None"], object]
+# Queues one log event: (step, state text, record id).
+Queue = Callable[[str, str, "int | None"], object]
 
 logger = logging.getLogger("oncebox")
 
@@ -43,14 +50,20 @@ class ActiveInbox:
         return self.row.name
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """One delivery after the pure steps: decoded and identified, or refused."""
+class Prepared(NamedTuple):
+    """One delivery after the pure steps: decoded and identified, or refused.
+
+    ``ident`` (the identity's SHA-256, what stores key records by) and ``witness`` (the
+    witness as bytes) are computed here, once per delivery. A named tuple: one is built
+    per delivery, and a frozen dataclass costs several times more to build.
+    """
 
     delivery: Delivery
     decoded: Decoded | None = None
     identity: Identity | None = None
     invalid: Invalid | None = None
+    ident: bytes | None = None
+    witness: bytes | None = None
 
 
 def prepare(codec: Codec, delivery: Delivery) -> Prepared:
@@ -60,22 +73,31 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         return Prepared(delivery, invalid=invalid)
     try:
         decoded = codec.decode(delivery)
-        return Prepared(delivery, decoded, identify(codec, decoded))
+        identity = identify(codec, decoded)
     except Invalid as invalid:
         return Prepared(delivery, invalid=invalid)
     except Exception as exc:  # a user codec's bug must not lose the delivery
         return Prepared(delivery, invalid=Invalid("codec_error", f"{type(exc).__name__}: {exc}"))
+    ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
+    return Prepared(delivery, decoded, identity, None, ident, bytes.fromhex(identity.witness))
+
+
+_NO_ARRIVAL = Arrival()
 
 
 def _arrival(delivery: Delivery) -> Arrival:
-    return Arrival(delivery.device_time, delivery.snapshot_id, delivery.delivery_id)
+    facts = (delivery.device_time, delivery.snapshot_id, delivery.delivery_id)
+    if facts == (None, None, None):
+        return _NO_ARRIVAL  # the common case; Arrival is immutable, so one serves all
+    return Arrival(*facts)
 
 
-_FIELDS_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)
 
 
 def _fields_json(decoded: Decoded) -> str:
-    return _FIELDS_ENCODER.encode(dict(decoded.fields))
+    fields = decoded.fields
+    return _FIELDS_ENCODE(fields if type(fields) is dict else dict(fields))
 
 
 def _reject(tx: Tx, inbox: ActiveInbox, item: Prepared, now: float) -> Decision:
@@ -139,10 +161,8 @@ def _decide_identity(
 ) -> Decision | None:
     delivery = item.delivery
     assert item.decoded is not None and item.identity is not None
-    identity, decoded = item.identity, item.decoded
-    ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
-    witness = bytes.fromhex(identity.witness)
-    facts: dict[str, Any] = {"identity": identity.identity, "witness": identity.witness}
+    assert item.ident is not None and item.witness is not None
+    identity, decoded, ident, witness = item.identity, item.decoded, item.ident, item.witness
     existing = tx.find_record(inbox.row.id, ident)
     if existing is None:
         crashpoints.reach(crashpoints.BEFORE_INSERT)
@@ -157,7 +177,7 @@ def _decide_identity(
             now,
         )
         if record_id is not None:
-            return _accept(tx, inbox, item, record_id, index, facts)
+            return _accept(tx, inbox, item, record_id, index)
         # A concurrent writer inserted this identity between our read and our insert;
         # its row is committed now, so decide against it like any other.
         existing = tx.find_record(inbox.row.id, ident)
@@ -167,7 +187,7 @@ def _decide_identity(
 
 
 def _queue_now(tx: Tx) -> Queue:
-    return lambda step, state, record_id: log.event(tx, step, state, record_id)
+    return tx.queue_log
 
 
 def _against(
@@ -183,9 +203,9 @@ def _against(
     None when the row vanished meanwhile (decide it again). With ``repeats``, a plain
     duplicate is counted there for the caller to write with its batch."""
     assert item.decoded is not None and item.identity is not None
+    assert item.ident is not None and item.witness is not None
     identity, decoded, delivery = item.identity, item.decoded, item.delivery
-    ident = identity.digest_bytes
-    witness = bytes.fromhex(identity.witness)
+    ident, witness = item.ident, item.witness
     facts: dict[str, Any] = {"identity": identity.identity, "witness": identity.witness}
     verdict = classify(existing.witness, witness)
 
@@ -210,14 +230,14 @@ def _against(
             repeats[existing.id] += 1
         elif not tx.touch_duplicate(existing.id, now):
             return None
-        return Decision(
+        return decision_of(
             inbox.name,
             verdict,
-            False,
+            identity=identity.identity,
+            witness=identity.witness,
             record_id=existing.id,
             revision=existing.revision,
             log_position=existing.log_seq,
-            **facts,
         )
 
     # Conflict: first write wins. The record and its effects stay exactly as they are;
@@ -235,18 +255,15 @@ def _against(
         now,
     )
     if is_new:
-        queue(
-            "quarantine",
-            {
-                "inbox": inbox.name,
-                "quarantine": quarantine_id,
-                "record": existing.id,
-                "identity": identity.identity,
-                "witness": identity.witness,
-                "reason": CONFLICT_REASON,
-            },
-            None,
-        )
+        state = {
+            "inbox": inbox.name,
+            "quarantine": quarantine_id,
+            "record": existing.id,
+            "identity": identity.identity,
+            "witness": identity.witness,
+            "reason": CONFLICT_REASON,
+        }
+        queue("quarantine", log.state_text(state), None)
     return Decision(
         inbox.name,
         verdict,
@@ -262,14 +279,7 @@ def _against(
     )
 
 
-def _accept(
-    tx: Tx,
-    inbox: ActiveInbox,
-    item: Prepared,
-    record_id: int,
-    index: int,
-    facts: dict[str, Any],
-) -> Decision:
+def _accept(tx: Tx, inbox: ActiveInbox, item: Prepared, record_id: int, index: int) -> Decision:
     """Run the apply step in the deciding transaction and queue the record's seal."""
     decision, change = _accepted(inbox, item, record_id, _queue_now(tx))
     _apply(tx, inbox, change, index)
@@ -282,18 +292,18 @@ def _accepted(
 ) -> tuple[Decision, Change]:
     """A new record's decision and the change its apply step gets; queues its seal."""
     assert item.decoded is not None and item.identity is not None
-    identity = item.identity
-    change = Change(inbox.name, inbox.row.id, record_id, identity.identity, 1, item.decoded.fields)
-    state = log.record_state(
-        inbox.name, record_id, identity.identity, identity.witness, 1, item.delivery.snapshot_id
+    identity = item.identity.identity
+    witness = item.identity.witness
+    change = Change(inbox.name, inbox.row.id, record_id, identity, 1, item.decoded.fields)
+    state = log.record_state_text(
+        inbox.name, record_id, identity, witness, 1, item.delivery.snapshot_id
     )
     queue("accept", state, record_id)
-    decision = Decision(
+    decision = decision_of(
         inbox.name,
         Verdict.ACCEPTED,
-        False,
-        identity=identity.identity,
-        witness=identity.witness,
+        identity=identity,
+        witness=witness,
         record_id=record_id,
         revision=1,
     )
@@ -326,14 +336,14 @@ def alert(decisions: list[Decision]) -> None:
 
 def decide_all(tx: Tx, inbox: ActiveInbox, items: list[Prepared], now: float) -> list[Decision]:
     """Decide many in one transaction, in order, exactly as one by one would."""
-    idents = [item.identity.digest_bytes if item.identity else None for item in items]
+    idents = [item.ident for item in items]
     tx.lock_identities(inbox.row.id, [ident for ident in idents if ident is not None])
     if inbox.row.fenced:
         # Each delivery answers to its scope's lease at the moment it is decided.
         decisions = [decide(tx, inbox, item, now, index) for index, item in enumerate(items)]
     else:
         decisions = _decide_batch(tx, inbox, items, idents, now)
-    counts = Counter((str(d.verdict), d.reason or "") for d in decisions)
+    counts = Counter([(str(d.verdict), d.reason or "") for d in decisions])
     tx.count_verdicts(inbox.row.id, int(now // 3600), dict(counts))
     return decisions
 
@@ -366,8 +376,8 @@ def _decide_batch(
     changes: list[Change] = []
     events: list[tuple[str, str, int | None]] = []
 
-    def queue(step: str, state: dict[str, Any], record_id: int | None) -> None:
-        events.append((step, log.state_text(state), record_id))
+    def queue(step: str, state: str, record_id: int | None) -> None:
+        events.append((step, state, record_id))
 
     decisions: list[Decision] = []
     for index, (item, ident) in enumerate(zip(items, idents, strict=True)):
@@ -375,15 +385,19 @@ def _decide_batch(
             decisions.append(_reject(tx, inbox, item, now))
             continue
         record_id = inserted.get(ident)
-        if record_id is not None and firsts[ident] == index:
-            decision, change = _accepted(inbox, item, record_id, queue)
-            if batched is None:
-                _apply(tx, inbox, change, index)
-            else:
-                changes.append(change)
-            known[ident] = _fresh_row(inbox.row.id, news[ident], record_id, now)
-            decisions.append(decision)
-            continue
+        if record_id is not None:
+            if firsts[ident] == index:
+                decision, change = _accepted(inbox, item, record_id, queue)
+                if batched is None:
+                    _apply(tx, inbox, change, index)
+                else:
+                    changes.append(change)
+                decisions.append(decision)
+                continue
+            # A repeat of an identity this batch inserted: decided against that row,
+            # built only now since most batches have none.
+            if ident not in known:
+                known[ident] = _fresh_row(inbox.row.id, news[ident], record_id, now)
         stored = known.get(ident)
         verdict = _against(tx, inbox, item, stored, now, queue, repeats) if stored else None
         # Gone meanwhile (retention) or lost to a writer we cannot see: one by one.
@@ -408,11 +422,11 @@ def _decide_batch(
 
 
 def _new_record(item: Prepared, ident: bytes) -> NewRecord:
-    assert item.decoded is not None and item.identity is not None
+    assert item.decoded is not None and item.identity is not None and item.witness is not None
     return NewRecord(
         ident,
         item.identity.identity,
-        bytes.fromhex(item.identity.witness),
+        item.witness,
         item.decoded.content,
         _fields_json(item.decoded),
         _arrival(item.delivery),

@@ -15,11 +15,13 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import InvalidOperation
+from oncebox.formats.jsontext import compact_encoder
 from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
 
 GENESIS = "GENESIS"
@@ -31,12 +33,12 @@ def chain_hash(prev: str, step: str, state: str) -> str:
     return hashlib.sha256(f"{prev}|{step}|{state}".encode()).hexdigest()
 
 
-# Built once: json.dumps builds a new encoder on every call that passes options.
-_STATE_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_STATE_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=False)
+_string = encode_basestring  # how _STATE_ENCODE writes a string
 
 
 def state_text(state: dict[str, Any]) -> str:
-    return _STATE_ENCODER.encode(state)
+    return _STATE_ENCODE(state)
 
 
 def leaf_of(entry: LogEntry) -> bytes:
@@ -47,26 +49,23 @@ def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
     """Append ``(step, state)`` entries and the Merkle nodes they complete, inside ``tx``.
 
     Everything is computed here and written with one statement per table: the head is
-    read once, and nodes completed earlier in the same call are read from memory.
+    read once, and nodes completed earlier in the same call are kept in memory. Each
+    entry's chain hash and leaf hash are those of :func:`chain_hash` and :func:`leaf_of`,
+    computed inline because this runs once per entry.
     """
     head = tx.log_head()
     prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
-    fresh: dict[tuple[int, int], bytes] = {}
-
-    def node(level: int, index: int) -> bytes:
-        return fresh.get((level, index)) or tx.merkle_node(level, index)
-
+    first = seq
+    sha256 = hashlib.sha256
     entries: list[LogEntry] = []
-    nodes: list[tuple[int, int, bytes]] = []
+    leaves: list[bytes] = []
     for step, text in items:
-        entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
-        completed = merkle.completed_nodes(seq - 1, leaf_of(entry), node)
-        fresh.update(((level, index), digest) for level, index, digest in completed)
-        nodes += completed
-        entries.append(entry)
-        prev, seq = entry.hash, seq + 1
+        digest = sha256(f"{prev}|{step}|{text}".encode()).hexdigest()
+        entries.append(LogEntry(seq, step, text, digest))
+        leaves.append(sha256(b"\x00" + f"{seq}|{step}|{text}|{digest}".encode()).digest())
+        prev, seq = digest, seq + 1
     tx.append_log(entries)
-    tx.put_merkle_nodes(nodes)
+    tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, tx.merkle_node))
     return entries
 
 
@@ -77,6 +76,25 @@ def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None
     event commits or rolls back with the change it describes.
     """
     return tx.queue_log(step, state_text(state), record_id)
+
+
+def record_state_text(
+    inbox: str,
+    record_id: int,
+    identity: str | None,
+    witness: str,
+    revision: int,
+    snapshot_id: str | None,
+) -> str:
+    """``state_text(record_state(...))``, written directly: it runs once per record."""
+    if type(record_id) is not int or type(revision) is not int:
+        return state_text(record_state(inbox, record_id, identity, witness, revision, snapshot_id))
+    return (
+        f'{{"identity":{"null" if identity is None else _string(identity)},'
+        f'"inbox":{_string(inbox)},"record":{record_id},"revision":{revision},'
+        f'"snapshot_id":{"null" if snapshot_id is None else _string(snapshot_id)},'
+        f'"witness":{_string(witness)}}}'
+    )
 
 
 def record_state(
@@ -229,15 +247,13 @@ def recover(store: Store) -> int:
             records = tx.unsealed_records(BATCH)
             names = {inbox.id: inbox.name for inbox in tx.inboxes()}
             states = [
-                state_text(
-                    record_state(
-                        names.get(r.inbox_id, str(r.inbox_id)),
-                        r.id,
-                        r.identity,
-                        r.witness.hex(),
-                        r.revision,
-                        r.snapshot_id,
-                    )
+                record_state_text(
+                    names.get(r.inbox_id, str(r.inbox_id)),
+                    r.id,
+                    r.identity,
+                    r.witness.hex(),
+                    r.revision,
+                    r.snapshot_id,
                 )
                 for r in records
             ]

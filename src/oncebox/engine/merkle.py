@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 __all__ = [
     "EMPTY_ROOT",
     "NodeGetter",
+    "appended_nodes",
     "completed_nodes",
     "consistency_proof",
     "entry_leaf_data",
@@ -103,6 +104,34 @@ def completed_nodes(leaf_index: int, leaf: bytes, get: NodeGetter) -> list[tuple
         level += 1
         index //= 2
         nodes.append((level, index, current))
+    return nodes
+
+
+def appended_nodes(
+    first_index: int, leaves: Sequence[bytes], get: NodeGetter
+) -> list[tuple[int, int, bytes]]:
+    """What :func:`completed_nodes` gives for consecutive leaves from ``first_index``,
+    in order, in one pass.
+
+    Why: the sealer appends a batch at a time; a left sibling completed earlier in the
+    batch is taken from memory (the last even node of each level) instead of a lookup,
+    so only siblings from before the batch are read through ``get``.
+    """
+    _check_size("first_index", first_index)
+    sha256 = hashlib.sha256
+    nodes: list[tuple[int, int, bytes]] = []
+    lefts: dict[int, tuple[int, bytes]] = {}  # level -> its latest even node
+    for index, leaf in enumerate(leaves, first_index):
+        nodes.append((0, index, leaf))
+        level, current = 0, leaf
+        while index & 1:
+            held = lefts.get(level)
+            left = held[1] if held is not None and held[0] == index - 1 else get(level, index - 1)
+            current = sha256(b"\x01" + left + current).digest()
+            level += 1
+            index >>= 1
+            nodes.append((level, index, current))
+        lefts[level] = (index, current)
     return nodes
 
 

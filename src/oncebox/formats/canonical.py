@@ -13,6 +13,7 @@ import re
 from json.encoder import encode_basestring
 from typing import Any
 
+from oncebox.formats.jsontext import compact_encoder
 from oncebox.formats.strictjson import JsonNumber, loads
 
 # A NUL can reach the encoder's output only escaped, so a marked number never collides
@@ -83,7 +84,7 @@ def _marked(spelling: str) -> str:
 # Built once: json.loads and json.dumps build a new decoder or encoder on every call
 # that passes options, which costs more than the work on a small event.
 _DECODER = json.JSONDecoder(parse_int=_marked, parse_float=_marked)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def canonical_json(text: str) -> bytes:
@@ -101,6 +102,6 @@ def canonical_json(text: str) -> bytes:
         or (not text.isascii() and _ASTRAL.search(text))
     ):
         return canonical(loads(text))
-    head, *numbers = _ENCODER.encode(_DECODER.decode(text)).split(_MARKED_OPEN)
+    head, *numbers = _ENCODE(_DECODER.decode(text)).split(_MARKED_OPEN)
     # Each piece after a marker starts with the number's spelling and its closing quote.
     return "".join([head, *(piece.replace('"', "", 1) for piece in numbers)]).encode("utf-8")

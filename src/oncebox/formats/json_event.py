@@ -8,9 +8,9 @@ counters) do not belong in the event: they would change a repeated notification.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from oncebox.formats.canonical import canonical_json
@@ -95,13 +95,10 @@ def validate_event(event: Any) -> dict[str, Any]:
     return fields
 
 
-_KEY_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def identity_key(fields: dict[str, Any]) -> str:
     """The identity tuple as one unambiguous string (a canonical JSON array)."""
-    # A list of plain strings: the standard encoder writes exactly the canonical form.
-    return _KEY_ENCODER.encode([fields[name] for name in IDENTITY_FIELDS])
+    # Plain strings: each written as the standard encoder (ensure_ascii=False) writes it.
+    return "[" + ",".join([encode_basestring(fields[name]) for name in IDENTITY_FIELDS]) + "]"
 
 
 class JsonEventCodec:
