@@ -13,8 +13,21 @@ from hypothesis import strategies as st
 
 from oncebox.engine import log, merkle
 from oncebox.engine.decision import Decision, Verdict, decision_of
-from oncebox.formats.json_event import IDENTITY_FIELDS, identity_key
+from oncebox.formats.cksum import cksum, cksum_bitwise
+from oncebox.formats.invalid import Invalid
+from oncebox.formats.json_event import (
+    FIELDS,
+    IDENTITY_FIELDS,
+    NOTIFICATION_TYPES,
+    WORK_KEY_FIELDS,
+    _bounded_string,
+    _event_time,
+    _plain_string,
+    identity_key,
+    validate_event,
+)
 from oncebox.formats.jsontext import compact_encoder
+from oncebox.formats.strictjson import JsonNumber
 
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=20) | st.text(max_size=5)
 json_values = st.recursive(
@@ -173,3 +186,94 @@ def test_committed_is_a_replace(
     assert decision.may_ack is False  # the original is untouched
     with pytest.raises(dataclasses.FrozenInstanceError):
         got.may_ack = False  # type: ignore[misc]
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=600))
+def test_cksum_through_zlib_is_the_bitwise_definition(data: bytes) -> None:
+    assert cksum(data) == cksum_bitwise(data)
+
+
+@pytest.mark.parametrize("length", [0, 1, 255, 256, 257, 65535, 65536, 65537])
+def test_cksum_through_zlib_where_the_length_gains_a_byte(length: int) -> None:
+    data = bytes(i * 7 % 251 for i in range(length))
+    assert cksum(data) == cksum_bitwise(data)
+
+
+def _validate_reference(event: Any) -> dict[str, Any]:
+    """validate_event as it was written before its fast path, rule by rule."""
+    if not isinstance(event, dict):
+        raise Invalid("bad_shape", "an event must be a JSON object")
+    unknown = sorted(set(event) - FIELDS)
+    if unknown:
+        raise Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
+    missing = sorted(FIELDS - set(event))
+    if missing:
+        raise Invalid("missing_field", f"missing field(s): {', '.join(missing)}")
+    if event["schema_version"] != JsonNumber("1") or not isinstance(
+        event["schema_version"], JsonNumber
+    ):
+        raise Invalid("bad_schema_version", "schema_version must be the integer 1")
+    fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
+    kind = event["notification_type"]
+    if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:
+        raise Invalid(
+            "bad_notification_type",
+            f"notification_type must be one of {', '.join(sorted(NOTIFICATION_TYPES))}",
+        )
+    fields["notification_type"] = kind
+    fields["event_time"] = _event_time(event["event_time"])
+    if not isinstance(event["payload"], dict):
+        raise Invalid("bad_payload", "payload must be a JSON object")
+    return fields
+
+
+def _outcome(validate: Any, event: Any) -> Any:
+    try:
+        return validate(event)
+    except Invalid as invalid:
+        return (invalid.reason, invalid.detail)
+
+
+field_values = (
+    st.sampled_from(["sp-api", "a", " a", "a ", "\u00a0a", "a\u2028", "a\x1fb", "", "x" * 256])
+    | st.text(max_size=10)
+    | st.text(min_size=255, max_size=258)
+    | st.builds(JsonNumber, st.sampled_from(["1", "1.0", "2"]))
+    | st.just({})
+    | st.just([])
+    | st.none()
+)
+VALID_EVENT: dict[str, Any] = {
+    "schema_version": JsonNumber("1"),
+    "source": "sp-api",
+    "subscription": "sub-eu-1",
+    "notification_id": "n-1",
+    "seller_id": "S1",
+    "sku": "SKU-1",
+    "marketplace_id": "A1",
+    "notification_type": "listing_status_changed",
+    "event_time": "2026-02-28T03:25:45Z",
+    "payload": {},
+}
+
+
+@settings(max_examples=1000)
+@given(
+    st.dictionaries(
+        st.sampled_from([*sorted(FIELDS), "extra"]), field_values | st.sampled_from(["1"])
+    ),
+    st.sets(st.sampled_from([*sorted(FIELDS), "extra"])),
+)
+def test_validate_event_decides_as_rule_by_rule(changes: dict[str, Any], drop: set[str]) -> None:
+    event = {**VALID_EVENT, **changes}
+    for name in drop:
+        event.pop(name, None)
+    assert _outcome(validate_event, event) == _outcome(_validate_reference, event)
+
+
+@settings(max_examples=1000)
+@given(st.text(max_size=300) | field_values)
+def test_a_plain_string_is_one_the_rules_accept(value: Any) -> None:
+    if _plain_string(value):
+        assert _bounded_string({"source": value}, "source") == value

@@ -33,6 +33,8 @@ FIELDS = frozenset(
         "payload",
     }
 )
+STRING_FIELDS = IDENTITY_FIELDS + WORK_KEY_FIELDS
+_ONE = JsonNumber("1")
 # ASCII digits only: a str pattern's \d would also take other scripts' digits, which
 # strptime then reads as numbers, so two spellings of one instant would both pass.
 _EVENT_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
@@ -52,6 +54,18 @@ def _bounded_string(event: dict[str, Any], name: str) -> str:
     return value
 
 
+def _plain_string(value: Any) -> bool:
+    """Whether :func:`_bounded_string` surely accepts ``value``: the usual case, checked
+    in one expression; anything else takes the rule-by-rule path for its reason."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= 256
+        and not value[0].isspace()  # as ``value == value.strip()`` for a non-empty string
+        and not value[-1].isspace()
+        and _CONTROL.search(value) is None
+    )
+
+
 def _event_time(value: Any) -> str:
     if not isinstance(value, str) or isinstance(value, JsonNumber):
         raise Invalid("bad_event_time", "event_time must be a string")
@@ -59,7 +73,7 @@ def _event_time(value: Any) -> str:
     if not match:
         raise Invalid("bad_event_time", "event_time must be YYYY-MM-DDTHH:MM:SSZ")
     try:
-        year, month, day, hour, minute, second = (int(part) for part in match.groups())
+        year, month, day, hour, minute, second = map(int, match.groups())
         datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise Invalid("bad_event_time", f"{value} is not a real date and time") from None
@@ -70,17 +84,18 @@ def validate_event(event: Any) -> dict[str, Any]:
     """Check a parsed event against every field rule; return the fields apply steps use."""
     if not isinstance(event, dict):
         raise Invalid("bad_shape", "an event must be a JSON object")
-    unknown = sorted(set(event) - FIELDS)
-    if unknown:
-        raise Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
-    missing = sorted(FIELDS - set(event))
-    if missing:
+    if event.keys() != FIELDS:
+        unknown = sorted(set(event) - FIELDS)
+        if unknown:
+            raise Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
+        missing = sorted(FIELDS - set(event))
         raise Invalid("missing_field", f"missing field(s): {', '.join(missing)}")
-    if event["schema_version"] != JsonNumber("1") or not isinstance(
-        event["schema_version"], JsonNumber
-    ):
+    if event["schema_version"] != _ONE or not isinstance(event["schema_version"], JsonNumber):
         raise Invalid("bad_schema_version", "schema_version must be the integer 1")
-    fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
+    fields: dict[str, Any] = {}
+    for name in STRING_FIELDS:
+        value = event[name]
+        fields[name] = value if _plain_string(value) else _bounded_string(event, name)
     kind = event["notification_type"]
     # Type first: an object or array is unhashable and must not reach the set lookup.
     if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:

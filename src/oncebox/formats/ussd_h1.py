@@ -48,17 +48,17 @@ class UssdH1Codec:
             raise Invalid("bad_format", "not an H1|seq|site|need|headcount|pri|#xx frame")
         if delivery.key is None or not FRAME_ID.fullmatch(delivery.key):
             raise Invalid("bad_format", "the gateway must supply a frame_id (rec_id-seq)")
-        body = frame[: frame.rindex(b"|#")]
-        expected = trailer(body)
-        if match["trailer"].lower() != expected.encode():
+        seq, site, need, headcount, pri, mark = match.groups()
+        body = frame[:-4]  # everything before the "|#xx" the pattern ended with
+        if int(mark, 16) != cksum(body) % 256:
             raise Invalid(
-                "bad_checksum", f"trailer #{match['trailer'].decode()} but cksum gives #{expected}"
+                "bad_checksum", f"trailer #{mark.decode()} but cksum gives #{trailer(body)}"
             )
         fields = {
-            "seq": int(match["seq"]),
-            "site": match["site"].decode(),
-            "need": match["need"].decode(),
-            "headcount": int(match["headcount"]),
-            "pri": int(match["pri"]),
+            "seq": int(seq),
+            "site": site.decode(),
+            "need": need.decode(),
+            "headcount": int(headcount),
+            "pri": int(pri),
         }
         return Decoded(content=frame, key=delivery.key, fields=fields)
