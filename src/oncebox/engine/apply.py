@@ -53,10 +53,9 @@ def bump_generation(tx: Tx, change: Change) -> None:
         tx.bump_generation(change.inbox_id, _work_key(change.previous))
 
 
-def _ledger_row(change: Change) -> LedgerRow:
-    fields = change.fields
+def _ledger_row(record_id: int, fields: Mapping[str, Any]) -> LedgerRow:
     return LedgerRow(
-        change.record_id,
+        record_id,
         fields["site"],
         fields["need"],
         int(fields["headcount"]),
@@ -66,29 +65,34 @@ def _ledger_row(change: Change) -> LedgerRow:
 
 def triage(tx: Tx, change: Change) -> None:
     """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
-    row = _ledger_row(change)
+    row = _ledger_row(change.record_id, change.fields)
     if change.previous is None:
         tx.ledger_insert(change.inbox_id, row)
     else:
         tx.ledger_replace(change.inbox_id, row)
 
 
-def bump_generations(tx: Tx, changes: Sequence[Change]) -> None:
+# A first revision as the batched steps take it: (record id, fields). They need no
+# more, and building a Change for each record of a batch costs more than the step.
+FirstRevision = tuple[int, Mapping[str, Any]]
+
+
+def bump_generations(tx: Tx, inbox_id: int, records: Sequence[FirstRevision]) -> None:
     """bump_generation for a batch of first revisions, in one round trip."""
-    if changes:
-        tx.bump_generations(changes[0].inbox_id, [_work_key(c.fields) for c in changes])
+    if records:
+        tx.bump_generations(inbox_id, [_work_key(fields) for _, fields in records])
 
 
-def triage_many(tx: Tx, changes: Sequence[Change]) -> None:
+def triage_many(tx: Tx, inbox_id: int, records: Sequence[FirstRevision]) -> None:
     """triage for a batch of first revisions: ledger rows at once, totals once per key."""
-    if changes:
-        tx.ledger_insert_many(changes[0].inbox_id, [_ledger_row(c) for c in changes])
+    if records:
+        tx.ledger_insert_many(inbox_id, [_ledger_row(rid, fields) for rid, fields in records])
 
 
 # Built-in steps that can take a whole batch of first revisions at once. Their effects
 # are sums, so they come out the same as applying the changes one by one.
-BATCHED: dict[ApplyStep, Callable[[Tx, Sequence[Change]], None]] = {
-    no_effect: lambda tx, changes: None,
+BATCHED: dict[ApplyStep, Callable[[Tx, int, Sequence[FirstRevision]], None]] = {
+    no_effect: lambda tx, inbox_id, records: None,
     bump_generation: bump_generations,
     triage: triage_many,
 }

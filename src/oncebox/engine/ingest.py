@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from oncebox.engine import crashpoints, leases, log
-from oncebox.engine.apply import BATCHED, ApplyStep, Change
+from oncebox.engine.apply import BATCHED, ApplyStep, Change, FirstRevision
 from oncebox.engine.decision import (
     CONFLICT_REASON,
     LATE_REPLAY,
@@ -281,25 +281,30 @@ def _against(
 
 def _accept(tx: Tx, inbox: ActiveInbox, item: Prepared, record_id: int, index: int) -> Decision:
     """Run the apply step in the deciding transaction and queue the record's seal."""
-    decision, change = _accepted(inbox, item, record_id, _queue_now(tx))
-    _apply(tx, inbox, change, index)
+    decision = _accepted(inbox, item, record_id, _queue_now(tx))
+    _apply(tx, inbox, _change(inbox, item, record_id), index)
     crashpoints.reach(crashpoints.AFTER_INSERT)
     return decision
 
 
-def _accepted(
-    inbox: ActiveInbox, item: Prepared, record_id: int, queue: Queue
-) -> tuple[Decision, Change]:
-    """A new record's decision and the change its apply step gets; queues its seal."""
+def _change(inbox: ActiveInbox, item: Prepared, record_id: int) -> Change:
+    """What the apply step gets for a new record."""
     assert item.decoded is not None and item.identity is not None
+    return Change(
+        inbox.name, inbox.row.id, record_id, item.identity.identity, 1, item.decoded.fields
+    )
+
+
+def _accepted(inbox: ActiveInbox, item: Prepared, record_id: int, queue: Queue) -> Decision:
+    """A new record's decision; queues its seal."""
+    assert item.identity is not None
     identity = item.identity.identity
     witness = item.identity.witness
-    change = Change(inbox.name, inbox.row.id, record_id, identity, 1, item.decoded.fields)
     state = log.record_state_text(
         inbox.name, record_id, identity, witness, 1, item.delivery.snapshot_id
     )
     queue("accept", state, record_id)
-    decision = decision_of(
+    return decision_of(
         inbox.name,
         Verdict.ACCEPTED,
         identity=identity,
@@ -307,7 +312,6 @@ def _accepted(
         record_id=record_id,
         revision=1,
     )
-    return decision, change
 
 
 def _apply(tx: Tx, inbox: ActiveInbox, change: Change, index: int) -> None:
@@ -373,7 +377,7 @@ def _decide_batch(
 
     batched = BATCHED.get(inbox.apply)
     repeats: Counter[int] = Counter()
-    changes: list[Change] = []
+    first_revisions: list[FirstRevision] = []
     events: list[tuple[str, str, int | None]] = []
 
     def queue(step: str, state: str, record_id: int | None) -> None:
@@ -387,12 +391,12 @@ def _decide_batch(
         record_id = inserted.get(ident)
         if record_id is not None:
             if firsts[ident] == index:
-                decision, change = _accepted(inbox, item, record_id, queue)
+                decisions.append(_accepted(inbox, item, record_id, queue))
                 if batched is None:
-                    _apply(tx, inbox, change, index)
+                    _apply(tx, inbox, _change(inbox, item, record_id), index)
                 else:
-                    changes.append(change)
-                decisions.append(decision)
+                    assert item.decoded is not None
+                    first_revisions.append((record_id, item.decoded.fields))
                 continue
             # A repeat of an identity this batch inserted: decided against that row,
             # built only now since most batches have none.
@@ -402,9 +406,9 @@ def _decide_batch(
         verdict = _against(tx, inbox, item, stored, now, queue, repeats) if stored else None
         # Gone meanwhile (retention) or lost to a writer we cannot see: one by one.
         decisions.append(verdict or decide(tx, inbox, item, now, index))
-    if batched is not None and changes:
+    if batched is not None and first_revisions:
         try:
-            batched(tx, changes)
+            batched(tx, inbox.row.id, first_revisions)
         except Exception as exc:
             raise ApplyError(
                 f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
@@ -416,7 +420,7 @@ def _decide_batch(
         # decides it against what is there now.
         raise StorageUnavailable("a record changed under this batch; retry")
     tx.queue_logs(events)
-    if changes or inserted:
+    if first_revisions or inserted:
         crashpoints.reach(crashpoints.AFTER_INSERT)
     return decisions
 
