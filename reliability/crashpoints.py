@@ -41,6 +41,7 @@ import tempfile
 import time
 import traceback
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -317,16 +318,16 @@ class Admin(Protocol):
     def drop_database(self, name: str) -> None: ...
 
 
-class Backend:
+class Backend(ABC):
     """Where a run's fresh store lives."""
 
     name = "?"
 
-    def fresh(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def fresh(self) -> str: ...
 
-    def discard(self, url: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def discard(self, url: str) -> None: ...
 
     def integrity_ok(self, url: str) -> bool:
         return True

@@ -78,8 +78,8 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         return Prepared(delivery, invalid=invalid)
     except Exception as exc:  # a user codec's bug must not lose the delivery
         return Prepared(delivery, invalid=Invalid("codec_error", f"{type(exc).__name__}: {exc}"))
-    ident = hashlib.sha256(identity.identity.encode("utf-8")).digest()
-    return Prepared(delivery, decoded, identity, None, ident, bytes.fromhex(identity.witness))
+    witness = bytes.fromhex(identity.witness)
+    return Prepared(delivery, decoded, identity, None, identity.digest_bytes, witness)
 
 
 _NO_ARRIVAL = Arrival()
@@ -183,11 +183,7 @@ def _decide_identity(
         existing = tx.find_record(inbox.row.id, ident)
         if existing is None:
             return None
-    return _against(tx, inbox, item, existing, now, _queue_now(tx))
-
-
-def _queue_now(tx: Tx) -> Queue:
-    return tx.queue_log
+    return _against(tx, inbox, item, existing, now, tx.queue_log)
 
 
 def _against(
@@ -281,7 +277,7 @@ def _against(
 
 def _accept(tx: Tx, inbox: ActiveInbox, item: Prepared, record_id: int, index: int) -> Decision:
     """Run the apply step in the deciding transaction and queue the record's seal."""
-    decision = _accepted(inbox, item, record_id, _queue_now(tx))
+    decision = _accepted(inbox, item, record_id, tx.queue_log)
     _apply(tx, inbox, _change(inbox, item, record_id), index)
     crashpoints.reach(crashpoints.AFTER_INSERT)
     return decision

@@ -50,20 +50,17 @@ def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
 
     Everything is computed here and written with one statement per table: the head is
     read once, and nodes completed earlier in the same call are kept in memory. Each
-    entry's chain hash and leaf hash are those of :func:`chain_hash` and :func:`leaf_of`,
-    computed inline because this runs once per entry.
+    entry's chain hash is :func:`chain_hash`, its leaf hash :func:`leaf_of`.
     """
     head = tx.log_head()
     prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
     first = seq
-    sha256 = hashlib.sha256
     entries: list[LogEntry] = []
-    leaves: list[bytes] = []
     for step, text in items:
-        digest = sha256(f"{prev}|{step}|{text}".encode()).hexdigest()
-        entries.append(LogEntry(seq, step, text, digest))
-        leaves.append(sha256(b"\x00" + f"{seq}|{step}|{text}|{digest}".encode()).digest())
-        prev, seq = digest, seq + 1
+        entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
+        entries.append(entry)
+        prev, seq = entry.hash, seq + 1
+    leaves = [leaf_of(entry) for entry in entries]
     tx.append_log(entries)
     tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, tx.merkle_node))
     return entries
