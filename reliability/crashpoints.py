@@ -461,7 +461,7 @@ def _ingest_child(
         if ack_early:
             real = box.store.atomic
 
-            def atomic(work: Callable[[Any], Any]) -> Any:
+            def atomic(work: Callable[[Any], Any], durable: bool = True) -> Any:
                 def early(tx: Any) -> Any:
                     out = work(tx)
                     if isinstance(out, list) and out and isinstance(out[0], Decision):
@@ -470,7 +470,7 @@ def _ingest_child(
                         engine_points.reach(CONTROL_POINT)
                     return out
 
-                return real(early)
+                return real(early, durable)
 
             box.store.atomic = atomic  # type: ignore[method-assign]
         for n, step in enumerate(steps):

@@ -291,7 +291,9 @@ def split_transactions() -> None:
     from oncebox.store import sqlite
 
     @contextlib.contextmanager
-    def autocommit(store: sqlite.SQLiteStore, begin: str) -> Iterator[sqlite.SQLiteTx]:
+    def autocommit(
+        store: sqlite.SQLiteStore, begin: str, durable: bool = True
+    ) -> Iterator[sqlite.SQLiteTx]:
         yield sqlite.SQLiteTx(store._connect(), store._clock)
 
     sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]

@@ -125,15 +125,19 @@ class Oncebox:
         """
         active = self.inbox(inbox)
         items = [prepare(active.codec, d) for d in deliveries]
-        decisions = self.store.atomic(lambda tx: decide_all(tx, active, items, tx.now()))
+        # With an inline seal, the seal's commit below is durable and covers this one:
+        # one flush for both (a seal with nothing to append writes a marker for it).
+        decisions = self.store.atomic(
+            lambda tx: decide_all(tx, active, items, tx.now()), durable=not self.seal_inline
+        )
         crashpoints.reach(crashpoints.AFTER_COMMIT)
         alert(decisions)
         positions: dict[int, int] = {}
         if self.seal_inline:
             # Step 7: the records this batch accepted get their log entries.
-            positions = self.seal()
+            positions = self._seal(durable_point=True)
             crashpoints.reach(crashpoints.AFTER_SEAL)
-        # Only now has everything the decisions wrote committed.
+        # Only now has everything the decisions wrote committed durably.
         return [
             d.committed(positions.get(d.record_id or 0) if d.verdict is Verdict.ACCEPTED else None)
             for d in decisions
@@ -142,7 +146,11 @@ class Oncebox:
     def seal(self) -> dict[int, int]:
         """Append every queued log event now; returns record id -> log position for the
         records sealed. A live dedicated sealer (``oncebox seal --follow``) is left to it."""
-        return {p.record_id: e.seq for p, e in log.seal_now(self.store) if p.record_id}
+        return self._seal()
+
+    def _seal(self, durable_point: bool = False) -> dict[int, int]:
+        sealed = log.seal_now(self.store, durable_point=durable_point)
+        return {p.record_id: e.seq for p, e in sealed if p.record_id}
 
     def _after_write(self) -> None:
         if self.seal_inline:

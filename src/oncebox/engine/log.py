@@ -119,15 +119,17 @@ class StaleSealer(InvalidOperation):
 Sealed = list[tuple[PendingEvent, LogEntry]]
 
 
-def drain(tx: Tx, recovering: bool, limit: int = BATCH) -> Sealed:
-    """Append queued events to the chain in queue order; returns what went where.
+def drain(tx: Tx, recovering: bool, pending: list[PendingEvent] | None = None) -> Sealed:
+    """Append queued events (the next ``BATCH`` unless given, read in this transaction)
+    to the chain in queue order; returns what went where.
 
     Seal order is the order the sealer drains the queue, which follows the order events
     were queued, not the order their transactions committed: an event whose transaction
     commits late is sealed in a later batch. A record's seal written by recovery (a
     process died between its commit and its seal) is a ``recover`` entry.
     """
-    pending = tx.pending_log(limit)
+    if pending is None:
+        pending = tx.pending_log(BATCH)
     steps = [
         ("recover" if recovering and item.record_id is not None else item.step, item.state)
         for item in pending
@@ -144,32 +146,39 @@ def drain(tx: Tx, recovering: bool, limit: int = BATCH) -> Sealed:
     return list(zip(pending, entries, strict=True))
 
 
-def seal_now(store: Store, recovering: bool = False) -> Sealed:
+def seal_now(store: Store, recovering: bool = False, durable_point: bool = False) -> Sealed:
     """Seal everything queued, as one short-lived sealer.
 
     It holds the sealer row's lock for one transaction. Taking over from a dedicated
     :class:`Sealer` whose lease ran out, it also takes a fresh token, which fences that
     sealer. If a live sealer holds the lease, it is left to that sealer.
+
+    With ``durable_point``, its first commit writes even when there is nothing to seal,
+    so that its flush makes the caller's earlier non-durable commit durable.
     """
+
+    def batch(tx: Tx, first: bool) -> tuple[Sealed, bool]:
+        row = tx.lock_sealer()
+        now = tx.now()
+        live = row.holder is not None and row.expires_at >= now
+        pending = [] if live else tx.pending_log(BATCH)
+        if not pending:
+            if durable_point and first:
+                tx.probe_write(now)
+            return [], False
+        if row.holder is not None:
+            # Taking over from a dedicated sealer whose lease ran out: a fresh token
+            # fences it, so its next append is refused.
+            tx.set_sealer(tx.next_token(), None, now)
+        return drain(tx, recovering, pending), len(pending) == BATCH
+
     sealed: Sealed = []
-    while True:
-
-        def batch(tx: Tx) -> tuple[Sealed, bool]:
-            row = tx.lock_sealer()
-            now = tx.now()
-            if (row.holder is not None and row.expires_at >= now) or not tx.pending_log(1):
-                return [], False
-            if row.holder is not None:
-                # Taking over from a dedicated sealer whose lease ran out: a fresh token
-                # fences it, so its next append is refused.
-                tx.set_sealer(tx.next_token(), None, now)
-            done = drain(tx, recovering)
-            return done, bool(tx.pending_log(1))
-
-        done, more = store.atomic(batch)
+    more = True
+    while more:
+        first = not sealed
+        done, more = store.atomic(lambda tx: batch(tx, first))  # noqa: B023 (called at once)
         sealed += done
-        if not more:
-            return sealed
+    return sealed
 
 
 class Sealer:

@@ -512,7 +512,8 @@ class Tx(Protocol):
         ...
 
     def probe_write(self, now: float) -> None:
-        """A trivial write: proves the store accepts writes (readiness)."""
+        """A trivial write: proves the store accepts writes (readiness); its durable
+        commit also makes every commit before it durable."""
         ...
 
     # -- API tokens ----------------------------------------------------------------------
@@ -547,9 +548,15 @@ class Store(Protocol):
 
     url: str
 
-    def atomic(self, work: Callable[[Tx], T]) -> T:
+    def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         """Run ``work`` in a write transaction, again from the start if the backend
-        reports a retryable conflict (deadlock, serialization failure); bounded."""
+        reports a retryable conflict (deadlock, serialization failure); bounded.
+
+        ``durable=False`` lets the commit return before it is durable (no flush of its
+        own). Only for a caller that makes a durable, writing commit right after and
+        answers nobody before it: both backends append to one sequential log (SQLite's
+        WAL, PostgreSQL's WAL), so that flush covers this commit too.
+        """
         ...
 
     def transaction(self) -> AbstractContextManager[Tx]:

@@ -212,10 +212,12 @@ class PostgresStore:
         # One snapshot for the whole read, so a view never mixes two states.
         return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ")
 
-    def atomic(self, work: Callable[[Tx], T]) -> T:
+    def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         for attempt in range(RETRIES):
             try:
                 with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
+                    if not durable:
+                        tx._run("defer_durability")
                     return work(tx)
             except Retry:
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.

@@ -172,11 +172,11 @@ class SQLiteStore:
     def transaction(self) -> AbstractContextManager[SQLiteTx]:
         return self._transaction("BEGIN IMMEDIATE")
 
-    def atomic(self, work: Callable[[Tx], T]) -> T:
+    def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         # SQLite has one writer and BEGIN IMMEDIATE takes its lock up front, so there
         # is no deadlock or serialization failure to retry; busy waits are handled by
         # the busy timeout and surface as StorageUnavailable.
-        with self.transaction() as tx:
+        with self._transaction("BEGIN IMMEDIATE", durable) as tx:
             return work(tx)
 
     def reading(self) -> AbstractContextManager[SQLiteTx]:
@@ -184,28 +184,38 @@ class SQLiteStore:
         return self._transaction("BEGIN DEFERRED")
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[SQLiteTx]:
+    def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
         conn = self._connect()
         try:
+            if not durable:
+                # In WAL mode NORMAL commits without syncing the WAL; the next FULL
+                # commit's sync covers these frames, which come before its own. (The
+                # level cannot change inside a transaction.)
+                conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
+        tx = SQLiteTx(conn, self._clock)
         try:
-            yield SQLiteTx(conn, self._clock)
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            # A driver error may arrive wrapped (an apply step's ApplyError).
-            cause = exc if isinstance(exc, apsw.Error) else exc.__cause__
-            if isinstance(cause, apsw.Error):
-                raise _storage_error(cause) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except apsw.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise _storage_error(exc) from exc
+            try:
+                yield tx
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                # A driver error may arrive wrapped (an apply step's ApplyError).
+                cause = exc if isinstance(exc, apsw.Error) else exc.__cause__
+                if isinstance(cause, apsw.Error):
+                    raise _storage_error(cause) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
+            except apsw.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise _storage_error(exc) from exc
+        finally:
+            if not durable:
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
 
     def _migrate(self) -> None:
         """Bring the schema up to date, each migration recorded in its own transaction."""

@@ -440,6 +440,11 @@ UPDATE sealer SET token = %s, holder = %s, expires_at = %s WHERE id = 1;
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;
 
+-- name: defer_durability
+-- This transaction's commit returns without waiting for its WAL flush; the durable
+-- commit its caller makes next flushes the WAL up to a later point, covering it.
+SET LOCAL synchronous_commit TO OFF;
+
 -- name: probe_write
 -- /readyz: a trivial write, so a full disk or a read-only store shows as not ready.
 INSERT INTO meta (key, value) VALUES ('ready_probe', %s)
