@@ -1,8 +1,9 @@
 """HTTP benchmark: oncebox's API against its own ceilings, all in one run on SQLite.
 
-The server is the product's stack (``create_app`` on uvicorn, as ``oncebox serve`` runs
-it) in a process of its own, so client and server do not share a GIL; the store is a
-SQLite file (WAL, ``synchronous=FULL``, as oncebox always opens it). Cases:
+The server is the product's stack (``create_app`` on uvicorn through ``server.run``, as
+``oncebox serve`` runs it) in a process of its own, so client and server do not share a
+GIL; the store is a SQLite file (WAL, ``synchronous=FULL``, as oncebox always opens it).
+Cases:
 
 * **no-op**: ``--clients`` concurrent clients POST a small body to ``/bench/noop``, a
   route added only to this benchmark's app instance (not part of the product API): the
@@ -74,11 +75,10 @@ def serve_child(db: str) -> None:
 
     import socket
 
-    import uvicorn
     from fastapi import Request
     from fastapi.responses import JSONResponse
 
-    from oncebox.surfaces.http import create_app
+    from oncebox.surfaces.http import create_app, server
 
     box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
     app = create_app(box)
@@ -96,8 +96,7 @@ def serve_child(db: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    server.run(app, sock=sock)  # as `oncebox serve` runs it
 
 
 @contextlib.contextmanager

@@ -627,9 +627,7 @@ def serve(obj: Context, host: str, port: int, key_file: str | None, demo: bool) 
 
     Example: oncebox serve --port 8080
     """
-    import uvicorn
-
-    from oncebox.surfaces.http import create_app
+    from oncebox.surfaces.http import create_app, server
 
     box = obj.box
     key = _read_bytes(key_file) if key_file else None
@@ -640,7 +638,7 @@ def serve(obj: Context, host: str, port: int, key_file: str | None, demo: bool) 
         click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
     click.echo(f"oncebox: serving http://{host}:{port}/v1 (OpenAPI: /openapi.json)", err=True)
     click.echo(f"oncebox: console: http://{host}:{port}/console", err=True)
-    uvicorn.run(create_app(box, private_key=key), host=host, port=port, log_level="warning")
+    server.run(create_app(box, private_key=key), host=host, port=port)
 
 
 @cli.command()
