@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from helpers import event_body
 from oncebox.surfaces.http import server
 
 ONCEBOX = [sys.executable, "-m", "oncebox"]
@@ -69,22 +70,10 @@ def test_oncebox_serve_decides_deliveries_and_stops_on_sigterm(tmp_path: Path) -
                 assert time.monotonic() < deadline, "oncebox serve did not start"
                 assert proc.poll() is None, "oncebox serve exited"
                 time.sleep(0.1)
-        event = {
-            "schema_version": 1,
-            "source": "src",
-            "subscription": "sub",
-            "notification_id": "n-1",
-            "seller_id": "s",
-            "sku": "k",
-            "marketplace_id": "m",
-            "notification_type": "LISTINGS_ITEM_STATUS_CHANGE",
-            "event_time": "2026-11-30T10:00:00Z",
-            "payload": {"status": "ACTIVE"},
-        }
         url = f"{base}/v1/inboxes/listing/deliveries"
-        status, answer = _request(url, json.dumps(event).encode(), secret)
+        status, answer = _request(url, event_body("n-1"), secret)
         assert status == 201 and answer["verdict"] == "accepted" and answer["may_ack"]
-        status, answer = _request(url, json.dumps(event).encode(), secret)
+        status, answer = _request(url, event_body("n-1"), secret)
         assert status == 200 and answer["verdict"] == "duplicate"
     finally:
         proc.send_signal(signal.SIGTERM)
