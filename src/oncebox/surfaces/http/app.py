@@ -12,7 +12,6 @@ No rule lives here. What a status means for a client:
 | 503 | (problem document) | - | storage unavailable: retry after Retry-After |
 """
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from oncebox.engine.tokens import ReplayGuard, Token, check_signature
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery
+from oncebox.formats.jsontext import compact_encoder
 from oncebox.surfaces.http import problems
 from oncebox.surfaces.http.console import mount_console
 from oncebox.surfaces.http.groupcommit import Credential, GroupCommit
@@ -128,11 +128,14 @@ AUTH_PROBLEMS = (401, 403, 413, 422, 503)
 BODY_PROBLEMS = (400, *AUTH_PROBLEMS)  # 400: a JSON body that is not even UTF-8
 
 
+_DECISION_ENCODE = compact_encoder(sort_keys=False, ensure_ascii=False)
+
+
 def decision_json(decision: Decision) -> bytes:
     """``decision.to_dict()`` as JSON (as JSONResponse encodes it), without the deep copy."""
     data = dict(vars(decision))
     data["verdict"] = decision.verdict.value
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    return _DECISION_ENCODE(data).encode()
 
 
 def bearer_secret(authorization: str | None) -> str | None:
