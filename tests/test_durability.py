@@ -18,6 +18,8 @@ import pytest
 import oncebox
 from conftest import INBOXES, SESSION, fresh_database
 from oncebox.engine import log
+from oncebox.errors import StorageUnavailable
+from oncebox.store import sqlite as sqlite_store
 
 SYNC_LEVELS = {
     "sqlite": ("PRAGMA synchronous", "1", "2"),
@@ -137,3 +139,31 @@ def test_with_a_live_dedicated_sealer_the_decision_still_flushes(
     assert str(decision.verdict) == "accepted" and decision.log_position is None
     assert syncs == 1
     assert sealer.seal() == 1 and box.verify().uncovered == []
+
+
+def test_a_failed_relaxed_transaction_leaves_the_connection_flushing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "fail.db"
+    with oncebox.open(f"sqlite:///{path}", inboxes=INBOXES) as box:
+
+        def level() -> int:
+            with box.store.reading() as tx:
+                return int(tx.execute("PRAGMA synchronous")[0][0])
+
+        def fail(tx: Any) -> None:
+            raise ValueError("the work failed")
+
+        with pytest.raises(ValueError):
+            box.store.atomic(fail, durable=False)
+        assert level() == 2
+        # BEGIN itself fails: another connection holds the write lock past the timeout.
+        monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 50)
+        other = apsw.Connection(str(path))
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StorageUnavailable):
+                box.store.atomic(lambda tx: tx.probe_write(tx.now()), durable=False)
+        finally:
+            other.execute("ROLLBACK")
+        assert level() == 2

@@ -186,19 +186,18 @@ class SQLiteStore:
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
         conn = self._connect()
-        try:
-            if not durable:
-                # In WAL mode NORMAL commits without syncing the WAL; the next FULL
-                # commit's sync covers these frames, which come before its own. (The
-                # level cannot change inside a transaction.)
-                conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(begin)
-        except apsw.Error as exc:
-            raise _storage_error(exc) from exc
-        tx = SQLiteTx(conn, self._clock)
+        if not durable:
+            # In WAL mode NORMAL commits without syncing the WAL; the next FULL commit's
+            # sync covers these frames, which come before its own. (The level cannot
+            # change inside a transaction; the finally below restores it.)
+            conn.execute("PRAGMA synchronous=NORMAL")
         try:
             try:
-                yield tx
+                conn.execute(begin)
+            except apsw.Error as exc:
+                raise _storage_error(exc) from exc
+            try:
+                yield SQLiteTx(conn, self._clock)
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
