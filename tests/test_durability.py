@@ -167,3 +167,21 @@ def test_a_failed_relaxed_transaction_leaves_the_connection_flushing(
         finally:
             other.execute("ROLLBACK")
         assert level() == 2
+
+
+def test_a_lease_and_a_resolution_cost_one_flush_each(
+    counted: tuple[oncebox.Oncebox, SyncCounter],
+) -> None:
+    box, vfs = counted
+    before = box.verify().entries
+    lease, syncs = _wal_syncs(vfs, lambda: box.lease("feed", "S1", 60))
+    assert syncs == 1 and lease.token > 0
+    assert box.verify().entries == before + 1  # the lease's entry is sealed
+    frame_id, text = SESSION[0]
+    box.ingest("ussd", text.encode(), key=frame_id)
+    other = SESSION[1][1].encode()
+    assert str(box.ingest("ussd", other, key=frame_id).verdict) == "conflict"
+    [row] = box.quarantined("ussd")
+    closed, syncs = _wal_syncs(vfs, lambda: box.resolve(row.id, "keep", "the original stands"))
+    assert syncs == 1 and closed.status != "open"
+    assert box.verify().ok and box.verify().uncovered == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from oncebox.store.base import (
     RecordRow,
     RevisionRow,
     Store,
+    T,
     Tx,
     WorkKeyRow,
 )
@@ -156,6 +157,14 @@ class Oncebox:
         if self.seal_inline:
             self.seal()
 
+    def _write(self, work: Callable[[Tx], T]) -> T:
+        """A write transaction and the seal of what it queued, with one flush for both
+        (as in :meth:`ingest_batch`): returns only once both are durable."""
+        result = self.store.atomic(work, durable=not self.seal_inline)
+        if self.seal_inline:
+            self._seal(durable_point=True)
+        return result
+
     # -- leases --------------------------------------------------------------------------
     def lease(self, inbox: str, scope: str, ttl: float) -> Lease:
         """The next fencing token for ``scope``, valid ``ttl`` seconds on the server clock;
@@ -163,19 +172,14 @@ class Oncebox:
         active = self.inbox(inbox)
         if not active.row.fenced:
             raise InvalidOperation(f"inbox {inbox} is not lease-fenced")
-        issued = self.store.atomic(
+        return self._write(
             lambda tx: leases.issue(tx, active.row.id, inbox, scope, ttl, tx.now())
         )
-        self._after_write()
-        return issued
 
     def release(self, inbox: str, scope: str, token: int) -> None:
         """Give a lease up early; its token is stale from now on."""
         active = self.inbox(inbox)
-        self.store.atomic(
-            lambda tx: leases.release(tx, active.row.id, inbox, scope, token, tx.now())
-        )
-        self._after_write()
+        self._write(lambda tx: leases.release(tx, active.row.id, inbox, scope, token, tx.now()))
 
     def leases(self, inbox: str) -> list[LeaseRow]:
         with self.store.reading() as tx:
@@ -225,9 +229,7 @@ class Oncebox:
                 raise NotFound(f"no quarantine row {quarantine_id}")
             return resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now())
 
-        closed = self.store.atomic(decide)
-        self._after_write()
-        return closed
+        return self._write(decide)
 
     def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetterRow]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
@@ -346,9 +348,7 @@ class Oncebox:
         for name_ in inboxes:
             if name_ != tokens.ALL_INBOXES:
                 self.inbox(name_)
-        created = self.store.atomic(lambda tx: tokens.create(tx, name, inboxes, scopes, hmac))
-        self._after_write()
-        return created
+        return self._write(lambda tx: tokens.create(tx, name, inboxes, scopes, hmac))
 
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:
@@ -356,8 +356,7 @@ class Oncebox:
 
     def revoke_token(self, name_or_id: str) -> None:
         """Revoke a live token by name (or id); it fails authentication from now on."""
-        self.store.atomic(lambda tx: tokens.revoke(tx, str(name_or_id)))
-        self._after_write()
+        self._write(lambda tx: tokens.revoke(tx, str(name_or_id)))
 
     def authenticate(self, secret: str) -> tokens.Token | None:
         with self.store.reading() as tx:
