@@ -21,6 +21,11 @@ Cases:
 * **batched library**: the same deliveries through ``box.ingest_batch``, ``--batch`` per
   call, in this process, on a fresh store.
 
+``--sync-delay-ms D`` makes every fsync at least D ms slower, for the server's store, the
+raw commits and the library alike, through an APSW VFS (:class:`SlowSync`): an emulated
+slower disk, for machines whose own disk syncs faster than an HTTP request is served
+(there no HTTP ingest can beat one raw commit per event). The default (0) is this disk.
+
 The client is a minimal HTTP/1.1 keep-alive client on asyncio streams (one connection per
 client), so that the client is not what limits the figures. Latency is per request, from
 the client's send to the end of the response. Targets are printed beside the figures;
@@ -64,8 +69,37 @@ TARGET_P99_MS = 50.0  # single-message p99 latency
 TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
 
 
+# -- an emulated slower disk ---------------------------------------------------------------
+SLOW_VFS = "oncebox-bench-slow-sync"
+
+
+class SlowSync(apsw.VFS):
+    """The default VFS, with ``delay`` seconds added to every sync."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        super().__init__(SLOW_VFS, "")
+
+    def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
+        return SlowSyncFile(self.delay, name, flags)
+
+
+class SlowSyncFile(apsw.VFSFile):
+    def __init__(self, delay: float, name: Any, flags: list[int]) -> None:
+        self.delay = delay
+        super().__init__("", name, flags)
+
+    def xSync(self, flags: int) -> None:
+        super().xSync(flags)
+        time.sleep(self.delay)
+
+
+def store_url(path: Path | str, delay_ms: float) -> str:
+    return f"sqlite:///{path}" + (f"?vfs={SLOW_VFS}" if delay_ms else "")
+
+
 # -- the server process --------------------------------------------------------------------
-def serve_child(db: str) -> None:
+def serve_child(db: str, delay_ms: float) -> None:
     """The child: the product app plus a no-op route, on uvicorn, on a free port."""
     # Run as a script, this file's folder is first on sys.path, and this file (http.py)
     # would shadow the standard library's http package that uvicorn and starlette import.
@@ -80,7 +114,8 @@ def serve_child(db: str) -> None:
 
     from oncebox.surfaces.http import create_app, server
 
-    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
+    slow = SlowSync(delay_ms / 1000) if delay_ms else None  # registered while referenced
+    box = oncebox.open(store_url(db, delay_ms), inboxes=INBOXES)
     app = create_app(box)
 
     async def noop(request: Request) -> JSONResponse:
@@ -97,13 +132,15 @@ def serve_child(db: str) -> None:
     sock.bind(("127.0.0.1", 0))
     print(sock.getsockname()[1], flush=True)
     server.run(app, sock=sock)  # as `oncebox serve` runs it
+    if slow is not None:
+        slow.unregister()
 
 
 @contextlib.contextmanager
-def server(db: Path, log: Path) -> Iterator[int]:
+def server(db: Path, log: Path, delay_ms: float) -> Iterator[int]:
     with log.open("w") as err:
         child = subprocess.Popen(
-            [sys.executable, __file__, "--_serve", str(db)],
+            [sys.executable, __file__, "--_serve", str(db), "--sync-delay-ms", str(delay_ms)],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
@@ -274,9 +311,9 @@ async def metric(port: int, headers: dict[str, str], name: str) -> float | None:
 
 
 # -- in-process cases ------------------------------------------------------------------------
-def raw_commits(path: Path, n: int) -> Run:
+def raw_commits(path: Path, n: int, delay_ms: float) -> Run:
     """One INSERT per BEGIN IMMEDIATE ... COMMIT, WAL, synchronous=FULL, through APSW."""
-    conn = apsw.Connection(str(path))
+    conn = apsw.Connection(str(path), vfs=SLOW_VFS if delay_ms else None)
     conn.set_busy_timeout(30_000)
     if str(conn.execute("PRAGMA journal_mode=WAL").get).lower() != "wal":
         raise SystemExit(f"{path}: cannot switch to WAL")
@@ -296,8 +333,8 @@ def raw_commits(path: Path, n: int) -> Run:
     return Run("raw commit per event", n, n, seconds, latencies)
 
 
-def library_batched(path: Path, start: int, n: int, batch: int) -> Run:
-    box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES)
+def library_batched(path: Path, start: int, n: int, batch: int, delay_ms: float) -> Run:
+    box = oncebox.open(store_url(path, delay_ms), inboxes=INBOXES)
     chunks = [
         [oncebox.Delivery(json_body(i)) for i in range(s, min(s + batch, start + n))]
         for s in range(start, start + n, batch)
@@ -330,12 +367,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-clients", type=int, default=4, help="clients sending batches")
     parser.add_argument("--warmup", type=int, default=1_000, help="untimed requests first")
     parser.add_argument("--dir", help="where the store files go (default: a temp dir)")
+    parser.add_argument(
+        "--sync-delay-ms",
+        type=float,
+        default=0.0,
+        help="emulate a slower disk: every fsync takes this much longer (default 0)",
+    )
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     parser.add_argument("--_serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._serve:
-        serve_child(args._serve)
+        serve_child(args._serve, args.sync_delay_ms)
         return 0
+    slow = SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
 
     table: TextIO = sys.stderr if args.json else sys.stdout
     work = Path(tempfile.mkdtemp(prefix="oncebox-http-bench-", dir=args.dir))
@@ -343,6 +387,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(args, work, table)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if slow is not None:
+        slow.unregister()
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -364,6 +410,8 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         f"oncebox HTTP benchmark: SQLite (WAL, synchronous=FULL) in {work}, "
         f"{os.cpu_count()} CPUs, {args.clients} clients"
     )
+    if args.sync_delay_ms:
+        say(f"emulated slower disk: every fsync {args.sync_delay_ms:g} ms longer (all cases)")
 
     # Ids: warm-up, singles, HTTP batches, library batches never collide.
     warm_ids = range(0, args.warmup)
@@ -372,7 +420,7 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
     library_start = 40_000_000
 
     runs: dict[str, Run] = {}
-    with server(db, work / "server.log") as port:
+    with server(db, work / "server.log", args.sync_delay_ms) as port:
         say(f"server: uvicorn on 127.0.0.1:{port} (pid of its own)")
 
         async def http_cases() -> None:
@@ -432,10 +480,10 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         asyncio.run(http_cases())
 
     runs["batched_library"] = library_batched(
-        work / "library.db", library_start, args.batch_n, args.batch
+        work / "library.db", library_start, args.batch_n, args.batch, args.sync_delay_ms
     )
     say(line(runs["batched_library"]))
-    runs["raw"] = raw_commits(work / "raw.db", args.raw_n)
+    runs["raw"] = raw_commits(work / "raw.db", args.raw_n, args.sync_delay_ms)
     say(line(runs["raw"]))
 
     noop, single, raw = runs["noop"], runs["single"], runs["raw"]
