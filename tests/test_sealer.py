@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from conftest import SESSION, BoxFactory
+import oncebox
+from conftest import INBOXES, SESSION, BoxFactory
 from helpers import frame
 from oncebox import InboxSpec, ManualClock
+from oncebox.engine import log
 from oncebox.engine.log import Sealer, StaleSealer
 from oncebox.errors import InvalidOperation
 
@@ -55,3 +60,28 @@ def test_a_dead_sealer_leaves_its_work_to_the_next(
     box.seal()
     report = box.verify()
     assert report.ok and report.entries == 3
+
+
+def test_recovery_beside_a_live_writer_leaves_its_queued_seal_alone(shared_url: str) -> None:
+    """Opening a store runs recovery; a seal another live process queued a moment ago is
+    not orphaned, so it must not come out as a ``recover`` entry."""
+    with oncebox.open(shared_url, inboxes=INBOXES) as opener:
+        with oncebox.open(shared_url, inboxes=INBOXES, seal=False) as writer:
+            writer.ingest("ussd", frame(*SESSION[0]))  # committed; its seal is queued
+            found: list[int] = []
+            recovery = threading.Thread(
+                target=lambda: found.append(log.recover(opener.store, grace=1.0))
+            )
+            recovery.start()
+            time.sleep(0.3)
+            writer.seal()  # the live writer seals its own, within the grace
+            recovery.join()
+            assert found == [0]
+            # A writer that never seals: its queued seal is orphaned after the grace.
+            writer.ingest("ussd", frame(*SESSION[1]))
+            assert log.recover(opener.store, grace=0.05) == 1
+        steps = [
+            entry.step for entry in opener.log_entries() if entry.step in ("accept", "recover")
+        ]
+        assert steps == ["accept", "recover"]
+        assert opener.verify().ok

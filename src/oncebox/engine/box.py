@@ -186,9 +186,12 @@ class Oncebox:
             return tx.list_leases(self.inbox(inbox).row.id)
 
     # -- the log -------------------------------------------------------------------------
-    def recover(self) -> int:
-        """Seal every committed record the log does not cover; returns how many."""
-        return log.recover(self.store)
+    def recover(self, grace: float = log.ORPHAN_GRACE) -> int:
+        """Seal every committed record the log does not cover; returns how many.
+
+        A queued seal is taken as orphaned once it has waited ``grace`` seconds for its
+        writer; pass 0 when no other process can be writing (e.g. after ``seal=False``)."""
+        return log.recover(self.store, grace)
 
     def verify(self, against: Checkpoint | None = None) -> log.Verification:
         return log.verify(self.store, against)

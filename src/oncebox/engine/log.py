@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
@@ -119,19 +120,23 @@ class StaleSealer(InvalidOperation):
 Sealed = list[tuple[PendingEvent, LogEntry]]
 
 
-def drain(tx: Tx, recovering: bool, pending: list[PendingEvent] | None = None) -> Sealed:
+def drain(tx: Tx, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:
     """Append queued events (the next ``BATCH`` unless given, read in this transaction)
     to the chain in queue order; returns what went where.
 
     Seal order is the order the sealer drains the queue, which follows the order events
     were queued, not the order their transactions committed: an event whose transaction
-    commits late is sealed in a later batch. A record's seal written by recovery (a
-    process died between its commit and its seal) is a ``recover`` entry.
+    commits late is sealed in a later batch. A record's seal that recovery found orphaned
+    (queued at or before ``orphans_upto``: its process died between its commit and its
+    seal) is a ``recover`` entry.
     """
     if pending is None:
         pending = tx.pending_log(BATCH)
     steps = [
-        ("recover" if recovering and item.record_id is not None else item.step, item.state)
+        (
+            "recover" if item.id <= orphans_upto and item.record_id is not None else item.step,
+            item.state,
+        )
         for item in pending
     ]
     entries = chain(tx, steps)
@@ -146,7 +151,7 @@ def drain(tx: Tx, recovering: bool, pending: list[PendingEvent] | None = None) -
     return list(zip(pending, entries, strict=True))
 
 
-def seal_now(store: Store, recovering: bool = False, durable_point: bool = False) -> Sealed:
+def seal_now(store: Store, orphans_upto: int = 0, durable_point: bool = False) -> Sealed:
     """Seal everything queued, as one short-lived sealer.
 
     It holds the sealer row's lock for one transaction. Taking over from a dedicated
@@ -170,7 +175,7 @@ def seal_now(store: Store, recovering: bool = False, durable_point: bool = False
             # Taking over from a dedicated sealer whose lease ran out: a fresh token
             # fences it, so its next append is refused.
             tx.set_sealer(tx.next_token(), None, now)
-        return drain(tx, recovering, pending), len(pending) == BATCH
+        return drain(tx, orphans_upto, pending), len(pending) == BATCH
 
     sealed: Sealed = []
     more = True
@@ -222,7 +227,7 @@ class Sealer:
                     f"sealer token is {row.token}"
                 )
             tx.set_sealer(row.token, self.holder, now + self.ttl)
-            return len(drain(tx, recovering=False))
+            return len(drain(tx))
 
         return self.store.atomic(batch)
 
@@ -236,14 +241,28 @@ class Sealer:
         self.token = None
 
 
-def recover(store: Store) -> int:
+# How long a queued seal may wait for its own writer before recovery calls it orphaned.
+# A live writer seals within milliseconds of its commit (or another writer's seal pass
+# takes it along); only a dead one leaves its seal queued this long.
+ORPHAN_GRACE = 0.2
+
+
+def recover(store: Store, grace: float = ORPHAN_GRACE) -> int:
     """Seal every committed record the log does not cover; returns how many.
 
     Two kinds are left by a crash or an older version: records whose seal is still
     queued (their process died between the commit and the seal) and records with no
-    queued seal at all. Both are sealed as ``recover`` entries.
+    queued seal at all. Both are sealed as ``recover`` entries. A queued seal counts as
+    orphaned only if it is still queued ``grace`` seconds after recovery first saw it,
+    so that opening a store beside live writers does not relabel their seals.
     """
-    recovered = sum(1 for pending, _ in seal_now(store, recovering=True) if pending.record_id)
+    recovered = 0
+    with store.reading() as tx:
+        seen = tx.last_pending_id()
+    if seen:
+        time.sleep(grace)
+        sealed = seal_now(store, orphans_upto=seen)
+        recovered = sum(1 for p, _ in sealed if p.record_id is not None and p.id <= seen)
     while True:
 
         def orphans(tx: Tx) -> int:

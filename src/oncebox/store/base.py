@@ -507,6 +507,10 @@ class Tx(Protocol):
 
     def inboxes(self) -> list[InboxRow]: ...
 
+    def last_pending_id(self) -> int:
+        """The newest queued event's id (ids only grow), or 0 when the queue is empty."""
+        ...
+
     def log_pending_count(self) -> int:
         """Log events queued and not sealed yet (the seal lag)."""
         ...

@@ -539,6 +539,9 @@ class SqlTx(ABC):
     def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
         self._run("set_sealer", (token, holder, expires_at))
 
+    def last_pending_id(self) -> int:
+        return int(self._one("last_pending_id")[0])
+
     def log_pending_count(self) -> int:
         return int(self._one("log_pending_count")[0])
 

@@ -440,6 +440,9 @@ UPDATE sealer SET token = %s, holder = %s, expires_at = %s WHERE id = 1;
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;
 
+-- name: last_pending_id
+SELECT coalesce(max(id), 0) FROM log_pending;
+
 -- name: defer_durability
 -- This transaction's commit returns without waiting for its WAL flush; the durable
 -- commit its caller makes next flushes the WAL up to a later point, covering it.

@@ -382,6 +382,9 @@ UPDATE sealer SET token = ?, holder = ?, expires_at = ? WHERE id = 1;
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;
 
+-- name: last_pending_id
+SELECT coalesce(max(id), 0) FROM log_pending;
+
 -- name: probe_write
 -- /readyz: a trivial write, so a full disk or a read-only store shows as not ready.
 INSERT INTO meta (key, value) VALUES ('ready_probe', ?)
