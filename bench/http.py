@@ -22,7 +22,7 @@ Cases:
   call, in this process, on a fresh store.
 
 ``--sync-delay-ms D`` makes every fsync at least D ms slower, for the server's store, the
-raw commits and the library alike, through an APSW VFS (:class:`SlowSync`): an emulated
+raw commits and the library alike, through an APSW VFS (``bench/slowdisk.py``): an emulated
 slower disk, for machines whose own disk syncs faster than an HTTP request is served
 (there no HTTP ingest can beat one raw commit per event). The default (0) is this disk.
 
@@ -56,6 +56,7 @@ from typing import Any, TextIO
 import apsw
 
 import oncebox
+import slowdisk
 from synthetic import json_body
 
 INBOXES = [oncebox.InboxSpec("listing", codec="json-event", apply="generation")]
@@ -69,33 +70,9 @@ TARGET_P99_MS = 50.0  # single-message p99 latency
 TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
 
 
-# -- an emulated slower disk ---------------------------------------------------------------
-SLOW_VFS = "oncebox-bench-slow-sync"
-
-
-class SlowSync(apsw.VFS):
-    """The default VFS, with ``delay`` seconds added to every sync."""
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        super().__init__(SLOW_VFS, "")
-
-    def xOpen(self, name: Any, flags: list[int]) -> apsw.VFSFile:
-        return SlowSyncFile(self.delay, name, flags)
-
-
-class SlowSyncFile(apsw.VFSFile):
-    def __init__(self, delay: float, name: Any, flags: list[int]) -> None:
-        self.delay = delay
-        super().__init__("", name, flags)
-
-    def xSync(self, flags: int) -> None:
-        super().xSync(flags)
-        time.sleep(self.delay)
-
-
+# -- an emulated slower disk (bench/slowdisk.py) ---------------------------------------
 def store_url(path: Path | str, delay_ms: float) -> str:
-    return f"sqlite:///{path}" + (f"?vfs={SLOW_VFS}" if delay_ms else "")
+    return f"sqlite:///{path}" + (f"?vfs={slowdisk.NAME}" if delay_ms else "")
 
 
 # -- the server process --------------------------------------------------------------------
@@ -114,7 +91,7 @@ def serve_child(db: str, delay_ms: float) -> None:
 
     from oncebox.surfaces.http import create_app, server
 
-    slow = SlowSync(delay_ms / 1000) if delay_ms else None  # registered while referenced
+    slow = slowdisk.SlowSync(delay_ms / 1000) if delay_ms else None  # registered while referenced
     box = oncebox.open(store_url(db, delay_ms), inboxes=INBOXES)
     app = create_app(box)
 
@@ -313,7 +290,7 @@ async def metric(port: int, headers: dict[str, str], name: str) -> float | None:
 # -- in-process cases ------------------------------------------------------------------------
 def raw_commits(path: Path, n: int, delay_ms: float) -> Run:
     """One INSERT per BEGIN IMMEDIATE ... COMMIT, WAL, synchronous=FULL, through APSW."""
-    conn = apsw.Connection(str(path), vfs=SLOW_VFS if delay_ms else None)
+    conn = apsw.Connection(str(path), vfs=slowdisk.NAME if delay_ms else None)
     conn.set_busy_timeout(30_000)
     if str(conn.execute("PRAGMA journal_mode=WAL").get).lower() != "wal":
         raise SystemExit(f"{path}: cannot switch to WAL")
@@ -379,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args._serve:
         serve_child(args._serve, args.sync_delay_ms)
         return 0
-    slow = SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
+    slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
 
     table: TextIO = sys.stderr if args.json else sys.stdout
     work = Path(tempfile.mkdtemp(prefix="oncebox-http-bench-", dir=args.dir))

@@ -26,6 +26,12 @@ measurements are repeated (``--repeat``) and their medians reported. See bench/R
 
     .venv/bin/python bench/ingest.py --pg-throwaway --json > figures.json
     .venv/bin/python bench/ingest.py --pg-throwaway --skip-main --scale
+
+``--sync-delay-ms D`` runs the SQLite cases of this process (not the memory and scale
+subprocesses) on an emulated slower disk, oncebox and baseline alike: every fsync D ms
+longer (bench/slowdisk.py). This disk syncs in a fraction of a millisecond, where the
+one-per-transaction ratio is a contest of CPU; on a disk of a few milliseconds it is one
+of fsyncs.
 """
 
 from __future__ import annotations
@@ -51,9 +57,13 @@ from typing import Any, Protocol, TextIO
 import apsw
 
 import oncebox
+import slowdisk
 from oncebox.engine.ingest import prepare
 from oncebox.formats import get_codec
 from synthetic import frame_delivery, json_body
+
+# Set by --sync-delay-ms in the main process only: SQLite files then go through the VFS.
+SLOW_VFS: str | None = None
 
 INBOXES = [
     oncebox.InboxSpec("listing", codec="json-event", apply="generation"),
@@ -99,7 +109,7 @@ BASELINE_INSERT = "INSERT OR IGNORE INTO dedup (ident, witness) VALUES (?, ?)"
 
 
 def baseline_connect(path: Path) -> apsw.Connection:
-    conn = apsw.Connection(str(path))
+    conn = apsw.Connection(str(path), vfs=SLOW_VFS)
     conn.set_busy_timeout(30_000)
     mode = conn.execute("PRAGMA journal_mode=WAL").get
     if str(mode).lower() != "wal":
@@ -335,6 +345,8 @@ class PgPlaces:
 def open_box(target: str) -> oncebox.Oncebox:
     """A store file's path, or a PostgreSQL database's URL."""
     url = target if is_pg(target) else f"sqlite:///{Path(target).resolve()}"
+    if SLOW_VFS and not is_pg(target):
+        url += f"?vfs={SLOW_VFS}"
     return oncebox.open(url, inboxes=INBOXES)
 
 
@@ -1137,6 +1149,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3,
                    help="PostgreSQL: runs of each multi-process pass and of each scale "
                         "measurement; medians are reported (default 3)")
+    p.add_argument("--sync-delay-ms", type=float, default=0.0,
+                   help="SQLite: emulate a slower disk, every fsync this much longer "
+                        "(main cases only; default 0, this disk)")
     p.add_argument("--json", action="store_true",
                    help="print figures as JSON on stdout (the table goes to stderr)")
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
@@ -1146,6 +1161,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--db and --pg-throwaway exclude each other")
     if args.db and not is_pg(args.db):
         p.error("--db takes a postgresql:// URL (SQLite runs use a temp dir: see --dir)")
+    if args.sync_delay_ms and (args.db or args.pg_throwaway or args.scale):
+        p.error("--sync-delay-ms is for the main SQLite cases (not PostgreSQL or --scale)")
     if args.durable and not args.pg_throwaway:
         p.error("--durable goes with --pg-throwaway (a --db server keeps its own settings)")
     pg = bool(args.db or args.pg_throwaway)
@@ -1177,6 +1194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.db or args.pg_throwaway:
         return main_pg(args)
 
+    global SLOW_VFS
+    slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
+    if slow is not None:
+        SLOW_VFS = slowdisk.NAME
+        log(f"emulated slower disk: every fsync {args.sync_delay_ms:g} ms longer")
     started, load_before = time.perf_counter(), load_average()
     codecs = list(CODECS) if args.codec == "both" else [args.codec]
     figures: dict[str, Any] = {"cases": [], "scale": [], "memory": []}
@@ -1206,7 +1228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peak_rss_mb": peak_rss_mb(), "launcher_peak_rss_mb": launcher.floor_mb,
         "wall_seconds": time.perf_counter() - started,
         "oncebox": str(Path(oncebox.__file__).parent), "load_average_before": load_before,
-        "load_average_after": load_average(),
+        "load_average_after": load_average(), "sync_delay_ms": args.sync_delay_ms,
     }
     report(sys.stderr if args.json else sys.stdout, figures)
     if args.json:
@@ -1215,6 +1237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_pg(args: argparse.Namespace) -> int:
+    global SLOW_VFS
+    slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
+    if slow is not None:
+        SLOW_VFS = slowdisk.NAME
+        log(f"emulated slower disk: every fsync {args.sync_delay_ms:g} ms longer")
     started, load_before = time.perf_counter(), load_average()
     codecs = list(CODECS) if args.codec == "both" else [args.codec]
     figures: dict[str, Any] = {"cases": [], "multiproc": [], "scale": [], "memory": []}
@@ -1249,7 +1276,7 @@ def main_pg(args: argparse.Namespace) -> int:
         "peak_rss_mb": peak_rss_mb(), "launcher_peak_rss_mb": launcher.floor_mb,
         "wall_seconds": time.perf_counter() - started,
         "oncebox": str(Path(oncebox.__file__).parent), "load_average_before": load_before,
-        "load_average_after": load_average(),
+        "load_average_after": load_average(), "sync_delay_ms": args.sync_delay_ms,
     }
     report(sys.stderr if args.json else sys.stdout, figures)
     if args.json:
