@@ -385,19 +385,10 @@ class PostgresBackend(Backend):
 @contextlib.contextmanager
 def durable_postgres() -> Iterator[Admin]:
     """A throwaway durable server (tests/pgcluster.py), stopped and wiped afterwards."""
-    from pgcluster import ExternalServer, PgCluster
+    from pgcluster import throwaway_server
 
-    external = PgCluster.from_env()
-    if external:
-        yield ExternalServer(external)
-        return
-    base = Path(tempfile.mkdtemp(prefix="oncebox-crash-pg-", dir="/tmp"))
-    cluster = PgCluster.start(base, durable=True)
-    try:
-        yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
+    with throwaway_server("oncebox-crash-pg-", durable=True) as server:
+        yield server
 
 
 # -- the child -------------------------------------------------------------------------
@@ -526,6 +517,21 @@ def _watch(pid: int, rfd: int) -> tuple[list[dict[str, Any]], str]:
     ):
         outcome = "died"
     return reports, outcome
+
+
+def _kill_run(
+    work: Callable[[Callable[[dict[str, Any]], None]], None],
+) -> tuple[list[dict[str, Any]], RunResult] | None:
+    """Fork ``work``, watch it to its crash point: its reports and a fresh result, or
+    None when it finished without reaching the point."""
+    pid, rfd = _fork_child(work)
+    reports, outcome = _watch(pid, rfd)
+    if outcome == "done":
+        return None
+    result = RunResult(killed=int(outcome == "killed"))
+    if outcome != "killed":
+        result.notes.append(f"child {outcome}: {reports[-1] if reports else ''}")
+    return reports, result
 
 
 # -- the parent's checks ---------------------------------------------------------------
@@ -716,14 +722,10 @@ def store_run(backend: Backend, point: str, seed: int, messages: int = 24) -> Ru
     nth = rng.randint(1, reaches)
     url = backend.fresh()
     try:
-        child = _ingest_child(url, steps, point, nth, ack_early=point == CONTROL_POINT)
-        pid, rfd = _fork_child(child)
-        reports, outcome = _watch(pid, rfd)
-        if outcome == "done":
+        run = _kill_run(_ingest_child(url, steps, point, nth, ack_early=point == CONTROL_POINT))
+        if run is None:
             return None
-        result = RunResult(killed=int(outcome == "killed"))
-        if outcome != "killed":
-            result.notes.append(f"child {outcome}: {reports[-1] if reports else ''}")
+        reports, result = run
         attempted = max((r["attempt"] for r in reports if "attempt" in r), default=-1)
         told = [r for r in reports if "decided" in r]
         box = _recover(url, result)
@@ -787,13 +789,10 @@ def xack_run(backend: Backend, redis_url: str, seed: int, messages: int = 40) ->
         consumer.run_once()
 
     try:
-        pid, rfd = _fork_child(work)
-        reports, outcome = _watch(pid, rfd)
-        if outcome == "done":
+        run = _kill_run(work)
+        if run is None:
             return None
-        result = RunResult(killed=int(outcome == "killed"))
-        if outcome != "killed":
-            result.notes.append(f"child {outcome}: {reports[-1] if reports else ''}")
+        _, result = run
         box = _recover(url, result)
         try:
             if not backend.integrity_ok(url):

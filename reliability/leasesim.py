@@ -34,9 +34,7 @@ import argparse
 import contextlib
 import hashlib
 import random
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -792,22 +790,13 @@ def _memory(_seed: int) -> Iterator[str]:
 def _pg_server() -> Iterator[Any]:
     """A throwaway PostgreSQL server (tests/pgcluster.py, fsync off), or None."""
     sys.path.insert(0, str(HERE.parent.parent / "tests"))
-    from pgcluster import ExternalServer, PgCluster
+    from pgcluster import PgCluster, throwaway_server
 
-    external = PgCluster.from_env()
-    if external:
-        yield ExternalServer(external)
-        return
-    if not PgCluster.available():
+    if not PgCluster.from_env() and not PgCluster.available():
         yield None
         return
-    base = Path(tempfile.mkdtemp(prefix="oncebox-leasesim-pg-", dir="/tmp"))
-    cluster = PgCluster.start(base, durable=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
+    with throwaway_server("oncebox-leasesim-pg-") as server:
+        yield server
 
 
 def main(argv: Sequence[str] | None = None) -> int:

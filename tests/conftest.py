@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -12,7 +10,7 @@ import pytest
 
 import oncebox
 from oncebox import InboxSpec, ManualClock, Oncebox
-from pgcluster import ExternalServer, PgCluster
+from pgcluster import ExternalServer, PgCluster, throwaway_server
 
 INBOXES = (
     InboxSpec("ussd", codec="ussd-h1", apply="triage"),
@@ -41,19 +39,10 @@ NO_POSTGRES = (
 
 
 def _start_server(durable: bool) -> Iterator[Server]:
-    external = PgCluster.from_env()
-    if external:
-        yield ExternalServer(external)
-        return
-    if not PgCluster.available():
+    if not PgCluster.from_env() and not PgCluster.available():
         pytest.fail(NO_POSTGRES)
-    base = Path(tempfile.mkdtemp(prefix="oncebox-pg-", dir="/tmp"))
-    cluster = PgCluster.start(base, durable=durable)
-    try:
-        yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(base, ignore_errors=True)
+    with throwaway_server("oncebox-pg-", durable=durable) as server:
+        yield server
 
 
 def _template(server: Server) -> str:

@@ -27,8 +27,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -461,3 +463,20 @@ class ExternalServer(_DatabaseAdmin):
 
     def start_again(self) -> None:
         raise NotImplementedError("an external PostgreSQL server cannot be restarted by the tests")
+
+
+@contextlib.contextmanager
+def throwaway_server(prefix: str, *, durable: bool = False) -> Iterator[PgCluster | ExternalServer]:
+    """The server ``ONCEBOX_TEST_PG`` names, else a private cluster in a new directory under
+    /tmp (which the postgres user can reach), stopped and wiped afterwards."""
+    external = PgCluster.from_env()
+    if external:
+        yield ExternalServer(external)
+        return
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    cluster = PgCluster.start(base, durable=durable)
+    try:
+        yield cluster
+    finally:
+        cluster.stop("immediate")
+        shutil.rmtree(base, ignore_errors=True)
