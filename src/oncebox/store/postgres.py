@@ -92,9 +92,6 @@ class PostgresTx(SqlTx):
     def _run(self, name: str, params: Params = ()) -> int:
         return self._conn.execute(Q[name], params).rowcount
 
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._many_rows(name, rows)
-
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
             return []

@@ -96,15 +96,10 @@ class SQLiteTx(SqlTx):
         self._conn.execute(Q[name], params)
         return int(self._conn.changes())
 
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            # A statement that returns rows runs only as far as its rows are read.
-            for _ in self._conn.executemany(Q[name], rows):
-                pass
-
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
             return []
+        # A statement that returns rows runs only as far as its rows are read.
         return [tuple(row) for row in self._conn.executemany(Q[name], rows)]
 
     def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:

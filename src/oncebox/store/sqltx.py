@@ -58,12 +58,12 @@ class SqlTx(ABC):
         """Run a named statement; how many rows it changed."""
 
     @abstractmethod
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run a named statement once per row of parameters."""
-
-    @abstractmethod
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         """Run a named statement once per row of parameters; every row it returned."""
+
+    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run a named statement once per row of parameters."""
+        self._many_rows(name, rows)
 
     # -- records -------------------------------------------------------------------
     def find_record(self, inbox_id: int, ident: bytes) -> RecordRow | None:
