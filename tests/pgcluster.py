@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -138,13 +139,14 @@ def _blocked_ancestor(path: Path, account: pwd.struct_passwd) -> Path | None:
     return None
 
 
-class _DatabaseAdmin:
+class _DatabaseAdmin(ABC):
     """CREATE/DROP DATABASE through an autocommit connection to the admin database."""
 
     can_restart: ClassVar[bool] = False
 
+    @abstractmethod
     def url(self, dbname: str = "postgres") -> str:
-        raise NotImplementedError
+        """A connection URL for ``dbname`` on this server."""
 
     def _admin_url(self) -> str:
         return self.url("postgres")
