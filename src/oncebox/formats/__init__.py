@@ -5,11 +5,13 @@ from oncebox.formats.feed import FeedCodec
 from oncebox.formats.identity import Identity, identify
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.json_event import JsonEventCodec
+from oncebox.formats.keyed import KeyedCodec
 from oncebox.formats.ussd_h1 import UssdH1Codec
 
 register(JsonEventCodec())
 register(UssdH1Codec())
 register(FeedCodec())
+register(KeyedCodec())
 
 __all__ = [
     "Codec",
@@ -19,6 +21,7 @@ __all__ = [
     "Identity",
     "Invalid",
     "JsonEventCodec",
+    "KeyedCodec",
     "UssdH1Codec",
     "codec_names",
     "get_codec",
