@@ -225,10 +225,10 @@ def check_proofs(
 ) -> None:
     """Untimed: the proofs timed must actually verify against the tree's roots."""
     with box.store.reading() as tx:
-        get = tx.merkle_node
+        get = chain.Nodes(tx)
         root = merkle.tree_root(get, size)
         for index in indexes[:20]:
-            entry = tx.log_entry(index + 1)
+            entry = next(iter(tx.log_entries(index + 1, index + 2)), None)
             if entry is None:
                 raise SystemExit(f"log entry {index + 1} is missing")
             proof = merkle.inclusion_proof(get, index, size)
@@ -289,7 +289,7 @@ def part_proofs(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             results["prove_record_path_len"] = max(len(doc["path"]) for doc in docs)
 
         with box.store.reading() as tx:
-            get = tx.merkle_node
+            get = chain.Nodes(tx)
             results["inclusion_proof"] = summary(timed_each(
                 [lambda i=i: merkle.inclusion_proof(get, i, entries) for i in indexes]))
         results["inclusion_proof_last"] = summary(timed_each(
@@ -327,7 +327,7 @@ def part_proofs(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 def _last_proof(box: oncebox.Oncebox, size: int) -> list[bytes]:
     """The newest entry's proof in its own read transaction (the path a fresh seal asks)."""
     with box.store.reading() as tx:
-        return merkle.inclusion_proof(tx.merkle_node, size - 1, size)
+        return merkle.inclusion_proof(chain.Nodes(tx), size - 1, size)
 
 
 # -- the report ------------------------------------------------------------------------------

@@ -455,8 +455,10 @@ def _ingest_child(
             def atomic(work: Callable[[Any], Any], durable: bool = True) -> Any:
                 def early(tx: Any) -> Any:
                     out = work(tx)
-                    if isinstance(out, list) and out and isinstance(out[0], Decision):
-                        told = [d.committed().to_dict() for d in out]
+                    # The decision path returns (decisions, log positions).
+                    decided = out[0] if isinstance(out, tuple) and out else None
+                    if isinstance(decided, list) and decided and isinstance(decided[0], Decision):
+                        told = [d.committed().to_dict() for d in decided]
                         say({"decided": current, "decisions": told})
                         engine_points.reach(CONTROL_POINT)
                     return out

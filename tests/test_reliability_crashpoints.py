@@ -97,7 +97,7 @@ def test_the_checks_see_loss_double_application_and_wrong_conflicts(tmp_path: Pa
         listing = next(it for it in items if it.work_key)
         assert listing.work_key is not None
         key, inbox_id = listing.work_key, box.inbox("listing").row.id
-        box.store.atomic(lambda tx: tx.bump_generation(inbox_id, key))
+        box.store.atomic(lambda tx: tx.bump_generations(inbox_id, [key]))
         harness._check_effects(box, items, twice, final=True)
         assert twice.applied_twice == 1
 

@@ -32,6 +32,11 @@ class StorageUnavailable(StorageError):
     retryable = True
 
 
+class RetryTransaction(StorageUnavailable):
+    """Another writer changed what this transaction decided against; the store runs the
+    work again from the start (a bounded number of times) before giving up."""
+
+
 class UnsafeSQLite(StorageError):
     """This SQLite library has a known corruption bug and is refused."""
 

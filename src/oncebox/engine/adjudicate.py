@@ -39,7 +39,8 @@ def resolve(
     if action is Resolution.KEEP:
         tx.close_quarantine(row.id, "kept", note, now)
     else:
-        record = tx.find_record(inbox.row.id, row.ident)
+        stored = tx.find_records(inbox.row.id, [row.ident]).get(row.ident)
+        record = tx.get_record(stored.id) if stored is not None else None
         if record is None or record.is_tombstone:
             raise InvalidOperation(
                 f"quarantine {row.id}: the original record was evicted by retention, so "

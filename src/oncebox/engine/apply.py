@@ -45,12 +45,12 @@ def _work_key(fields: Mapping[str, Any]) -> tuple[str, str, str]:
 
 def bump_generation(tx: Tx, change: Change) -> None:
     """Seed 002: a new event makes its work key dirty, whatever its event time."""
-    key = _work_key(change.fields)
-    tx.bump_generation(change.inbox_id, key)
-    if change.previous is not None and _work_key(change.previous) != key:
+    keys = [_work_key(change.fields)]
+    if change.previous is not None and _work_key(change.previous) != keys[0]:
         # The accepted revision moved the event to another key: the old key's refreshed
         # state was derived from an event that no longer says that, so refresh it too.
-        tx.bump_generation(change.inbox_id, _work_key(change.previous))
+        keys.append(_work_key(change.previous))
+    tx.bump_generations(change.inbox_id, keys)
 
 
 def _ledger_row(record_id: int, fields: Mapping[str, Any]) -> LedgerRow:
@@ -67,7 +67,7 @@ def triage(tx: Tx, change: Change) -> None:
     """Seed 003: one ledger row per frame id; a revision replaces it by the difference."""
     row = _ledger_row(change.record_id, change.fields)
     if change.previous is None:
-        tx.ledger_insert(change.inbox_id, row)
+        tx.ledger_insert(change.inbox_id, [row])
     else:
         tx.ledger_replace(change.inbox_id, row)
 
@@ -86,7 +86,7 @@ def bump_generations(tx: Tx, inbox_id: int, records: Sequence[FirstRevision]) ->
 def triage_many(tx: Tx, inbox_id: int, records: Sequence[FirstRevision]) -> None:
     """triage for a batch of first revisions: ledger rows at once, totals once per key."""
     if records:
-        tx.ledger_insert_many(inbox_id, [_ledger_row(rid, fields) for rid, fields in records])
+        tx.ledger_insert(inbox_id, [_ledger_row(rid, fields) for rid, fields in records])
 
 
 # Built-in steps that can take a whole batch of first revisions at once. Their effects

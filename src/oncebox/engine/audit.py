@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from oncebox.engine import merkle
+from oncebox.engine import log, merkle
 from oncebox.engine.checkpoint import (
     Checkpoint,
     consistency_document,
@@ -22,7 +22,7 @@ def checkpoint(store: Store, private_key_pem: bytes | None = None) -> Checkpoint
     with store.reading() as tx:
         head = tx.log_head()
         size = head.seq if head else 0
-        root = merkle.tree_root(tx.merkle_node, size)
+        root = merkle.tree_root(log.Nodes(tx), size)
         origin = f"oncebox:{tx.meta('store_id')}"
     point = Checkpoint(origin, size, root.hex(), head.hash if head else GENESIS)
     return sign_checkpoint(point, private_key_pem) if private_key_pem else point
@@ -35,12 +35,12 @@ def prove_record(store: Store, record_id: int, tree_size: int | None = None) -> 
             raise NotFound(f"no record {record_id}")
         if record.log_seq is None:
             raise InvalidOperation(f"record {record_id} is not sealed yet; run recover")
-        entry = tx.log_entry(record.log_seq)
+        entry = next(iter(tx.log_entries(record.log_seq, record.log_seq + 1)), None)
         head = tx.log_head()
         size = tree_size or (head.seq if head else 0)
         if entry is None or entry.seq > size:
             raise NotFound(f"record {record_id}'s log entry is not in a tree of size {size}")
-        path = merkle.inclusion_proof(tx.merkle_node, entry.seq - 1, size)
+        path = merkle.inclusion_proof(log.Nodes(tx), entry.seq - 1, size)
     # The proof is for the record's seal: the revision it had when it was sealed. An
     # accepted later revision is its own ``resolve`` entry, carrying the new witness.
     sealed = json.loads(entry.state)
@@ -70,5 +70,5 @@ def prove_consistency(store: Store, old_size: int, new_size: int | None = None) 
             raise InvalidOperation(
                 f"a consistency proof needs 0 < old ({old_size}) <= new ({new}) <= {size}"
             )
-        path = merkle.consistency_proof(tx.merkle_node, old_size, new)
+        path = merkle.consistency_proof(log.Nodes(tx), old_size, new)
     return consistency_document(old_size, new, path)

@@ -12,12 +12,13 @@ from oncebox.engine import audit, crashpoints, leases, log, retention, tokens
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.checkpoint import Checkpoint
+from oncebox.engine.decide import decide_batch
 from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec, format_duration
-from oncebox.engine.ingest import ActiveInbox, alert, decide_all, prepare
+from oncebox.engine.ingest import ActiveInbox, alert, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reconciler import Reader, Reconciler
-from oncebox.errors import ConfigError, InvalidOperation, NotFound, UnknownInbox
+from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.store.base import (
     DeadLetterRow,
@@ -122,27 +123,60 @@ class Oncebox:
 
         The decisions are those deciding them one by one would give, duplicates inside
         the batch included. The batch is atomic: if an apply step fails, nothing in it
-        is stored and :class:`oncebox.errors.ApplyError` names the failing index.
+        is stored and :class:`oncebox.errors.ApplyError` names the failing index
+        (:meth:`ingest_each` decides the others anyway).
         """
         active = self.inbox(inbox)
         items = [prepare(active.codec, d) for d in deliveries]
-        # With an inline seal, the seal's commit below is durable and covers this one:
-        # one flush for both (a seal with nothing to append writes a marker for it).
-        decisions = self.store.atomic(
-            lambda tx: decide_all(tx, active, items, tx.now()), durable=not self.seal_inline
+        # Where the backend lets one writer in at a time (SQLite), the log entries are
+        # appended in the deciding transaction itself: one transaction, one flush.
+        # Elsewhere the decision commits without a flush of its own and the seal's
+        # durable commit right after covers it: still one flush, and writers never
+        # queue for the log head (a seal with nothing to append writes a marker).
+        together = self.seal_inline and self.store.single_writer
+        decisions, positions = self.store.atomic(
+            lambda tx: decide_batch(tx, active, items, seal=together),
+            durable=together or not self.seal_inline,
         )
         crashpoints.reach(crashpoints.AFTER_COMMIT)
         alert(decisions)
-        positions: dict[int, int] = {}
-        if self.seal_inline:
+        if self.seal_inline and not together:
             # Step 7: the records this batch accepted get their log entries.
             positions = self._seal(durable_point=True)
-            crashpoints.reach(crashpoints.AFTER_SEAL)
+        crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed durably.
         return [
             d.committed(positions.get(d.record_id or 0) if d.verdict is Verdict.ACCEPTED else None)
             for d in decisions
         ]
+
+    def ingest_each(
+        self, inbox: str, deliveries: Sequence[Delivery]
+    ) -> list[Decision | ApplyError]:
+        """:meth:`ingest_batch`, except that a delivery whose apply step fails gets its
+        :class:`ApplyError` and the others are decided anyway: what a transport that
+        answers each delivery on its own (HTTP group commit, a queue consumer) needs.
+
+        The batch runs as one transaction; if an apply step fails in it, the deliveries
+        before the failing one are decided again together, the failing one alone (where
+        it may still succeed), and the rest together again, and so on.
+        """
+        outcomes: list[Decision | ApplyError] = []
+        rest = list(deliveries)
+        while rest:
+            try:
+                outcomes += self.ingest_batch(inbox, rest)
+                return outcomes
+            except ApplyError as exc:
+                if len(rest) == 1:
+                    outcomes.append(exc)
+                    return outcomes
+                failed = min(max(exc.index, 0), len(rest) - 1)
+            if failed:
+                outcomes += self.ingest_each(inbox, rest[:failed])
+            outcomes += self.ingest_each(inbox, rest[failed : failed + 1])
+            rest = rest[failed + 1 :]
+        return outcomes
 
     def seal(self) -> dict[int, int]:
         """Append every queued log event now; returns record id -> log position for the
@@ -160,6 +194,14 @@ class Oncebox:
     def _write(self, work: Callable[[Tx], T]) -> T:
         """A write transaction and the seal of what it queued, with one flush for both
         (as in :meth:`ingest_batch`): returns only once both are durable."""
+        if self.seal_inline and self.store.single_writer:
+
+            def sealed(tx: Tx) -> T:
+                result = work(tx)
+                log.seal_queued(tx)
+                return result
+
+            return self.store.atomic(sealed)
         result = self.store.atomic(work, durable=not self.seal_inline)
         if self.seal_inline:
             self._seal(durable_point=True)
@@ -241,13 +283,16 @@ class Oncebox:
 
     def record(self, inbox: str, identity: str) -> RecordRow | None:
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
-        with self.store.reading() as tx:
-            return tx.find_record(self.inbox(inbox).row.id, ident)
+        return self._record_by_digest(self.inbox(inbox).row.id, ident)
 
     def original(self, row: QuarantineRow) -> RecordRow | None:
         """The record a quarantined newcomer conflicts with, to show them side by side."""
+        return self._record_by_digest(row.inbox_id, row.ident)
+
+    def _record_by_digest(self, inbox_id: int, ident: bytes) -> RecordRow | None:
         with self.store.reading() as tx:
-            return tx.find_record(row.inbox_id, row.ident)
+            stored = tx.find_records(inbox_id, [ident]).get(ident)
+            return tx.get_record(stored.id) if stored is not None else None
 
     def revisions(self, record_id: int) -> list[RevisionRow]:
         with self.store.reading() as tx:

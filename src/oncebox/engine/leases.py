@@ -14,6 +14,7 @@ from typing import Any
 
 from oncebox.engine import log
 from oncebox.errors import InvalidOperation
+from oncebox.formats import Delivery
 from oncebox.store.base import LeaseRow, Tx
 
 STALE_TOKEN = "stale_token"
@@ -51,6 +52,16 @@ def fence(lease: LeaseRow | None, token: int | None, now: float) -> str | None:
     return None
 
 
+def fence_detail(reason: str, delivery: Delivery) -> str:
+    """What a fenced-out sender is told to do."""
+    if reason == STALE_TOKEN:
+        return (
+            f"token {delivery.lease_token} is not the current lease on scope "
+            f"{delivery.snapshot_id!r}; take a new lease"
+        )
+    return f"the lease on scope {delivery.snapshot_id!r} expired by the server clock"
+
+
 def check_scope(scope: str) -> None:
     if not isinstance(scope, str) or not _SCOPE.fullmatch(scope) or scope != scope.strip():
         raise InvalidOperation(
@@ -73,7 +84,7 @@ def issue(tx: Tx, inbox_id: int, inbox: str, scope: str, ttl: float, now: float)
 
 
 def release(tx: Tx, inbox_id: int, inbox: str, scope: str, token: int, now: float) -> None:
-    current = tx.get_lease(inbox_id, scope)
+    current = tx.leases_for(inbox_id, [scope]).get(scope)
     if current is None or current.token != token or current.released_at is not None:
         raise InvalidOperation(
             f"token {token} does not hold a lease on scope {scope!r} of inbox {inbox}"

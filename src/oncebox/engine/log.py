@@ -21,7 +21,7 @@ from typing import Any
 
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
-from oncebox.errors import InvalidOperation
+from oncebox.errors import InvalidOperation, StorageError
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
 
@@ -63,17 +63,97 @@ def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
         prev, seq = entry.hash, seq + 1
     leaves = [leaf_of(entry) for entry in entries]
     tx.append_log(entries)
-    tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, tx.merkle_node))
+    completed = merkle.appended_nodes(first - 1, leaves, Nodes(tx))
+    tx.put_merkle_nodes([node for node in completed if _kept(node[0])])
     return entries
 
 
-def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> int:
+# Which Merkle nodes the store keeps: levels 4, 8, 12, ... (one row per 16 entries, and
+# fewer above), not every level. A leaf is its entry's hash, so it never needs a row of
+# its own; any other node is rebuilt from at most 8 nodes of the kept level below it.
+NODE_STRIDE = 4
+
+
+def _kept(level: int) -> bool:
+    return level > 0 and level % NODE_STRIDE == 0
+
+
+class Nodes:
+    """The Merkle node getter over a transaction (what :mod:`merkle` calls ``get``):
+    kept nodes are read, leaves come from their log entries, and every other node is
+    hashed from the nearest kept level below it."""
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+
+    def __call__(self, level: int, index: int) -> bytes:
+        if _kept(level):
+            found = self.tx.merkle_nodes(level, index, index + 1)
+            if not found:
+                raise StorageError(f"the Merkle node ({level}, {index}) is missing")
+            return found[0]
+        below = level - level % NODE_STRIDE
+        width = 1 << (level - below)
+        start, end = index * width, (index + 1) * width
+        if below == 0:
+            children = [leaf_of(e) for e in self.tx.log_entries(start + 1, end + 1)]
+        else:
+            children = self.tx.merkle_nodes(below, start, end)
+        if len(children) != width:
+            raise StorageError(f"the Merkle node ({level}, {index}) is not complete in the store")
+        return merkle.root_of(children)
+
+
+def record_events(
+    tx: Tx, events: Sequence[tuple[str, str, int | None]], seal: bool
+) -> dict[int, int]:
+    """Seal ``events`` (step, state, record id) in this transaction where ``seal`` asks
+    for it and no live dedicated sealer holds the log; queue them for the sealer
+    otherwise. Returns record id -> log position for each record sealed here.
+
+    Events queued earlier are appended first, so the log keeps queue order.
+    """
+    if not (seal and _take_log(tx)):
+        tx.queue_logs(events)
+        return {}
+    while drain(tx):
+        pass
+    entries = chain(tx, [(step, state) for step, state, _ in events])
+    return {
+        record_id: entry.seq
+        for (_, _, record_id), entry in zip(events, entries, strict=True)
+        if record_id is not None
+    }
+
+
+def seal_queued(tx: Tx) -> None:
+    """Append what this transaction (and any before it) queued, in this transaction,
+    unless a live dedicated sealer holds the log."""
+    if _take_log(tx):
+        while drain(tx):
+            pass
+
+
+def _take_log(tx: Tx) -> bool:
+    """Whether this transaction may append to the log: no live dedicated sealer holds it.
+    Taking over from one whose lease ran out fences it with a fresh token."""
+    row = tx.lock_sealer()
+    now = tx.now()
+    if row.holder is None:
+        return True
+    if row.expires_at >= now:
+        return False
+    tx.set_sealer(tx.next_token(), None, now)
+    return True
+
+
+def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> None:
     """Queue a log event in the writer's own transaction; the sealer appends it.
 
     Writers never read or lock the log head, so ingest never waits on the log; the
     event commits or rolls back with the change it describes.
     """
-    return tx.queue_log(step, state_text(state), record_id)
+    tx.queue_logs([(step, state_text(state), record_id)])
 
 
 def record_state_text(
@@ -132,6 +212,8 @@ def drain(tx: Tx, orphans_upto: int = 0, pending: list[PendingEvent] | None = No
     """
     if pending is None:
         pending = tx.pending_log(BATCH)
+    if not pending:
+        return []
     steps = [
         (
             "recover" if item.id <= orphans_upto and item.record_id is not None else item.step,

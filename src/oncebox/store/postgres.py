@@ -30,7 +30,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from oncebox.errors import StorageError, StorageUnavailable
+from oncebox.errors import RetryTransaction, StorageError, StorageUnavailable
 from oncebox.store.base import LedgerRow, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
@@ -83,6 +83,12 @@ class PostgresTx(SqlTx):
             return float(self._clock())
         return float(self._one("now")[0])
 
+    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._conn.execute(Q[name], params)
+        if cursor.description is None:
+            return (), []
+        return [column.name for column in cursor.description], cursor.fetchall()
+
     def _one(self, name: str, params: Params = ()) -> Any:
         return self._conn.execute(Q[name], params).fetchone()
 
@@ -91,6 +97,16 @@ class PostgresTx(SqlTx):
 
     def _run(self, name: str, params: Params = ()) -> int:
         return self._conn.execute(Q[name], params).rowcount
+
+    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        if not rows:
+            return 0
+        if name in COLUMNAR:
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            return max(self._conn.execute(Q[name], columns).rowcount, 0)
+        with self._conn.cursor() as cur:
+            cur.executemany(Q[name], rows)
+            return max(cur.rowcount, 0)
 
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
@@ -109,13 +125,9 @@ class PostgresTx(SqlTx):
                 if not cur.nextset():
                     return found
 
-    def ledger_insert(self, inbox_id: int, row: LedgerRow) -> None:
+    def ledger_insert(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
         self._lock_totals(inbox_id)
-        super().ledger_insert(inbox_id, row)
-
-    def ledger_insert_many(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
-        self._lock_totals(inbox_id)
-        super().ledger_insert_many(inbox_id, rows)
+        super().ledger_insert(inbox_id, rows)
 
     def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
         self._lock_totals(inbox_id)
@@ -138,6 +150,9 @@ class PostgresTx(SqlTx):
         if buckets:
             self._run("lock_identities", (buckets,))
 
+    def _remember_dropped(self, record_id: int) -> None:
+        """Nothing to remember: the identity sequence never goes back."""
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self._conn.execute(sql, params)
         return [tuple(row) for row in cur.fetchall()] if cur.description else []
@@ -145,6 +160,8 @@ class PostgresTx(SqlTx):
 
 class PostgresStore:
     """An oncebox store in one PostgreSQL database, shared by any number of processes."""
+
+    single_writer = False  # many writers at once: the sealer stays off their path
 
     def __init__(
         self, url: str, clock: Callable[[], float] | None = None, pool_size: int = 8
@@ -216,7 +233,7 @@ class PostgresStore:
                     if not durable:
                         tx._run("defer_durability")
                     return work(tx)
-            except Retry:
+            except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.
                 time.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))
         raise StorageUnavailable(f"gave up after {RETRIES} conflicting attempts; retry later")

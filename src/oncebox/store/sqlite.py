@@ -21,13 +21,20 @@ from typing import Any
 
 import apsw
 
-from oncebox.errors import ConfigError, StorageError, StorageUnavailable, UnsafeSQLite
+from oncebox.errors import (
+    ConfigError,
+    RetryTransaction,
+    StorageError,
+    StorageUnavailable,
+    UnsafeSQLite,
+)
 from oncebox.store.base import T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
 Q = load_queries("sqlite")
 BUSY_TIMEOUT_MS = 30_000
+RETRIES = 5
 # NORMAL is not power-safe in WAL mode; it is accepted only for the power-loss harness's
 # negative control.
 SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
@@ -84,6 +91,14 @@ class SQLiteTx(SqlTx):
     def now(self) -> float:
         return float(self._clock())
 
+    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._conn.execute(Q[name], params)
+        try:
+            columns = [column[0] for column in cursor.description]
+        except apsw.ExecutionCompleteError:  # no rows at all
+            return (), []
+        return columns, cursor.fetchall()
+
     def _one(self, name: str, params: Params = ()) -> Any:
         for row in self._conn.execute(Q[name], params):
             return tuple(row)
@@ -95,6 +110,14 @@ class SQLiteTx(SqlTx):
     def _run(self, name: str, params: Params = ()) -> int:
         self._conn.execute(Q[name], params)
         return int(self._conn.changes())
+
+    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        if not rows:
+            return 0
+        before = self._conn.total_changes()
+        for _ in self._conn.executemany(Q[name], rows):
+            pass  # a statement that returns rows runs only as far as they are read
+        return int(self._conn.total_changes() - before)
 
     def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
@@ -111,6 +134,8 @@ class SQLiteTx(SqlTx):
 
 class SQLiteStore:
     """An oncebox store in one SQLite file (or in memory, for tests and demos)."""
+
+    single_writer = True  # BEGIN IMMEDIATE: one writer at a time, whoever it is
 
     def __init__(
         self,
@@ -170,7 +195,14 @@ class SQLiteStore:
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         # SQLite has one writer and BEGIN IMMEDIATE takes its lock up front, so there
         # is no deadlock or serialization failure to retry; busy waits are handled by
-        # the busy timeout and surface as StorageUnavailable.
+        # the busy timeout and surface as StorageUnavailable. The engine's own
+        # RetryTransaction cannot arise under one writer, but is honoured all the same.
+        for _ in range(RETRIES - 1):
+            try:
+                with self._transaction("BEGIN IMMEDIATE", durable) as tx:
+                    return work(tx)
+            except RetryTransaction:
+                continue
         with self._transaction("BEGIN IMMEDIATE", durable) as tx:
             return work(tx)
 

@@ -15,17 +15,10 @@ SELECT pg_advisory_xact_lock(1, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY 
 -- Advisory lock space 2: one inbox's triage totals.
 SELECT pg_advisory_xact_lock(2, %s::int);
 
--- name: find_record
-SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
-FROM records WHERE inbox_id = %s AND ident = %s;
-
 -- name: find_records
--- A batch's identities in one statement: a JSON array of hex digests.
-SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+-- A batch's identities in one statement (a JSON array of hex digests): only what a
+-- decision needs, no content.
+SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
 FROM records
 WHERE inbox_id = %s
   AND ident = ANY (ARRAY(SELECT decode(value, 'hex') FROM json_array_elements_text(%s::json)));
@@ -36,43 +29,34 @@ SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_
        log_seq, revised_at
 FROM records WHERE id = %s;
 
--- name: insert_record
--- DO NOTHING: a concurrent writer's uncommitted insert of the same identity makes this
--- wait for it; if it committed, no row comes back and the engine decides against it.
-INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
-RETURNING id;
-
 -- name: insert_records
--- columnar; ids are drawn in the rows' order, so they follow delivery order.
-INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id)
-SELECT inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
-       device_time, snapshot_id, delivery_id
-FROM unnest(%b::bigint[], %b::bytea[], %b::text[], %b::bytea[], %b::bytea[], %b::text[],
-            %b::float8[], %b::float8[], %b::text[], %b::text[], %b::text[])
-     WITH ORDINALITY AS r(inbox_id, ident, identity, witness, content, fields, first_seen,
-                          last_seen, device_time, snapshot_id, delivery_id, ord)
-ORDER BY ord
-ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING
-RETURNING id, ident;
+-- columnar; ids reserved by reserve_record_ids. DO NOTHING: one a concurrent writer
+-- inserted first is not counted, and the engine decides again.
+INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id, log_seq)
+OVERRIDING SYSTEM VALUE
+SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
+                     %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
+                     %b::text[], %b::text[], %b::bigint[])
+ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING;
 
--- name: touch_duplicate
-UPDATE records SET seen_count = seen_count + 1, last_seen = %s WHERE id = %s;
+-- name: reserve_record_ids
+-- The identity sequence never goes back, so an id is never handed out twice.
+SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
 
--- name: touch_duplicates
+-- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
 UPDATE records SET seen_count = seen_count + t.n, last_seen = t.now
 FROM unnest(%b::bigint[], %b::bigint[], %b::float8[]) AS t(id, n, now)
-WHERE records.id = t.id
-RETURNING records.id;
+WHERE records.id = t.id;
 
--- name: touch_late_replay
+-- name: count_late_replays
+-- columnar; rows (record id, repeats, now, greatest lateness).
 UPDATE records
-SET late_replays = late_replays + 1, last_seen = %s, max_lateness = greatest(max_lateness, %s)
-WHERE id = %s;
+SET late_replays = late_replays + t.n, last_seen = t.now,
+    max_lateness = greatest(max_lateness, t.lateness)
+FROM unnest(%b::bigint[], %b::bigint[], %b::float8[], %b::float8[]) AS t(id, n, now, lateness)
+WHERE records.id = t.id;
 
 -- name: keep_revision
 INSERT INTO revisions (record_id, revision, witness, content, fields, decided_at,
@@ -92,13 +76,14 @@ FROM revisions WHERE record_id = %s ORDER BY revision;
 
 -- name: quarantine_insert
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
-                        reason, first_seen, last_seen, device_time, snapshot_id, delivery_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
+                        delivery_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT ON CONSTRAINT quarantine_one_per_newcomer DO NOTHING
 RETURNING id;
 
 -- name: quarantine_repeat
-UPDATE quarantine SET seen_count = seen_count + 1, last_seen = %s
+UPDATE quarantine SET seen_count = seen_count + %s, last_seen = %s
 WHERE inbox_id = %s AND ident = %s AND witness = %s
 RETURNING id;
 
@@ -179,13 +164,6 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM evictions WHERE inbox_id = %(inbox)s);
 
--- name: bump_generation
-INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
-VALUES (%s, %s, %s, %s, 1)
-ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
-DO UPDATE SET generation = work_keys.generation + 1
-RETURNING generation;
-
 -- name: work_keys
 SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
@@ -262,10 +240,6 @@ SELECT
   count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires >= %(now)s)
 FROM work_keys WHERE inbox_id = %(inbox)s;
 
--- name: ledger_insert
-INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
-VALUES (%s, %s, %s, %s, %s, %s);
-
 -- name: ledger_get
 SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = %s
 FOR UPDATE;
@@ -297,7 +271,7 @@ WITH doomed AS (
 )
 UPDATE records SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL
 FROM doomed WHERE records.id = doomed.id
-RETURNING records.id, records.ident, records.witness, records.first_seen;
+RETURNING records.id AS record_id, records.ident, records.witness, records.first_seen;
 
 -- name: evict_revisions
 DELETE FROM revisions WHERE record_id IN (
@@ -313,7 +287,7 @@ WHERE id IN (
   ORDER BY first_seen LIMIT %(limit)s
   FOR UPDATE
 )
-RETURNING id, ident, witness, first_seen;
+RETURNING id AS record_id, ident, witness, first_seen;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
@@ -355,15 +329,19 @@ ON CONFLICT (inbox_id, scope) DO UPDATE
 SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
     released_at = NULL;
 
--- name: get_lease
--- FOR SHARE: a delivery deciding under this lease keeps it from being replaced until the
--- decision commits, so a new lease can never slip in between the check and the insert.
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases WHERE inbox_id = %s AND scope = %s FOR SHARE;
-
 -- name: list_leases
 SELECT inbox_id, scope, token, issued_at, expires_at, released_at
 FROM leases WHERE inbox_id = %s ORDER BY scope;
+
+-- name: leases_for
+-- FOR SHARE: a delivery deciding under one of these leases keeps it from being replaced
+-- until the decision commits, so a new lease can never slip in between the check and
+-- the insert. In scope order, so that batches lock leases in one order.
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases
+WHERE inbox_id = %s AND scope = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
+ORDER BY scope
+FOR SHARE;
 
 -- name: release_lease
 UPDATE leases SET released_at = %s WHERE inbox_id = %s AND scope = %s AND token = %s
@@ -380,11 +358,8 @@ SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[]);
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= %s AND seq < %s ORDER BY seq;
 
--- name: log_entry
-SELECT seq, step, state, hash FROM log WHERE seq = %s;
-
--- name: merkle_node
-SELECT hash FROM merkle_nodes WHERE level = %s AND idx = %s;
+-- name: merkle_nodes
+SELECT hash FROM merkle_nodes WHERE level = %s AND idx >= %s AND idx < %s ORDER BY idx;
 
 -- name: put_merkle_node
 -- columnar
@@ -411,9 +386,6 @@ SELECT id, log_seq FROM records ORDER BY id;
 
 -- name: meta
 SELECT value FROM meta WHERE key = %s;
-
--- name: queue_log
-INSERT INTO log_pending (step, state, record_id) VALUES (%s, %s, %s) RETURNING id;
 
 -- name: queue_logs
 -- columnar; queue order is seal order, so the rows keep theirs.

@@ -1,16 +1,9 @@
 -- Every statement the SQLite store runs, by name. Loaded once by oncebox.store.sqlfile.
 
--- name: find_record
-SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
-FROM records WHERE inbox_id = ? AND ident = ?;
-
 -- name: find_records
--- A batch's identities in one statement: a JSON array of hex digests.
-SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+-- A batch's identities in one statement (a JSON array of hex digests): only what a
+-- decision needs, no content.
+SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
 FROM records WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each(?));
 
 -- name: get_record
@@ -19,34 +12,37 @@ SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_
        log_seq, revised_at
 FROM records WHERE id = ?;
 
--- name: insert_record
--- DO NOTHING: when a concurrent writer inserted the identity first, no row comes back
--- and the engine decides against the row that won.
-INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, ident) DO NOTHING
-RETURNING id;
-
 -- name: insert_records
--- insert_record for a batch (run once per row); returns the identity with each new id.
-INSERT INTO records (inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, ident) DO NOTHING
-RETURNING id, ident;
+-- Run once per row, ids reserved by reserve_record_ids. DO NOTHING: one a concurrent
+-- writer inserted first is not counted, and the engine decides again.
+INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
+                     last_seen, device_time, snapshot_id, delivery_id, log_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, ident) DO NOTHING;
 
--- name: touch_duplicate
-UPDATE records SET seen_count = seen_count + 1, last_seen = ? WHERE id = ?;
+-- name: reserve_record_ids
+-- The next ids after every record there is or was (retention remembers the highest it
+-- dropped), one row each; the write lock BEGIN IMMEDIATE holds keeps them ours.
+WITH RECURSIVE used(top) AS (
+  SELECT max(coalesce((SELECT max(id) FROM records), 0),
+             coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
+SELECT top + i FROM used, n ORDER BY i;
 
--- name: touch_duplicates
+-- name: remember_dropped_id
+INSERT INTO meta (key, value) VALUES ('record_ids_used', CAST(? AS TEXT))
+ON CONFLICT (key) DO UPDATE
+SET value = CAST(max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT);
+
+-- name: count_duplicates
 -- Run once per (record id, repeats, now).
-UPDATE records SET seen_count = seen_count + ?2, last_seen = ?3 WHERE id = ?1 RETURNING id;
+UPDATE records SET seen_count = seen_count + ?2, last_seen = ?3 WHERE id = ?1;
 
--- name: touch_late_replay
+-- name: count_late_replays
+-- Run once per (record id, repeats, now, greatest lateness).
 UPDATE records
-SET late_replays = late_replays + 1, last_seen = ?, max_lateness = max(max_lateness, ?)
-WHERE id = ?;
+SET late_replays = late_replays + ?2, last_seen = ?3, max_lateness = max(max_lateness, ?4)
+WHERE id = ?1;
 
 -- name: keep_revision
 INSERT INTO revisions (record_id, revision, witness, content, fields, decided_at,
@@ -66,13 +62,14 @@ FROM revisions WHERE record_id = ? ORDER BY revision;
 
 -- name: quarantine_insert
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
-                        reason, first_seen, last_seen, device_time, snapshot_id, delivery_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
+                        delivery_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident, witness) DO NOTHING
 RETURNING id;
 
 -- name: quarantine_repeat
-UPDATE quarantine SET seen_count = seen_count + 1, last_seen = ?
+UPDATE quarantine SET seen_count = seen_count + ?, last_seen = ?
 WHERE inbox_id = ? AND ident = ? AND witness = ?
 RETURNING id;
 
@@ -146,13 +143,6 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
   (SELECT count(*) FROM evictions WHERE inbox_id = :inbox);
 
--- name: bump_generation
-INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
-VALUES (?, ?, ?, ?, 1)
-ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
-DO UPDATE SET generation = generation + 1
-RETURNING generation;
-
 -- name: work_keys
 SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
@@ -225,10 +215,6 @@ SELECT
   coalesce(sum(claim_token IS NOT NULL AND claim_expires >= :now), 0)
 FROM work_keys WHERE inbox_id = :inbox;
 
--- name: ledger_insert
-INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
-VALUES (?, ?, ?, ?, ?, ?);
-
 -- name: ledger_get
 SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = ?;
 
@@ -257,7 +243,7 @@ WITH doomed AS (
 )
 UPDATE records SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL
 WHERE id IN (SELECT id FROM doomed)
-RETURNING id, ident, witness, first_seen;
+RETURNING id AS record_id, ident, witness, first_seen;
 
 -- name: evict_revisions
 DELETE FROM revisions WHERE record_id IN (
@@ -271,7 +257,7 @@ WHERE id IN (
   WHERE inbox_id = :inbox AND evicted_at IS NOT NULL AND first_seen < :cutoff
   ORDER BY first_seen LIMIT :limit
 )
-RETURNING id, ident, witness, first_seen;
+RETURNING id AS record_id, ident, witness, first_seen;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
@@ -311,13 +297,13 @@ ON CONFLICT (inbox_id, scope) DO UPDATE
 SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
     released_at = NULL;
 
--- name: get_lease
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases WHERE inbox_id = ? AND scope = ?;
-
 -- name: list_leases
 SELECT inbox_id, scope, token, issued_at, expires_at, released_at
 FROM leases WHERE inbox_id = ? ORDER BY scope;
+
+-- name: leases_for
+SELECT inbox_id, scope, token, issued_at, expires_at, released_at
+FROM leases WHERE inbox_id = ? AND scope IN (SELECT value FROM json_each(?));
 
 -- name: release_lease
 UPDATE leases SET released_at = ? WHERE inbox_id = ? AND scope = ? AND token = ?
@@ -332,11 +318,8 @@ INSERT INTO log (seq, step, state, hash) VALUES (?, ?, ?, ?);
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= ? AND seq < ? ORDER BY seq;
 
--- name: log_entry
-SELECT seq, step, state, hash FROM log WHERE seq = ?;
-
--- name: merkle_node
-SELECT hash FROM merkle_nodes WHERE level = ? AND idx = ?;
+-- name: merkle_nodes
+SELECT hash FROM merkle_nodes WHERE level = ? AND idx >= ? AND idx < ? ORDER BY idx;
 
 -- name: put_merkle_node
 INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?);
@@ -358,9 +341,6 @@ SELECT id, log_seq FROM records ORDER BY id;
 
 -- name: meta
 SELECT value FROM meta WHERE key = ?;
-
--- name: queue_log
-INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?) RETURNING id;
 
 -- name: queue_logs
 INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?);

@@ -1,0 +1,309 @@
+"""The one decision path: prepared deliveries decided together, in one transaction.
+
+A single delivery is a batch of one; there is no second path to keep in step. Inside
+the transaction, in DESIGN.md's order:
+
+1. hold what the batch decides against (identity locks, the scopes' leases), and only
+   then read the server clock, so that no wait can let a stale time pass;
+2. fence each delivery of a lease-fenced inbox against its scope's lease;
+3. read the batch's stored records, all at once;
+4. walk the deliveries in order (:class:`Walk`, pure): each one's verdict against what is
+   stored and what the deliveries before it in the batch left, exactly as deciding them
+   one by one would give;
+5. write what the walk decided with one statement per kind (dead letters, quarantine,
+   duplicate counts, log events, records, the apply step's effects, verdict counts).
+
+Invalid input never reaches dedup state (seed 003, R1), and a fenced-out delivery stores
+nothing at all, so it must not be acknowledged (seed 000).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from oncebox.engine import crashpoints, leases, log
+from oncebox.engine.apply import BATCHED, Change
+from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, decision_of
+from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
+from oncebox.errors import ApplyError, RetryTransaction
+from oncebox.formats import Invalid
+from oncebox.store.base import Letter, Newcomer, NewRecord, Stored, Tx
+
+
+class Seen(NamedTuple):
+    """An identity as the walk knows it: stored, or accepted earlier in the batch."""
+
+    id: int
+    witness: bytes
+    revision: int
+    tombstone: bool
+    first_seen: float
+    log_seq: int | None
+
+
+class Outcome(NamedTuple):
+    """One delivery's verdict before anything is written: ``row`` indexes the walk's
+    records, newcomers or letters (by ``kind``); ``seen`` is what it was decided against."""
+
+    kind: str  # accept | duplicate | late | conflict | reject | fenced
+    item: Prepared
+    row: int = -1
+    seen: Seen | None = None
+    reason: str = ""
+    detail: str = ""
+
+
+class Walk:
+    """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
+
+    def __init__(self, stored: Mapping[bytes, Stored], new_ids: Sequence[int]) -> None:
+        self.seen = {
+            ident: Seen(r.id, r.witness, r.revision, r.evicted_at is not None, r.first_seen,
+                        r.log_seq)
+            for ident, r in stored.items()
+        }  # fmt: skip
+        self._ids = iter(new_ids)
+        self.outcomes: list[Outcome] = []
+        self.records: list[NewRecord] = []
+        self.firsts: list[int] = []  # the delivery index of each new record
+        self.repeats: Counter[int] = Counter()  # record id -> duplicates
+        self.late: dict[int, tuple[int, float]] = {}  # record id -> (count, most late)
+        self.newcomers: list[Newcomer] = []
+        self._newcomer_rows: dict[tuple[bytes, bytes], int] = {}
+        self.letters: list[Letter] = []
+
+    def reject(self, item: Prepared) -> None:
+        invalid = item.invalid or Invalid("bad_format")
+        body = item.delivery.body
+        self.letters.append(
+            Letter(
+                invalid.reason,
+                invalid.detail,
+                body[:DEAD_LETTER_HEAD],
+                len(body),
+                hashlib.sha256(body).hexdigest(),
+                item.delivery.key,
+                arrival(item.delivery),
+            )
+        )
+        self.outcomes.append(Outcome("reject", item, len(self.letters) - 1))
+
+    def fence(self, item: Prepared, reason: str, detail: str) -> None:
+        self.outcomes.append(Outcome("fenced", item, reason=reason, detail=detail))
+
+    def decide(self, index: int, item: Prepared, now: float) -> None:
+        ident, witness, decoded, identity = item.ident, item.witness, item.decoded, item.identity
+        assert ident is not None and witness is not None
+        assert decoded is not None and identity is not None
+        seen = self.seen.get(ident)
+        if seen is None:
+            record_id = next(self._ids)
+            self.records.append(
+                NewRecord(record_id, ident, identity.identity, witness, decoded.content,
+                          fields_json(decoded), arrival(item.delivery))
+            )  # fmt: skip
+            self.firsts.append(index)
+            self.seen[ident] = Seen(record_id, witness, 1, False, now, None)
+            self.outcomes.append(Outcome("accept", item, len(self.records) - 1))
+        elif seen.witness == witness and seen.tombstone:
+            # A resend from beyond the retention window: recognised by its tombstone,
+            # never applied again.
+            count, most = self.late.get(seen.id, (0, 0.0))
+            self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
+            self.outcomes.append(Outcome("late", item, seen=seen))
+        elif seen.witness == witness:
+            self.repeats[seen.id] += 1
+            self.outcomes.append(Outcome("duplicate", item, seen=seen))
+        else:
+            # Conflict: first write wins. The record and its effects stay exactly as they
+            # are; the newcomer is kept for an operator, never merged and never dropped.
+            row = self._newcomer_rows.setdefault((ident, witness), len(self.newcomers))
+            if row == len(self.newcomers):
+                self.newcomers.append(
+                    Newcomer(ident, identity.identity, seen.id, witness, decoded.content,
+                             fields_json(decoded), arrival(item.delivery), 0)
+                )  # fmt: skip
+            newcomer = self.newcomers[row]
+            self.newcomers[row] = newcomer._replace(times=newcomer.times + 1)
+            self.outcomes.append(Outcome("conflict", item, row, seen))
+
+
+def decide_batch(
+    tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool
+) -> tuple[list[Decision], dict[int, int]]:
+    """Decide ``items`` inside ``tx``. Returns the decisions (to be marked committed by
+    the caller) and, when ``seal`` got the log entries appended in this very transaction,
+    each new record's log position.
+
+    Raises :class:`RetryTransaction` when another writer changed a record this batch read
+    (possible on PostgreSQL only); the store then runs the whole work again.
+    """
+    inbox_id = inbox.row.id
+    idents = [item.ident for item in items if item.ident is not None]
+    tx.lock_identities(inbox_id, idents)
+    fenced: dict[int, str] = {}
+    if inbox.row.fenced:
+        scopes = sorted({item.delivery.snapshot_id or "" for item in items if item.ident})
+        current = tx.leases_for(inbox_id, scopes)
+        now = tx.now()  # read once the leases are held: a wait must not pass a stale time
+        for index, item in enumerate(items):
+            if item.ident is not None:
+                lease = current.get(item.delivery.snapshot_id or "")
+                refused = leases.fence(lease, item.delivery.lease_token, now)
+                if refused is not None:
+                    fenced[index] = refused
+    else:
+        now = tx.now()
+    wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
+    stored = tx.find_records(inbox_id, list(dict.fromkeys(wanted)))
+    unknown = len({ident for ident in wanted if ident not in stored})
+    walk = Walk(stored, tx.reserve_record_ids(unknown) if unknown else ())
+    for index, item in enumerate(items):
+        if item.ident is None:
+            walk.reject(item)
+        elif index in fenced:
+            walk.fence(item, fenced[index], leases.fence_detail(fenced[index], item.delivery))
+        else:
+            walk.decide(index, item, now)
+    return _write(tx, inbox, walk, now, seal)
+
+
+def _write(
+    tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool
+) -> tuple[list[Decision], dict[int, int]]:
+    """Step 5, and the decisions: every write of the batch, one statement per kind."""
+    inbox_id, name = inbox.row.id, inbox.name
+    letter_ids = tx.dead_letter(inbox_id, walk.letters, now) if walk.letters else []
+    kept = tx.quarantine(inbox_id, walk.newcomers, CONFLICT_REASON, now) if walk.newcomers else []
+
+    # The decisions and the log events, in delivery order: each new record's seal and
+    # each newcomer's first quarantine. Sealed in this transaction where the backend lets
+    # the writer append (see log.record_events); queued for the sealer otherwise.
+    events: list[tuple[str, str, int | None]] = []
+    decisions: list[Decision] = []
+    opened: set[int] = set()
+    for outcome in walk.outcomes:
+        decision, event = _decided(name, outcome, walk, kept, letter_ids, opened)
+        decisions.append(decision)
+        if event is not None:
+            events.append(event)
+    positions = log.record_events(tx, events, seal) if events else {}
+
+    if walk.records:
+        crashpoints.reach(crashpoints.BEFORE_INSERT)
+        records = [r._replace(log_seq=positions.get(r.id)) for r in walk.records]
+        if tx.insert_records(inbox_id, records, now) != len(records):
+            # A concurrent writer inserted one of these identities first.
+            raise RetryTransaction("an identity of this batch was inserted meanwhile")
+        _apply(tx, inbox, walk)
+        crashpoints.reach(crashpoints.AFTER_INSERT)
+    # Counted after the inserts: a repeat of a record this batch inserted counts on it.
+    if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):
+        # A stored row vanished between the read and the count (retention dropped a
+        # tombstone meanwhile): decide the batch again against what is there now.
+        raise RetryTransaction("a record changed under this batch")
+    if walk.late and tx.count_late_replays(walk.late, now) != len(walk.late):
+        raise RetryTransaction("a record changed under this batch")
+    counts = Counter([(str(d.verdict), d.reason or "") for d in decisions])
+    tx.count_verdicts(inbox_id, int(now // 3600), dict(counts))
+    return decisions, positions
+
+
+Event = tuple[str, str, "int | None"]
+
+
+def _decided(
+    name: str,
+    outcome: Outcome,
+    walk: Walk,
+    kept: Sequence[tuple[int, bool]],
+    letter_ids: Sequence[int],
+    opened: set[int],
+) -> tuple[Decision, Event | None]:
+    """One delivery's decision, and the log event it adds, if any."""
+    kind, item = outcome.kind, outcome.item
+    if kind == "reject":
+        letter = walk.letters[outcome.row]
+        return Decision(
+            name, Verdict.REJECTED, False, reason=letter.reason, detail=letter.detail,
+            identity=letter.key, dead_letter_id=letter_ids[outcome.row],
+        ), None  # fmt: skip
+    if kind == "fenced":
+        return Decision(
+            name, Verdict.REJECTED, False, reason=outcome.reason, detail=outcome.detail
+        ), None
+    assert item.identity is not None
+    facts = {"identity": item.identity.identity, "witness": item.identity.witness}
+    if kind == "accept":
+        record = walk.records[outcome.row]
+        state = log.record_state_text(
+            name, record.id, record.identity, facts["witness"], 1, record.arrival.snapshot_id
+        )
+        decision = decision_of(name, Verdict.ACCEPTED, record_id=record.id, revision=1, **facts)
+        return decision, ("accept", state, record.id)
+    seen = outcome.seen
+    assert seen is not None
+    against = {"record_id": seen.id, "revision": seen.revision, "log_position": seen.log_seq}
+    if kind == "duplicate":
+        return decision_of(name, Verdict.DUPLICATE, **against, **facts), None
+    if kind == "late":
+        return decision_of(
+            name, Verdict.DUPLICATE, reason=LATE_REPLAY, late_replay=True, **against, **facts
+        ), None
+    quarantine_id, is_new = kept[outcome.row]
+    first = is_new and outcome.row not in opened  # its repeats in the batch only count
+    decision = decision_of(
+        name, Verdict.CONFLICT, reason=CONFLICT_REASON, quarantine_id=quarantine_id,
+        first_quarantine=first, late_replay=seen.tombstone, **against, **facts,
+    )  # fmt: skip
+    if not first:
+        return decision, None
+    opened.add(outcome.row)
+    state = log.state_text(
+        {
+            "inbox": name,
+            "quarantine": quarantine_id,
+            "record": seen.id,
+            "identity": facts["identity"],
+            "witness": facts["witness"],
+            "reason": CONFLICT_REASON,
+        }
+    )
+    return decision, ("quarantine", state, None)
+
+
+def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:
+    """The apply step for every new record, in the deciding transaction (I5)."""
+    batched = BATCHED.get(inbox.apply)
+    if batched is not None:
+        firsts = [
+            (r.id, _fields(walk.outcomes[i].item))
+            for r, i in zip(walk.records, walk.firsts, strict=True)
+        ]
+        try:
+            batched(tx, inbox.row.id, firsts)
+        except Exception as exc:
+            raise ApplyError(
+                f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
+                index=walk.firsts[0],
+            ) from exc
+        return
+    for record, index in zip(walk.records, walk.firsts, strict=True):
+        fields = _fields(walk.outcomes[index].item)
+        change = Change(inbox.name, inbox.row.id, record.id, record.identity, 1, fields)
+        try:
+            inbox.apply(tx, change)
+        except Exception as exc:
+            raise ApplyError(
+                f"inbox {inbox.name}: apply step failed on delivery {index}: "
+                f"{type(exc).__name__}: {exc}",
+                index=index,
+            ) from exc
+
+
+def _fields(item: Prepared) -> Mapping[str, Any]:
+    assert item.decoded is not None
+    return item.decoded.fields

@@ -1,0 +1,93 @@
+"""What every role of a SQL transaction is written in terms of: a backend's primitives.
+
+Each backend keeps its own SQL (``sql/<backend>/queries.sql``, the same statement names)
+and gives these few primitives over its driver; each role of the store interface is
+written once, in its own module of this package, on top of them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import fields, is_dataclass
+from typing import Any, TypeVar
+
+from oncebox.errors import StorageError
+
+Params = Sequence[Any] | dict[str, Any]
+R = TypeVar("R")
+
+_SHAPES: dict[tuple[str, type], Callable[[Sequence[Any]], Any]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    if is_dataclass(cls):
+        return tuple(f.name for f in fields(cls))
+    return tuple(cls._fields)  # type: ignore[attr-defined]  # a NamedTuple
+
+
+def shape(statement: str, cls: type[R], columns: Sequence[str]) -> Callable[[Sequence[Any]], R]:
+    """How to build ``cls`` from a row of ``statement``, matched by column name once per
+    statement: a column the type lacks, or a field no column fills, is an error here
+    rather than a value in the wrong field."""
+    key = (statement, cls)
+    make = _SHAPES.get(key)
+    if make is None:
+        names = _field_names(cls)
+        columns = tuple(columns)
+        if set(columns) - set(names) or len(columns) != len(set(columns)):
+            raise StorageError(
+                f"{statement}: columns {columns} do not all name {cls.__name__} fields"
+            )
+        if columns == names[: len(columns)]:
+            # The usual case: the columns are the fields, in order (trailing ones defaulted).
+            whole = len(columns) == len(names) and hasattr(cls, "_make")
+            make = cls._make if whole else (lambda row: cls(*row))  # type: ignore[attr-defined]
+        else:
+
+            def make(row: Sequence[Any]) -> Any:
+                return cls(**dict(zip(columns, row, strict=True)))
+
+        _SHAPES[key] = make
+    return make
+
+
+class SqlBase(ABC):
+    """One transaction of a SQL backend: the primitives the roles are written with."""
+
+    @abstractmethod
+    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        """A named statement's column names and rows."""
+
+    @abstractmethod
+    def _one(self, name: str, params: Params = ()) -> Any:
+        """The first row of a named statement, or None."""
+
+    @abstractmethod
+    def _all(self, name: str, params: Params = ()) -> list[Any]:
+        """Every row of a named statement."""
+
+    @abstractmethod
+    def _run(self, name: str, params: Params = ()) -> int:
+        """Run a named statement; how many rows it changed."""
+
+    @abstractmethod
+    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run a named statement once per row of parameters (or once, over columns);
+        how many rows it changed in all."""
+
+    @abstractmethod
+    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run a named statement once per row of parameters; every row it returned."""
+
+    def _rows(self, name: str, params: Params, cls: type[R]) -> list[R]:
+        """Every row of a named statement, each built as ``cls`` by column name."""
+        columns, rows = self._described(name, params)
+        if not rows:
+            return []
+        make = shape(name, cls, columns)
+        return [make(row) for row in rows]
+
+    def _row(self, name: str, params: Params, cls: type[R]) -> R | None:
+        found = self._rows(name, params, cls)
+        return found[0] if found else None

@@ -1,0 +1,74 @@
+"""Inboxes, their verdict counters and the store's health, in SQL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from oncebox.store.rows import InboxRow
+from oncebox.store.sqltx.base import SqlBase
+
+FIGURES = (
+    "records",
+    "tombstones",
+    "duplicates",
+    "late_replays",
+    "max_lateness_seconds",
+    "quarantine_open",
+    "quarantine_total",
+    "dead_letters",
+    "evictions",
+)
+
+
+class InboxesSql(SqlBase):
+    def declare_inbox(
+        self,
+        name: str,
+        codec: str,
+        apply: str,
+        retention_seconds: float | None,
+        tombstone_seconds: float | None,
+        fenced: bool,
+    ) -> InboxRow:
+        params = (name, codec, apply, retention_seconds, tombstone_seconds, bool(fenced))
+        self._run("declare_inbox", params)
+        row = self._row("get_inbox", (name,), InboxRow)
+        assert row is not None  # just declared
+        return _fenced_bool(row)
+
+    def inboxes(self) -> list[InboxRow]:
+        return [_fenced_bool(row) for row in self._rows("inboxes", (), InboxRow)]
+
+    def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
+        # A fixed order: concurrent batches then lock the counter rows in the same order.
+        self._many(
+            "count_verdict",
+            [
+                (inbox_id, hour, verdict, reason, n)
+                for (verdict, reason), n in sorted(counts.items())
+            ],
+        )
+
+    def verdict_counts(self, inbox_id: int) -> dict[tuple[str, str], int]:
+        return {(v, r): int(n) for v, r, n in self._all("verdict_counts", (inbox_id,))}
+
+    def verdict_hours(self, inbox_id: int, since_hour: int) -> list[tuple[int, str, int]]:
+        rows = self._all("verdict_hours", (inbox_id, since_hour))
+        return [(int(h), str(v), int(n)) for h, v, n in rows]
+
+    def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
+        row = self._one("inbox_figures", {"inbox": inbox_id})
+        return {
+            name: float(v) if name == "max_lateness_seconds" else int(v)
+            for name, v in zip(FIGURES, row, strict=True)
+        }
+
+    def probe_write(self, now: float) -> None:
+        self._run("probe_write", (repr(now),))
+
+
+def _fenced_bool(row: InboxRow) -> InboxRow:
+    if isinstance(row.fenced, bool):
+        return row
+    return replace(row, fenced=bool(row.fenced))

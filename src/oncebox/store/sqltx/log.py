@@ -1,0 +1,63 @@
+"""The log, its Merkle nodes and the seal queue, in SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oncebox.store.rows import LogEntry, PendingEvent, RecordRow, SealerRow
+from oncebox.store.sqltx.base import SqlBase
+
+
+class LogSql(SqlBase):
+    def log_head(self) -> LogEntry | None:
+        return self._row("log_head", (), LogEntry)
+
+    def append_log(self, entries: Sequence[LogEntry]) -> None:
+        self._many("append_log", [(e.seq, e.step, e.state, e.hash) for e in entries])
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        return self._rows("log_entries", (start, end), LogEntry)
+
+    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        return [bytes(row[0]) for row in self._all("merkle_nodes", (level, start, end))]
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self._many("put_merkle_node", list(nodes))
+
+    def meta(self, key: str) -> str | None:
+        row = self._one("meta", (key,))
+        return str(row[0]) if row else None
+
+
+class SealQueueSql(SqlBase):
+    def queue_logs(self, events: Sequence[tuple[str, str, int | None]]) -> None:
+        self._many("queue_logs", events)
+
+    def pending_log(self, limit: int) -> list[PendingEvent]:
+        return self._rows("pending_log", (limit,), PendingEvent)
+
+    def drop_pending(self, event_ids: Sequence[int]) -> None:
+        self._many("drop_pending", [(event_id,) for event_id in event_ids])
+
+    def lock_sealer(self) -> SealerRow:
+        row = self._row("lock_sealer", (), SealerRow)
+        assert row is not None  # the schema inserts the one row
+        return row
+
+    def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
+        self._run("set_sealer", (token, holder, expires_at))
+
+    def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
+        self._many("mark_sealed", seals)
+
+    def unsealed_records(self, limit: int) -> list[RecordRow]:
+        return self._rows("unsealed_records", (limit,), RecordRow)
+
+    def record_seals(self) -> list[tuple[int, int | None]]:
+        return [(int(i), s) for i, s in self._all("record_seals")]
+
+    def last_pending_id(self) -> int:
+        return int(self._one("last_pending_id")[0])
+
+    def log_pending_count(self) -> int:
+        return int(self._one("log_pending_count")[0])

@@ -1,0 +1,53 @@
+"""Quarantine and dead letters, in SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oncebox.store.rows import DeadLetterRow, Letter, Newcomer, QuarantineRow
+from oncebox.store.sqltx.base import SqlBase
+
+
+class RejectsSql(SqlBase):
+    def quarantine(
+        self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
+    ) -> list[tuple[int, bool]]:
+        kept: list[tuple[int, bool]] = []
+        for n in newcomers:
+            arrival = n.arrival
+            row = self._one(
+                "quarantine_insert",
+                (inbox_id, n.ident, n.identity, n.record_id, n.witness, n.content, n.fields,
+                 reason, now, now, n.times, arrival.device_time, arrival.snapshot_id,
+                 arrival.delivery_id),
+            )  # fmt: skip
+            if row is not None:
+                kept.append((int(row[0]), True))
+            else:
+                again = self._one("quarantine_repeat", (n.times, now, inbox_id, n.ident, n.witness))
+                kept.append((int(again[0]), False))
+        return kept
+
+    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None:
+        name = "get_quarantine_for_update" if lock else "get_quarantine"
+        return self._row(name, (quarantine_id,), QuarantineRow)
+
+    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> bool:
+        return self._run("close_quarantine", (status, note, now, quarantine_id)) > 0
+
+    def list_quarantine(
+        self, inbox_id: int | None, status: str | None, limit: int
+    ) -> list[QuarantineRow]:
+        params = {"inbox": inbox_id, "status": status, "limit": limit}
+        return self._rows("list_quarantine", params, QuarantineRow)
+
+    def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:
+        rows = [
+            (inbox_id, x.reason, x.detail, x.head, x.length, x.sha256, x.key, now,
+             x.arrival.device_time, x.arrival.snapshot_id, x.arrival.delivery_id)
+            for x in letters
+        ]  # fmt: skip
+        return [int(row[0]) for row in self._many_rows("dead_letter", rows)]
+
+    def list_dead_letters(self, inbox_id: int | None, limit: int) -> list[DeadLetterRow]:
+        return self._rows("list_dead_letters", {"inbox": inbox_id, "limit": limit}, DeadLetterRow)
