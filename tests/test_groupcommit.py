@@ -20,13 +20,13 @@ COMMIT_SECONDS = 0.005
 
 
 class SlowEngine:
-    """``ingest_batch`` that takes a while, as a commit does, and records batch sizes."""
+    """``ingest_each`` that takes a while, as a commit does, and records batch sizes."""
 
     def __init__(self) -> None:
         self.sizes: list[int] = []
         self.first_call = threading.Event()
 
-    def ingest_batch(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Any]:
+    def ingest_each(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Any]:
         self.sizes.append(len(deliveries))
         self.first_call.set()
         time.sleep(COMMIT_SECONDS)

@@ -324,23 +324,15 @@ class StreamConsumer:
         return summary
 
     def _ingest(self, deliveries: list[Delivery]) -> list[Decision | None]:
-        """One transaction for the batch; if an apply step fails, one each, so only the
-        failing entries stay undecided (None). A storage error raises: nothing acked."""
-        if not deliveries:
-            return []
-        try:
-            return list(self.box.ingest_batch(self.inbox, deliveries))
-        except ApplyError:
-            if len(deliveries) == 1:
-                log.exception("consume %s: apply step failed; left pending", self.stream)
-                return [None]
+        """Decide the batch; an entry whose apply step fails stays undecided (None) and
+        pending, the others are decided. A storage error raises: nothing acked."""
         decisions: list[Decision | None] = []
-        for delivery in deliveries:
-            try:
-                decisions.append(self.box.ingest_batch(self.inbox, [delivery])[0])
-            except ApplyError:
-                log.exception("consume %s: apply step failed; left pending", self.stream)
+        for outcome in self.box.ingest_each(self.inbox, deliveries):
+            if isinstance(outcome, ApplyError):
+                log.error("consume %s: apply step failed; left pending: %s", self.stream, outcome)
                 decisions.append(None)
+            else:
+                decisions.append(outcome)
         return decisions
 
 

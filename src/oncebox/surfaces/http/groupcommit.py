@@ -173,27 +173,15 @@ class GroupCommit:
         return done
 
     def _ingest(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Outcome]:
-        """One transaction for the lot, else one each.
-
-        An apply step that fails for one delivery rolls the whole batch back; deciding
-        the rest one by one keeps one bad request from failing the others. A storage
-        error fails every request of the batch: nothing was decided, nothing is acked.
-        """
+        """One transaction for the lot; a delivery whose apply step fails gets its error
+        and the others are decided anyway (``Oncebox.ingest_each``). A storage error
+        fails every request of the batch: nothing was decided, nothing is acked."""
         self._count(len(deliveries))
         try:
-            return list(self.box.ingest_batch(inbox, deliveries))
-        except ApplyError as exc:
-            if len(deliveries) == 1:
-                return [exc]
+            outcomes: list[Outcome] = list(self.box.ingest_each(inbox, deliveries))
         except Exception as exc:
             return [exc] * len(deliveries)
-        with self._lock:
-            self.fallbacks += 1
-        outcomes: list[Outcome] = []
-        for delivery in deliveries:
-            self._count(1)
-            try:
-                outcomes.append(self.box.ingest_batch(inbox, [delivery])[0])
-            except Exception as exc:
-                outcomes.append(exc)
+        if any(isinstance(outcome, ApplyError) for outcome in outcomes) and len(deliveries) > 1:
+            with self._lock:
+                self.fallbacks += 1
         return outcomes
