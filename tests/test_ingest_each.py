@@ -11,7 +11,6 @@ from oncebox.engine.apply import Change
 from oncebox.formats.ussd_h1 import make_frame
 
 
-
 def refuse_site_bad(tx: Any, change: Change) -> None:
     """A user's own step that fails on one site."""
     if change.fields["site"] == "BAD":
