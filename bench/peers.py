@@ -1,26 +1,17 @@
 """Peers: oncebox against what a user would run instead, measured in one run on 127.0.0.1.
 
-Every side gets the same events: random UUID keys with ~215-byte payloads (oncebox's
-``json-event`` side gets bench/synthetic.py's ``json_body(i)`` with the key as its
-``notification_id``). Each side ingests N events batched (1,000 at a time), the same N
-again (all duplicates), then ``--single-n`` new events one at a time into the same store
-(so every side holds N before them), and those again. The sides:
-
-* naive: the inbox a user would write, Python's ``sqlite3``, WAL, ``synchronous=FULL``,
-  ``(key TEXT PRIMARY KEY, sha BLOB, payload TEXT)``, ``executemany(INSERT OR IGNORE)``
-  in one transaction per batch (or per event); the SHA-256 is computed in the timed loop;
-* redis: Redis 7 ``SET key payload NX``, ``appendonly yes``, ``appendfsync always``, per
-  event and pipelined 1,000 (redis-py);
-* nats: NATS JetStream, file storage, dedup by ``Nats-Msg-Id`` with a one-hour duplicate
-  window; sync publish per message and async publish with 1,000 in flight (nats-py);
-* keyed, json-event: oncebox on the embedded SQLite store, ``ingest`` per event and
-  ``ingest_batch`` of 1,000.
-
-redis-server and nats-server come from Debian's packages (installed with apt-get if
-missing), run on free ports with their data in the run's temp dir, and are stopped at the
-end, also on error (and killed with this process by PR_SET_PDEATHSIG). Every pass checks
-its outcome (all new, then all duplicates) from the sides' own answers. The targets of
-issue 12 are printed beside the ratios, never asserted.
+The same events for every side: random UUID keys, 215-byte payloads (oncebox's json-event
+side: bench/synthetic.py's ``json_body(i)`` with the key as its ``notification_id``). Each
+side takes N events batched (1,000 at a time), the same N again (all duplicates), then
+``--single-n`` new events one at a time into the same store (every side holds N before
+them), and those again. Each pass runs on every side back to back, so the rates it
+compares were measured close in time. Sides: the naive ``sqlite3`` inbox a user would
+write, Redis ``SET NX`` with ``appendfsync always``, NATS JetStream ``Nats-Msg-Id``
+dedup, and oncebox on its ``keyed`` and ``json-event`` codecs. redis-server and
+nats-server come from Debian's packages (apt-get installs them if missing), run on free
+ports with their data in the run's temp dir, and are stopped at the end, also on error.
+Every pass checks its outcome (all new, then all duplicates) from the sides' own answers.
+Issue 12's targets are printed beside the ratios, never asserted. See bench/README.md.
 
     .venv/bin/python bench/peers.py                       # N=100,000, --single-n 20,000
     .venv/bin/python bench/peers.py --n 20000 --single-n 2000 --sides naive,keyed,redis
@@ -49,7 +40,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 import oncebox
 from synthetic import json_body
@@ -66,18 +57,12 @@ HOW = {  # side: (label, batched, one at a time)
 }
 # Issue 12's targets: (what, numerator, denominator, at least). Printed, never asserted.
 TARGETS = [
-    ("batched first pass >= 0.5x naive",
-     ("keyed", "batched", "first"), ("naive", "batched", "first"), 0.5),
-    ("batched first pass >= 1.5x NATS async",
-     ("keyed", "batched", "first"), ("nats", "batched", "first"), 1.5),
-    ("duplicate pass >= 0.5x naive duplicate pass",
-     ("keyed", "batched", "dup"), ("naive", "batched", "dup"), 0.5),
-    ("one per tx >= 0.7x naive per event",
-     ("keyed", "single", "first"), ("naive", "single", "first"), 0.7),
-    ("one per tx >= Redis appendfsync always per event",
-     ("keyed", "single", "first"), ("redis", "single", "first"), 1.0),
-    ("json-event batched >= 0.3x naive",
-     ("json-event", "batched", "first"), ("naive", "batched", "first"), 0.3),
+    ("batched first pass >= 0.5x naive", "keyed batched first", "naive batched first", 0.5),
+    ("batched first pass >= 1.5x NATS async", "keyed batched first", "nats batched first", 1.5),
+    ("duplicate pass >= 0.5x naive's", "keyed batched dup", "naive batched dup", 0.5),
+    ("one per tx >= 0.7x naive per event", "keyed single first", "naive single first", 0.7),
+    ("one per tx >= 1.0x Redis per event", "keyed single first", "redis single first", 1.0),
+    ("json-event batched >= 0.3x naive", "json-event batched first", "naive batched first", 0.3),
 ]
 NATS_SUBJECT = "peers.in"
 
@@ -104,15 +89,7 @@ def json_events(events: list[Event], start: int) -> list[Event]:
             for i, (key, _) in enumerate(events, start)]
 
 
-# -- the sides -------------------------------------------------------------------------------
-class Side(Protocol):
-    def run(self, events: list[Event], batch: int) -> tuple[float, int]:
-        """Time one pass (batch 1: one at a time); return seconds and how many were new."""
-        ...
-
-    def close(self) -> None: ...
-
-
+# -- the sides: run() times one pass (batch 1: one at a time), returns seconds and new ones --
 class Naive:
     INSERT = "INSERT OR IGNORE INTO inbox (key, sha, payload) VALUES (?, ?, ?)"
 
@@ -146,21 +123,17 @@ class Box:
                                 inboxes=[oncebox.InboxSpec(self.inbox, codec=codec)])
 
     def run(self, events: list[Event], batch: int) -> tuple[float, int]:
-        box, inbox, delivery = self.box, self.inbox, oncebox.Delivery
-        if self.keyed:
-            def make(key: str, body: bytes) -> oncebox.Delivery:
-                return delivery(body=body, key=key)
-        else:
-            def make(key: str, body: bytes) -> oncebox.Delivery:
-                return delivery(body=body)
+        box, inbox, delivery, keyed = self.box, self.inbox, oncebox.Delivery, self.keyed
         decisions: list[oncebox.Decision] = []
-        started = time.perf_counter()
+        started = time.perf_counter()  # json-event's key is inside its body: no key given
         if batch == 1:
             ingest = box.ingest
-            decisions = [ingest(inbox, make(key, body)) for key, body in events]
+            decisions = [ingest(inbox, delivery(body=b, key=k if keyed else None))
+                         for k, b in events]
         else:
             for j in range(0, len(events), batch):
-                decisions += box.ingest_batch(inbox, [make(k, b) for k, b in events[j:j + batch]])
+                decisions += box.ingest_batch(inbox, [delivery(body=b, key=k if keyed else None)
+                                                      for k, b in events[j:j + batch]])
         seconds = time.perf_counter() - started
         return seconds, sum(d.verdict == oncebox.Verdict.ACCEPTED for d in decisions)
 
@@ -225,12 +198,14 @@ class Nats:
         self.loop.close()
 
 
+Side = Naive | Box | Redis | Nats
+
+
 # -- servers: Debian's packages, free ports, the run's temp dir, stopped at exit --------------
 def ensure_installed(binary: str) -> str:
     """The server's path; apt-get installs the Debian package of that name if missing."""
     def find() -> str | None:
-        return shutil.which(binary) or next(
-            (p for p in (f"/usr/sbin/{binary}", f"/usr/bin/{binary}") if Path(p).exists()), None)
+        return shutil.which(binary, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin")
 
     if (found := find()) is None:
         log(f"installing {binary} from Debian's packages")
@@ -307,23 +282,28 @@ def open_side(name: str, tmp: Path, batch: int, bins: dict[str, str]) -> Iterato
         yield side
 
 
-def measure(name: str, side: Side, first: list[Event], extra: list[Event], batch: int,
-            rates: dict[tuple[str, str, str], float]) -> None:
-    """Batched N, again, then one at a time: single-n new events, and again."""
-    for mode, events, size in (("batched", first, batch), ("single", extra, 1)):
+def measure(opened: dict[str, Side], events: dict[str, tuple[list[Event], list[Event]]],
+            batch: int) -> dict[tuple[str, str, str], float]:
+    """Batched N, again, then one at a time: single-n new events, and again. Each pass runs
+    on every side back to back, so the rates compared were measured close in time."""
+    rates = {}
+    for mode, size in (("batched", batch), ("single", 1)):
         for step in ("first", "dup"):
-            seconds, new = side.run(events, size)
-            want = len(events) if step == "first" else 0
-            if new != want:
-                raise SystemExit(f"{name} {mode} {step}: {new} of {len(events)} were new, "
-                                 f"expected {want}")
-            rates[(name, mode, step)] = len(events) / seconds
-            log(f"{name:10} {mode:7} {step:5} {len(events):>8,} in {seconds:7.2f}s "
-                f"= {len(events) / seconds:>9,.0f} ev/s")
+            for name, side in opened.items():
+                these = events[name][mode == "single"]
+                seconds, new = side.run(these, size)
+                want = len(these) if step == "first" else 0
+                if new != want:
+                    raise SystemExit(f"{name} {mode} {step}: {new} of {len(these)} were new, "
+                                     f"expected {want}")
+                rates[(name, mode, step)] = len(these) / seconds
+                log(f"{name:10} {mode:7} {step:5} {len(these):>8,} in {seconds:7.2f}s "
+                    f"= {len(these) / seconds:>9,.0f} ev/s")
+    return rates
 
 
 # -- output ----------------------------------------------------------------------------------
-def table(out: TextIO, header: Sequence[str], rows: list[Sequence[str]]) -> None:
+def table(out: TextIO, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip(),
@@ -331,20 +311,21 @@ def table(out: TextIO, header: Sequence[str], rows: list[Sequence[str]]) -> None
 
 
 def report(out: TextIO, figures: dict[str, Any]) -> None:
-    meta = figures["meta"]
-    print(f"\noncebox peers benchmark on 127.0.0.1: Python {meta['python']}, sqlite3's SQLite "
-          f"{meta['sqlite3']}, redis-server {meta['redis']}, nats-server {meta['nats']}, "
-          f"redis-py {meta['redis_py']}, nats-py {meta['nats_py']}, {meta['cpus']} CPUs", file=out)
-    print(f"load average (1, 5, 15 min) {meta['load_before']} before, {meta['load_after']} "
-          f"after; wall time {meta['wall_seconds']:.0f}s; files in {meta['dir']}", file=out)
-    print(f"events: random UUID keys, {PAYLOAD_BYTES}-byte payloads (json-event: json_body "
-          f"with the key as notification_id, {meta['json_bytes']} bytes on average)", file=out)
-    print(f"batched passes: N={meta['n']:,}; one at a time: --single-n={meta['single_n']:,} new "
-          f"keys after the batched passes (every side holds N before them)", file=out)
-    print("durability: sqlite sides WAL + synchronous=FULL; redis appendonly yes, appendfsync "
-          "always (one fsync per event-loop write);", file=out)
-    print(f"  nats-server {meta['nats']} file store: acks before any fsync (2.9 syncs every 2 "
-          "min and has no sync_interval option)", file=out)
+    m = figures["meta"]
+    print(f"""
+oncebox peers benchmark on 127.0.0.1: Python {m['python']}, sqlite3's SQLite {m['sqlite3']}, \
+redis-server {m['redis']}, nats-server {m['nats']}, redis-py {m['redis_py']}, \
+nats-py {m['nats_py']}, {m['cpus']} CPUs
+load average (1, 5, 15 min) {m['load_before']} before, {m['load_after']} after; \
+wall time {m['wall_seconds']:.0f}s; files in {m['dir']}
+events: random UUID keys, {m['payload_bytes']}-byte payloads (json-event: json_body with the \
+key as notification_id, {m['json_bytes']} bytes on average)
+batched passes: N={m['n']:,}; one at a time: --single-n={m['single_n']:,} new keys after the \
+batched passes (every side holds N before them)
+durability: sqlite sides WAL + synchronous=FULL; redis appendonly yes, appendfsync always \
+(one fsync per event-loop write);
+  nats-server {m['nats']} file store: acks before any fsync (2.9 syncs every 2 min and has \
+no sync_interval option)""", file=out)
     rows = []
     for r in figures["rates"]:
         label, batched, single = HOW[r["side"]]
@@ -361,14 +342,17 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
            for t in figures["targets"]])
 
 
-def figures_of(rates: dict[tuple[str, str, str], float]) -> dict[str, Any]:
+def figures_of(rates: dict[tuple[str, str, str], float], n: int, single_n: int) -> dict[str, Any]:
     listed = []
-    for (side, mode, step), rate in rates.items():
+    for (side, mode, step), rate in sorted(rates.items(), key=lambda item: (
+            SIDES.index(item[0][0]), item[0][1] != "batched", item[0][2] != "first")):
         naive = rates.get(("naive", mode, step))
-        listed.append({"side": side, "mode": mode, "pass": step, "n": 0, "events_per_s": rate,
+        listed.append({"side": side, "mode": mode, "pass": step, "events_per_s": rate,
+                       "n": n if mode == "batched" else single_n,
                        "vs_naive": None if naive is None else rate / naive})
     targets = []
-    for what, top, bottom, at_least in TARGETS:
+    for what, over, under, at_least in TARGETS:
+        top, bottom = tuple(over.split()), tuple(under.split())
         ratio = rates[top] / rates[bottom] if top in rates and bottom in rates else None
         targets.append({"target": what, "ratio": ratio, "at_least": at_least,
                         "met": None if ratio is None else ratio >= at_least})
@@ -398,25 +382,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     bins = {"redis": ensure_installed("redis-server"), "nats": ensure_installed("nats-server")}
     n, single_n = args.n, min(args.single_n, args.n)
     first, extra = make_events(n), make_events(single_n)
-    json_first, json_extra = json_events(first, 0), json_events(extra, n)
-    rates: dict[tuple[str, str, str], float] = {}
-    with tempfile.TemporaryDirectory(prefix="oncebox-peers-", dir=args.dir) as tmp:
+    events = {name: (first, extra) for name in sides}
+    events["json-event"] = (json_events(first, 0), json_events(extra, n))
+    with tempfile.TemporaryDirectory(prefix="oncebox-peers-", dir=args.dir) as tmp, \
+            contextlib.ExitStack() as stack:
         log(f"working in {tmp}")
-        for name in sides:
-            with open_side(name, Path(tmp), args.batch, bins) as side:
-                if name == "json-event":
-                    measure(name, side, json_first, json_extra, args.batch, rates)
-                else:
-                    measure(name, side, first, extra, args.batch, rates)
-    figures = figures_of(rates)
-    for r in figures["rates"]:
-        r["n"] = n if r["mode"] == "batched" else single_n
+        opened = {name: stack.enter_context(open_side(name, Path(tmp), args.batch, bins))
+                  for name in sides}
+        rates = measure(opened, events, args.batch)
+    figures = figures_of(rates, n, single_n)
     figures["meta"] = {
         "python": sys.version.split()[0], "sqlite3": sqlite3.sqlite_version,
         "redis": server_version(bins["redis"]), "nats": server_version(bins["nats"]),
         "redis_py": version("redis"), "nats_py": version("nats-py"), "cpus": os.cpu_count(),
         "n": n, "single_n": single_n, "batch": args.batch, "payload_bytes": PAYLOAD_BYTES,
-        "json_bytes": round(sum(len(b) for _, b in json_first) / max(n, 1)),
+        "json_bytes": round(sum(len(b) for _, b in events["json-event"][0]) / max(n, 1)),
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "wall_seconds": time.perf_counter() - started, "dir": args.dir or tempfile.gettempdir(),
