@@ -980,7 +980,13 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
                   f"(Python's sqlite3, SQLite {sqlite3.sqlite_version}, WAL, synchronous=FULL,",
                   file=out)
             print("  (key TEXT PRIMARY KEY, sha BLOB, payload TEXT), executemany(INSERT OR "
-                  "IGNORE) per transaction; key = the identity, found untimed)", file=out)
+                  "IGNORE) per transaction); its key is the identity text, found untimed,",
+                  file=out)
+            print("  which these synthetic deliveries bring in order (json-event ascending, "
+                  "ussd-h1 neighbour after neighbour): its inserts stay on a few hot pages,",
+                  file=out)
+            print("  where the floor's random digests scatter (bench/peers.py has random "
+                  "UUID keys)", file=out)
         print("", file=out)
         table(out, ["codec", "case", "n", "oncebox ev/s", "baseline ev/s", "ratio", "target",
                     "met", *(["naive ev/s", "x naive"] if naive else [])],
