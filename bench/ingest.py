@@ -44,6 +44,7 @@ import os
 import re
 import resource
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -60,6 +61,7 @@ import oncebox
 import slowdisk
 from oncebox.engine.ingest import prepare
 from oncebox.formats import get_codec
+from peers import Naive
 from synthetic import frame_delivery, json_body
 
 # Set by --sync-delay-ms in the main process only: SQLite files then go through the VFS.
@@ -586,7 +588,38 @@ def run_codec(
     places.drop(base)
     cases.append(case(codec, "one-per-tx first pass", single_n, first_s, base_first_s))
     cases.append(case(codec, "one-per-tx duplicate pass", single_n, dup_s, base_dup_s))
+    if args.naive:
+        add_naive(codec, items, cases, places, batch, single_n)
     return {"cases": cases, "memory": memory, "prepare_seconds": prep_s}
+
+
+def add_naive(codec: str, items: list[oncebox.Delivery], cases: list[dict[str, Any]],
+              places: Places, batch: int, single_n: int) -> None:
+    """--naive: the same passes through bench/peers.py's naive sqlite3 inbox, a second
+    baseline. Its key is the codec's identity (found untimed, as the floor's digests); the
+    payload's SHA-256 and text are made in its timed loop."""
+    found = get_codec(codec)
+    events = []
+    for item in items:
+        identity = prepare(found, item).identity
+        if identity is None:
+            raise SystemExit(f"synthetic {codec} delivery has no identity")
+        events.append((identity.identity, item.body))
+    by_name = {c["case"]: c for c in cases}
+    for label, rows, size in (("batched", events, batch), ("one-per-tx", events[:single_n], 1)):
+        log(f"[{codec}] {label}: naive sqlite3 inbox, {len(rows):,} rows")
+        path = places.fresh(f"{codec}-naive-{label}")
+        naive = Naive(Path(path))
+        first_s, new = naive.run(rows, size)
+        dup_s, again = naive.run(rows, size)
+        naive.close()
+        places.drop(path)
+        if (new, again) != (len(rows), 0):
+            raise SystemExit(f"naive {label}: {new} then {again} new of {len(rows)}")
+        for step, seconds in (("first", first_s), ("duplicate", dup_s)):
+            c = by_name[f"{label} {step} pass"]
+            c["naive_eps"] = len(rows) / seconds
+            c["naive_ratio"] = c["oncebox_eps"] / c["naive_eps"]
 
 
 # -- several client processes into one database (PostgreSQL) --------------------------------
@@ -941,12 +974,26 @@ def report(out: TextIO, figures: dict[str, Any]) -> None:
               "page, so its commit writes and syncs nothing;", file=out)
         print("  oncebox's records the repeat (seen_count, last_seen, verdict counters), so "
               "each of its commits writes and fsyncs", file=out)
+        naive = all("naive_eps" in c for c in figures["cases"])
+        if naive:
+            print(f"naive: --naive's second baseline, bench/peers.py's naive sqlite3 inbox "
+                  f"(Python's sqlite3, SQLite {sqlite3.sqlite_version}, WAL, synchronous=FULL,",
+                  file=out)
+            print("  (key TEXT PRIMARY KEY, sha BLOB, payload TEXT), executemany(INSERT OR "
+                  "IGNORE) per transaction); its key is the identity text, found untimed,",
+                  file=out)
+            print("  which these synthetic deliveries bring in order (json-event ascending, "
+                  "ussd-h1 neighbour after neighbour): its inserts stay on a few hot pages,",
+                  file=out)
+            print("  where the floor's random digests scatter (bench/peers.py has random "
+                  "UUID keys)", file=out)
         print("", file=out)
         table(out, ["codec", "case", "n", "oncebox ev/s", "baseline ev/s", "ratio", "target",
-                    "met"],
+                    "met", *(["naive ev/s", "x naive"] if naive else [])],
               [[c["codec"], c["case"], f"{c['n']:,}", f"{c['oncebox_eps']:,.0f}",
-                f"{c['baseline_eps']:,.0f}", f"{c['ratio']:.3f}", c["target"],
-                met_text(c)] for c in figures["cases"]])
+                f"{c['baseline_eps']:,.0f}", f"{c['ratio']:.3f}", c["target"], met_text(c),
+                *([f"{c['naive_eps']:,.0f}", f"{c['naive_ratio']:.3f}"] if naive else [])]
+               for c in figures["cases"]])
     if figures.get("multiproc"):
         print("", file=out)
         print(f"client processes: a batched first pass of N={meta['procs_n']:,} into one fresh "
@@ -1152,6 +1199,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--sync-delay-ms", type=float, default=0.0,
                    help="SQLite: emulate a slower disk, every fsync this much longer "
                         "(main cases only; default 0, this disk)")
+    p.add_argument("--naive", action="store_true",
+                   help="also run bench/peers.py's naive sqlite3 inbox as a second baseline")
     p.add_argument("--json", action="store_true",
                    help="print figures as JSON on stdout (the table goes to stderr)")
     p.add_argument("--_child", default=None, help=argparse.SUPPRESS)
@@ -1163,6 +1212,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--db takes a postgresql:// URL (SQLite runs use a temp dir: see --dir)")
     if args.sync_delay_ms and (args.db or args.pg_throwaway or args.scale):
         p.error("--sync-delay-ms is for the main SQLite cases (not PostgreSQL or --scale)")
+    if args.naive and (args.db or args.pg_throwaway or args.sync_delay_ms or args.skip_main):
+        p.error("--naive is for the main SQLite cases on the real disk (Python's sqlite3 "
+                "cannot use the emulated slow disk)")
     if args.durable and not args.pg_throwaway:
         p.error("--durable goes with --pg-throwaway (a --db server keeps its own settings)")
     pg = bool(args.db or args.pg_throwaway)
