@@ -51,6 +51,7 @@ from typing import Any, Protocol
 import oncebox
 from oncebox import Delivery, InboxSpec, Oncebox
 from oncebox.engine import crashpoints as engine_points
+from oncebox.engine.decide import Decided
 from oncebox.engine.decision import Decision
 from oncebox.engine.ingest import prepare
 from oncebox.formats import get_codec
@@ -455,10 +456,9 @@ def _ingest_child(
             def atomic(work: Callable[[Any], Any], durable: bool = True) -> Any:
                 def early(tx: Any) -> Any:
                     out = work(tx)
-                    # The decision path returns (decisions, log positions).
-                    decided = out[0] if isinstance(out, tuple) and out else None
-                    if isinstance(decided, list) and decided and isinstance(decided[0], Decision):
-                        told = [d.committed().to_dict() for d in decided]
+                    if isinstance(out, Decided):
+                        # What the decisions will say once committed, told before it.
+                        told = [d.to_dict() for d in out.decisions()]
                         say({"decided": current, "decisions": told})
                         engine_points.reach(CONTROL_POINT)
                     return out

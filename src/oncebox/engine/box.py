@@ -13,7 +13,7 @@ from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.decide import decide_batch
-from oncebox.engine.decision import Decision, Verdict
+from oncebox.engine.decision import Decision
 from oncebox.engine.inboxes import InboxSpec, format_duration
 from oncebox.engine.ingest import ActiveInbox, alert, prepare
 from oncebox.engine.leases import Lease
@@ -134,21 +134,20 @@ class Oncebox:
         # durable commit right after covers it: still one flush, and writers never
         # queue for the log head (a seal with nothing to append writes a marker).
         together = self.seal_inline and self.store.single_writer
-        decisions, positions = self.store.atomic(
+        decided = self.store.atomic(
             lambda tx: decide_batch(tx, active, items, seal=together),
             durable=together or not self.seal_inline,
         )
         crashpoints.reach(crashpoints.AFTER_COMMIT)
-        alert(decisions)
+        positions = None
         if self.seal_inline and not together:
             # Step 7: the records this batch accepted get their log entries.
             positions = self._seal(durable_point=True)
         crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed durably.
-        return [
-            d.committed(positions.get(d.record_id or 0) if d.verdict is Verdict.ACCEPTED else None)
-            for d in decisions
-        ]
+        decisions = decided.decisions(positions)
+        alert(decisions)
+        return decisions
 
     def ingest_each(
         self, inbox: str, deliveries: Sequence[Delivery]

@@ -33,25 +33,15 @@ from oncebox.formats import Invalid
 from oncebox.store.base import Letter, Newcomer, NewRecord, Stored, Tx
 
 
-class Seen(NamedTuple):
-    """An identity as the walk knows it: stored, or accepted earlier in the batch."""
-
-    id: int
-    witness: bytes
-    revision: int
-    tombstone: bool
-    first_seen: float
-    log_seq: int | None
-
-
 class Outcome(NamedTuple):
     """One delivery's verdict before anything is written: ``row`` indexes the walk's
-    records, newcomers or letters (by ``kind``); ``seen`` is what it was decided against."""
+    records, newcomers or letters (by ``kind``); ``seen`` is the record it was decided
+    against (stored, or accepted earlier in the batch)."""
 
     kind: str  # accept | duplicate | late | conflict | reject | fenced
     item: Prepared
     row: int = -1
-    seen: Seen | None = None
+    seen: Stored | None = None
     reason: str = ""
     detail: str = ""
 
@@ -60,11 +50,7 @@ class Walk:
     """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
 
     def __init__(self, stored: Mapping[bytes, Stored], new_ids: Sequence[int]) -> None:
-        self.seen = {
-            ident: Seen(r.id, r.witness, r.revision, r.evicted_at is not None, r.first_seen,
-                        r.log_seq)
-            for ident, r in stored.items()
-        }  # fmt: skip
+        self.seen = dict(stored)
         self._ids = iter(new_ids)
         self.outcomes: list[Outcome] = []
         self.records: list[NewRecord] = []
@@ -106,9 +92,9 @@ class Walk:
                           fields_json(decoded), arrival(item.delivery))
             )  # fmt: skip
             self.firsts.append(index)
-            self.seen[ident] = Seen(record_id, witness, 1, False, now, None)
+            self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
             self.outcomes.append(Outcome("accept", item, len(self.records) - 1))
-        elif seen.witness == witness and seen.tombstone:
+        elif seen.witness == witness and seen.evicted_at is not None:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             count, most = self.late.get(seen.id, (0, 0.0))
@@ -131,15 +117,13 @@ class Walk:
             self.outcomes.append(Outcome("conflict", item, row, seen))
 
 
-def decide_batch(
-    tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool
-) -> tuple[list[Decision], dict[int, int]]:
-    """Decide ``items`` inside ``tx``. Returns the decisions (to be marked committed by
-    the caller) and, when ``seal`` got the log entries appended in this very transaction,
-    each new record's log position.
+def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool) -> Decided:
+    """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
-    Raises :class:`RetryTransaction` when another writer changed a record this batch read
-    (possible on PostgreSQL only); the store then runs the whole work again.
+    With ``seal``, the log entries are appended in this very transaction where the log
+    is free (see :func:`log.record_events`). Raises :class:`RetryTransaction` when
+    another writer changed a record this batch read (possible on PostgreSQL only); the
+    store then runs the whole work again.
     """
     inbox_id = inbox.row.id
     idents = [item.ident for item in items if item.ident is not None]
@@ -171,25 +155,98 @@ def decide_batch(
     return _write(tx, inbox, walk, now, seal)
 
 
-def _write(
-    tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool
-) -> tuple[list[Decision], dict[int, int]]:
-    """Step 5, and the decisions: every write of the batch, one statement per kind."""
+class Decided:
+    """A batch decided and written, not yet committed: :meth:`decisions` gives the
+    decisions once it has (they are built only then, so none can leave early)."""
+
+    def __init__(
+        self,
+        inbox: str,
+        walk: Walk,
+        kept: Sequence[tuple[int, bool]],
+        letter_ids: Sequence[int],
+        opened: set[int],
+        positions: dict[int, int],
+    ) -> None:
+        self.inbox = inbox
+        self.walk = walk
+        self.kept = kept
+        self.letter_ids = letter_ids
+        self.opened = opened  # the outcomes that opened a quarantine row
+        self.positions = positions  # record id -> log position, when sealed in the batch
+
+    def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
+        """The committed decisions, in delivery order; ``positions`` gives the log
+        positions of records sealed after the commit."""
+        sealed = self.positions if positions is None else positions
+        return [self._decision(i, o, sealed) for i, o in enumerate(self.walk.outcomes)]
+
+    def _decision(self, index: int, outcome: Outcome, sealed: Mapping[int, int]) -> Decision:
+        name, kind, item = self.inbox, outcome.kind, outcome.item
+        if kind == "reject":
+            letter = self.walk.letters[outcome.row]
+            return decision_of(
+                name, Verdict.REJECTED, True, reason=letter.reason, detail=letter.detail,
+                identity=letter.key, dead_letter_id=self.letter_ids[outcome.row],
+            )  # fmt: skip
+        if kind == "fenced":
+            # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
+            return decision_of(
+                name, Verdict.REJECTED, False, reason=outcome.reason, detail=outcome.detail
+            )
+        assert item.identity is not None
+        facts = {"identity": item.identity.identity, "witness": item.identity.witness}
+        if kind == "accept":
+            record_id = self.walk.records[outcome.row].id
+            return decision_of(
+                name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
+                log_position=sealed.get(record_id), **facts,
+            )  # fmt: skip
+        seen = outcome.seen
+        assert seen is not None
+        against = {
+            "record_id": seen.id,
+            "revision": seen.revision,
+            "log_position": seen.log_seq if seen.log_seq is not None else sealed.get(seen.id),
+        }
+        if kind == "duplicate":
+            return decision_of(name, Verdict.DUPLICATE, True, **against, **facts)
+        if kind == "late":
+            return decision_of(
+                name, Verdict.DUPLICATE, True, reason=LATE_REPLAY, late_replay=True,
+                **against, **facts,
+            )  # fmt: skip
+        return decision_of(
+            name, Verdict.CONFLICT, True, reason=CONFLICT_REASON,
+            quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
+            late_replay=seen.evicted_at is not None, **against, **facts,
+        )  # fmt: skip
+
+
+def _write(tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
+    """Step 5: every write of the batch, one statement per kind."""
     inbox_id, name = inbox.row.id, inbox.name
     letter_ids = tx.dead_letter(inbox_id, walk.letters, now) if walk.letters else []
     kept = tx.quarantine(inbox_id, walk.newcomers, CONFLICT_REASON, now) if walk.newcomers else []
 
-    # The decisions and the log events, in delivery order: each new record's seal and
-    # each newcomer's first quarantine. Sealed in this transaction where the backend lets
-    # the writer append (see log.record_events); queued for the sealer otherwise.
+    # The log events, in delivery order: each new record's seal and each newcomer's first
+    # quarantine (its repeats in the batch only count). Sealed in this transaction where
+    # the backend lets the writer append; queued for the sealer otherwise.
     events: list[tuple[str, str, int | None]] = []
-    decisions: list[Decision] = []
     opened: set[int] = set()
-    for outcome in walk.outcomes:
-        decision, event = _decided(name, outcome, walk, kept, letter_ids, opened)
-        decisions.append(decision)
-        if event is not None:
-            events.append(event)
+    first_rows: set[int] = set()
+    for index, outcome in enumerate(walk.outcomes):
+        if outcome.kind == "accept":
+            record = walk.records[outcome.row]
+            state = log.record_state_text(
+                name, record.id, record.identity, record.witness.hex(), 1,
+                record.arrival.snapshot_id,
+            )  # fmt: skip
+            events.append(("accept", state, record.id))
+        elif outcome.kind == "conflict" and kept[outcome.row][1] and outcome.row not in first_rows:
+            first_rows.add(outcome.row)
+            opened.add(index)
+            events.append(("quarantine", _quarantine_state(name, walk, outcome, kept), None))
     positions = log.record_events(tx, events, seal) if events else {}
 
     if walk.records:
@@ -207,72 +264,45 @@ def _write(
         raise RetryTransaction("a record changed under this batch")
     if walk.late and tx.count_late_replays(walk.late, now) != len(walk.late):
         raise RetryTransaction("a record changed under this batch")
-    counts = Counter([(str(d.verdict), d.reason or "") for d in decisions])
-    tx.count_verdicts(inbox_id, int(now // 3600), dict(counts))
-    return decisions, positions
+    tx.count_verdicts(inbox_id, int(now // 3600), _verdict_counts(walk))
+    return Decided(name, walk, kept, letter_ids, opened, positions)
 
 
-Event = tuple[str, str, "int | None"]
-
-
-def _decided(
-    name: str,
-    outcome: Outcome,
-    walk: Walk,
-    kept: Sequence[tuple[int, bool]],
-    letter_ids: Sequence[int],
-    opened: set[int],
-) -> tuple[Decision, Event | None]:
-    """One delivery's decision, and the log event it adds, if any."""
-    kind, item = outcome.kind, outcome.item
-    if kind == "reject":
-        letter = walk.letters[outcome.row]
-        return Decision(
-            name, Verdict.REJECTED, False, reason=letter.reason, detail=letter.detail,
-            identity=letter.key, dead_letter_id=letter_ids[outcome.row],
-        ), None  # fmt: skip
-    if kind == "fenced":
-        return Decision(
-            name, Verdict.REJECTED, False, reason=outcome.reason, detail=outcome.detail
-        ), None
-    assert item.identity is not None
-    facts = {"identity": item.identity.identity, "witness": item.identity.witness}
-    if kind == "accept":
-        record = walk.records[outcome.row]
-        state = log.record_state_text(
-            name, record.id, record.identity, facts["witness"], 1, record.arrival.snapshot_id
-        )
-        decision = decision_of(name, Verdict.ACCEPTED, record_id=record.id, revision=1, **facts)
-        return decision, ("accept", state, record.id)
-    seen = outcome.seen
-    assert seen is not None
-    against = {"record_id": seen.id, "revision": seen.revision, "log_position": seen.log_seq}
-    if kind == "duplicate":
-        return decision_of(name, Verdict.DUPLICATE, **against, **facts), None
-    if kind == "late":
-        return decision_of(
-            name, Verdict.DUPLICATE, reason=LATE_REPLAY, late_replay=True, **against, **facts
-        ), None
-    quarantine_id, is_new = kept[outcome.row]
-    first = is_new and outcome.row not in opened  # its repeats in the batch only count
-    decision = decision_of(
-        name, Verdict.CONFLICT, reason=CONFLICT_REASON, quarantine_id=quarantine_id,
-        first_quarantine=first, late_replay=seen.tombstone, **against, **facts,
-    )  # fmt: skip
-    if not first:
-        return decision, None
-    opened.add(outcome.row)
-    state = log.state_text(
+def _quarantine_state(
+    name: str, walk: Walk, outcome: Outcome, kept: Sequence[tuple[int, bool]]
+) -> str:
+    newcomer = walk.newcomers[outcome.row]
+    return log.state_text(
         {
             "inbox": name,
-            "quarantine": quarantine_id,
-            "record": seen.id,
-            "identity": facts["identity"],
-            "witness": facts["witness"],
+            "quarantine": kept[outcome.row][0],
+            "record": newcomer.record_id,
+            "identity": newcomer.identity,
+            "witness": newcomer.witness.hex(),
             "reason": CONFLICT_REASON,
         }
     )
-    return decision, ("quarantine", state, None)
+
+
+_VERDICT = {
+    "accept": ("accepted", ""),
+    "duplicate": ("duplicate", ""),
+    "late": ("duplicate", LATE_REPLAY),
+    "conflict": ("conflict", CONFLICT_REASON),
+}
+
+
+def _verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
+    """(verdict, reason) -> how many, for the per-hour counters."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for outcome in walk.outcomes:
+        if outcome.kind == "reject":
+            counts[("rejected", walk.letters[outcome.row].reason)] += 1
+        elif outcome.kind == "fenced":
+            counts[("rejected", outcome.reason)] += 1
+        else:
+            counts[_VERDICT[outcome.kind]] += 1
+    return dict(counts)
 
 
 def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:

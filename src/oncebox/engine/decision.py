@@ -63,15 +63,15 @@ class Decision:
 _DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
 
 
-def decision_of(inbox: str, verdict: Verdict, **facts: Any) -> Decision:
-    """``Decision(inbox, verdict, False, **facts)``, for the per-delivery paths.
+def decision_of(inbox: str, verdict: Verdict, may_ack: bool = False, **facts: Any) -> Decision:
+    """``Decision(inbox, verdict, may_ack, **facts)``, for the per-delivery paths.
 
     Why: a frozen dataclass's ``__init__`` sets each of its 14 fields through
     ``object.__setattr__``; filling the instance's ``__dict__`` at once gives the same
     object several times faster. ``facts`` must name fields (checked in the tests).
     """
     made: Decision = object.__new__(Decision)
-    made.__dict__.update(_DEFAULTS, inbox=inbox, verdict=verdict, may_ack=False, **facts)
+    made.__dict__.update(_DEFAULTS, inbox=inbox, verdict=verdict, may_ack=may_ack, **facts)
     return made
 
 

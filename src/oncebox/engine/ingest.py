@@ -62,8 +62,8 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         return Prepared(delivery, invalid=invalid)
     except Exception as exc:  # a user codec's bug must not lose the delivery
         return Prepared(delivery, invalid=Invalid("codec_error", f"{type(exc).__name__}: {exc}"))
-    witness = bytes.fromhex(identity.witness)
-    return Prepared(delivery, decoded, identity, None, identity.digest_bytes, witness)
+    ident, witness = identity.digest_bytes, identity.witness_bytes
+    return Prepared(delivery, decoded, identity, None, ident, witness)
 
 
 _NO_ARRIVAL = Arrival()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oncebox.formats.codec import Codec, Decoded
 from oncebox.formats.invalid import Invalid
@@ -13,28 +13,31 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(NamedTuple):
     """``identity`` decides sameness; ``witness`` (SHA-256 of canonical content) decides
-    duplicate against conflict. ``digest`` is what a tombstone keeps of the identity."""
+    duplicate against conflict. ``digest`` is what a tombstone keeps of the identity.
+
+    ``digest_bytes`` and ``witness_bytes`` are the same two digests as bytes, what stores
+    key and compare by; :func:`identify` computes each hash once."""
 
     identity: str
     witness: str
+    digest_bytes: bytes = b""
+    witness_bytes: bytes = b""
 
     @property
     def digest(self) -> str:
-        return sha256_hex(self.identity.encode("utf-8"))
+        return (self.digest_bytes or _sha256(self.identity.encode("utf-8"))).hex()
 
-    @property
-    def digest_bytes(self) -> bytes:
-        """The identity's SHA-256: what stores key records by."""
-        return hashlib.sha256(self.identity.encode("utf-8")).digest()
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def identify(codec: Codec, decoded: Decoded) -> Identity:
-    witness = sha256_hex(decoded.content)
-    if codec.identity == "content":
-        return Identity(identity=witness, witness=witness)
-    if not decoded.key:
+    witness = hashlib.sha256(decoded.content).digest()
+    witness_hex = witness.hex()
+    identity = witness_hex if codec.identity == "content" else decoded.key
+    if not identity:
         raise Invalid("missing_identity", f"codec {codec.name} gave no identity key")
-    return Identity(identity=decoded.key, witness=witness)
+    return Identity(identity, witness_hex, _sha256(identity.encode("utf-8")), witness)

@@ -214,16 +214,14 @@ class LeaseRow:
     released_at: float | None
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     seq: int
     step: str
     state: str
     hash: str
 
 
-@dataclass(frozen=True)
-class PendingEvent:
+class PendingEvent(NamedTuple):
     id: int
     step: str
     state: str
