@@ -26,4 +26,5 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${ONCEBOX_TEST_CHROMIUM:-}" ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/mypy
+.venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest -q "$@"

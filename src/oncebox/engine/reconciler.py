@@ -28,17 +28,29 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from oncebox.engine import log
+from oncebox.engine.ingest import ActiveInbox
+from oncebox.engine.views import WorkItem, views
 from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 from oncebox.formats.canonical import canonical
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import loads
-from oncebox.store.base import Tx, WorkKeyRow
+from oncebox.store.base import Store, Tx
 
-if TYPE_CHECKING:
-    from oncebox.engine.box import Oncebox
+T = TypeVar("T")
+
+
+class Intake(Protocol):
+    """What a reconciler needs of the :class:`oncebox.Oncebox` it works for: its store,
+    its inboxes, and write transactions whose log events are sealed with them."""
+
+    store: Store
+
+    def inbox(self, name: str) -> ActiveInbox: ...
+
+    def write(self, work: Callable[[Tx], T]) -> T: ...
 
 logger = logging.getLogger("oncebox")
 MAX_DOCUMENT_BYTES = 65_536
@@ -149,7 +161,7 @@ class Reconciler:
 
     def __init__(
         self,
-        box: Oncebox,
+        box: Intake,
         inbox: str,
         reader: Reader | None = None,
         *,
@@ -173,9 +185,9 @@ class Reconciler:
         self.backoff = backoff or Backoff()
 
     # -- seed 002's contract -----------------------------------------------------------
-    def dirty_keys(self, limit: int = 10_000) -> list[WorkKeyRow]:
+    def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
-            return tx.dirty_keys(self.inbox_id, limit)
+            return views(WorkItem, tx.dirty_keys(self.inbox_id, limit))
 
     def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
         """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
@@ -241,10 +253,7 @@ class Reconciler:
             )
             return Completion.APPLIED
 
-        completion = self.store.atomic(settle)
-        if completion is Completion.APPLIED:
-            self._sealed()
-        return completion
+        return self.box.write(settle)
 
     def fail(self, ticket: Ticket, error: str) -> None:
         """A read failed: back off, or send the key to operator review."""
@@ -276,9 +285,8 @@ class Reconciler:
                 )
             return failures if review else 0
 
-        reviewed_after = self.store.atomic(count)
+        reviewed_after = self.box.write(count)
         if reviewed_after:
-            self._sealed()
             logger.warning(
                 "oncebox work key %s in %s failed %d times and went to review: %s",
                 list(ticket.key),
@@ -309,9 +317,9 @@ class Reconciler:
         return Outcome.SUPERSEDED
 
     # -- operators -----------------------------------------------------------------------
-    def review(self) -> list[WorkKeyRow]:
+    def review(self) -> list[WorkItem]:
         with self.store.reading() as tx:
-            return [row for row in tx.work_keys(self.inbox_id) if row.in_review]
+            return views(WorkItem, [row for row in tx.work_keys(self.inbox_id) if row.in_review])
 
     def retry(self, key: tuple[str, str, str]) -> None:
         """Send a key back from review: its failure count starts again."""
@@ -321,12 +329,7 @@ class Reconciler:
                 raise InvalidOperation(f"work key {list(key)} is not in review")
             log.event(tx, "retry", {"inbox": self.inbox, "key": list(key)})
 
-        self.store.atomic(send_back)
-        self._sealed()
-
-    def _sealed(self) -> None:
-        if self.box.seal_inline:
-            self.box.seal()
+        self.box.write(send_back)
 
     def figures(self) -> dict[str, int]:
         with self.store.reading() as tx:
@@ -334,7 +337,7 @@ class Reconciler:
 
 
 def run_workers(
-    box: Oncebox,
+    box: Intake,
     inbox: str,
     reader: Reader,
     *,

@@ -9,7 +9,7 @@ from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from oncebox.store.base import WorkKeyRow
+from oncebox.engine.views import WorkItem
 
 _TIMES = {
     "first_seen",
@@ -72,7 +72,7 @@ def _exact_int(spelling: str) -> int | str:
     return spelling
 
 
-def work_key_json(row: WorkKeyRow) -> dict[str, Any]:
+def work_key_json(row: WorkItem) -> dict[str, Any]:
     return {
         "key": {"seller_id": row.seller_id, "sku": row.sku, "marketplace_id": row.marketplace_id},
         "generation": row.generation,

@@ -40,10 +40,10 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from oncebox.engine.box import Oncebox, fields_of
+from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope, Token
+from oncebox.engine.views import Quarantined, Record, WorkItem, fields_of
 from oncebox.errors import OnceboxError
-from oncebox.store.base import QuarantineRow, RecordRow, WorkKeyRow
 from oncebox.surfaces.views import iso
 
 BASE = "/console"
@@ -238,7 +238,7 @@ def _side(title: str, content: str, fields: str, facts: list[tuple[str, object]]
 
 
 def _quarantine_card(
-    inbox: str, row: QuarantineRow, original: RecordRow | None, who: Session
+    inbox: str, row: Quarantined, original: Record | None, who: Session
 ) -> str:
     theirs = fields_of(row)
     if original is not None:
@@ -355,7 +355,7 @@ def _dead_letters(box: Oncebox, inboxes: list[str]) -> str:
     )
 
 
-def _work_row(name: str, row: WorkKeyRow, who: Session, retry: bool) -> list[str]:
+def _work_row(name: str, row: WorkItem, who: Session, retry: bool) -> list[str]:
     key = f"{row.seller_id} / {row.sku} / {row.marketplace_id}"
     cells = [
         _e(key),

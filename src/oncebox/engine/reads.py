@@ -1,0 +1,195 @@
+"""The read side of the library's front door: every view of an inbox and of the log.
+
+Each read is one snapshot (``store.reading()``) that never blocks a writer, and gives the
+engine's own view types (:mod:`oncebox.engine.views`), never a store's rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from typing import Any
+
+from oncebox.engine import audit, log, tokens
+from oncebox.engine.checkpoint import Checkpoint
+from oncebox.engine.inboxes import format_duration
+from oncebox.engine.ingest import ActiveInbox
+from oncebox.engine.views import (
+    DeadLetter,
+    Entry,
+    Eviction,
+    LeaseState,
+    Quarantined,
+    Record,
+    Revision,
+    WorkItem,
+    view,
+    views,
+)
+from oncebox.store.base import Store
+
+
+class Reads(ABC):
+    """What :class:`oncebox.Oncebox` shows; it gives the store and its inboxes."""
+
+    store: Store
+
+    @abstractmethod
+    def inbox(self, name: str) -> ActiveInbox: ...
+
+    @abstractmethod
+    def _by_id(self, inbox_id: int) -> ActiveInbox: ...
+
+    def leases(self, inbox: str) -> list[LeaseState]:
+        with self.store.reading() as tx:
+            return views(LeaseState, tx.list_leases(self.inbox(inbox).row.id))
+
+    def verify(self, against: Checkpoint | None = None) -> log.Verification:
+        return log.verify(self.store, against)
+
+    def checkpoint(self, private_key_pem: bytes | None = None) -> Checkpoint:
+        return audit.checkpoint(self.store, private_key_pem)
+
+    def prove(self, record_id: int) -> dict[str, Any]:
+        """An inclusion proof for a record's log entry in the current tree."""
+        return audit.prove_record(self.store, record_id)
+
+    def prove_consistency(self, old_size: int, new_size: int | None = None) -> dict[str, Any]:
+        return audit.prove_consistency(self.store, old_size, new_size)
+
+    def log_entries(self, start: int = 1, limit: int = 1000) -> list[Entry]:
+        with self.store.reading() as tx:
+            return views(Entry, tx.log_entries(start, start + limit))
+
+    def quarantined(
+        self, inbox: str | None = None, status: str | None = "open", limit: int = 1000
+    ) -> list[Quarantined]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.reading() as tx:
+            return views(Quarantined, tx.list_quarantine(inbox_id, status, limit))
+
+    def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetter]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.reading() as tx:
+            return views(DeadLetter, tx.list_dead_letters(inbox_id, limit))
+
+    def record(self, inbox: str, identity: str) -> Record | None:
+        ident = hashlib.sha256(identity.encode("utf-8")).digest()
+        return self._record_by_digest(self.inbox(inbox).row.id, ident)
+
+    def original(self, row: Quarantined) -> Record | None:
+        """The record a quarantined newcomer conflicts with, to show them side by side."""
+        return self._record_by_digest(row.inbox_id, row.ident)
+
+    def _record_by_digest(self, inbox_id: int, ident: bytes) -> Record | None:
+        with self.store.reading() as tx:
+            stored = tx.find_records(inbox_id, [ident]).get(ident)
+            row = tx.get_record(stored.id) if stored is not None else None
+        return view(Record, row) if row is not None else None
+
+    def revisions(self, record_id: int) -> list[Revision]:
+        with self.store.reading() as tx:
+            return views(Revision, tx.revisions(record_id))
+
+    def evictions(self, inbox: str | None = None, limit: int = 1000) -> list[Eviction]:
+        inbox_id = self.inbox(inbox).row.id if inbox else None
+        with self.store.reading() as tx:
+            return views(Eviction, tx.evictions(inbox_id, limit))
+
+    # -- views ---------------------------------------------------------------------------
+    def stats(self, inbox: str) -> dict[str, Any]:
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            counts = tx.verdict_counts(active.row.id)
+            figures = tx.inbox_figures(active.row.id)
+            overrides = tx.retention_overrides(active.row.id)
+        verdicts: dict[str, int] = {}
+        reasons: dict[str, int] = {}
+        for (verdict, reason), n in sorted(counts.items()):
+            verdicts[verdict] = verdicts.get(verdict, 0) + n
+            if reason:
+                reasons[f"{verdict}:{reason}"] = n
+        return {
+            "inbox": active.name,
+            "codec": active.codec.name,
+            "apply": active.row.apply,
+            "retention": format_duration(active.row.retention_seconds),
+            "tombstone_horizon": format_duration(active.row.tombstone_seconds),
+            "retention_overrides": [
+                {"retention": format_duration(s), "reason": r, "at": a} for s, r, a in overrides
+            ],
+            "verdicts": verdicts,
+            "reasons": reasons,
+            **figures,
+        }
+
+    def verdict_history(self, inbox: str, hours: int = 24) -> list[tuple[int, dict[str, int]]]:
+        """Counts by verdict for each of the last ``hours`` hours on the server clock,
+        oldest first, as (hour start in unix seconds, {verdict: count}); quiet hours are
+        there with no counts."""
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            current = int(tx.now() // 3600)
+            rows = tx.verdict_hours(active.row.id, current - hours + 1)
+        first = current - hours + 1
+        by_hour: dict[int, dict[str, int]] = {h: {} for h in range(first, current + 1)}
+        for hour, verdict, n in rows:
+            if hour in by_hour:
+                by_hour[hour][verdict] = by_hour[hour].get(verdict, 0) + n
+        return [(hour * 3600, counts) for hour, counts in by_hour.items()]
+
+    def triage(self, inbox: str) -> dict[str, Any]:
+        """The headcount ledger: totals per site and need, and the priority ranking."""
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            totals = tx.ledger_totals(active.row.id)
+            ranking = tx.ledger_ranking(active.row.id)
+        return {
+            "headcount": sum(h for _, _, h, _ in totals),
+            "cases": sum(c for _, _, _, c in totals),
+            "totals": [{"site": s, "need": n, "headcount": h, "cases": c} for s, n, h, c in totals],
+            "ranking": [
+                {
+                    "record_id": r.record_id,
+                    "site": r.site,
+                    "need": r.need,
+                    "headcount": r.headcount,
+                    "pri": r.pri,
+                }
+                for r in ranking
+            ],
+        }
+
+    def work_keys(self, inbox: str) -> list[WorkItem]:
+        with self.store.reading() as tx:
+            return views(WorkItem, tx.work_keys(self.inbox(inbox).row.id))
+
+    def list_tokens(self) -> list[tokens.Token]:
+        with self.store.reading() as tx:
+            return tokens.listing(tx)
+
+    def authenticate(self, secret: str) -> tokens.Token | None:
+        with self.store.reading() as tx:
+            return tokens.authenticate(tx, secret)
+
+    def seal_lag(self) -> int:
+        """Log events queued by committed writes and not sealed yet."""
+        with self.store.reading() as tx:
+            return tx.log_pending_count()
+
+    def work_figures(self, inbox: str) -> dict[str, int]:
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            return tx.work_figures(active.row.id, tx.now())
+
+    def get_quarantine(self, quarantine_id: int) -> tuple[str, Quarantined] | None:
+        """A quarantine row with its inbox's name."""
+        with self.store.reading() as tx:
+            row = tx.get_quarantine(quarantine_id)
+        return (self._by_id(row.inbox_id).name, view(Quarantined, row)) if row else None
+
+    def record_inbox(self, record_id: int) -> str | None:
+        """The name of the inbox holding a record, if the record is still there."""
+        with self.store.reading() as tx:
+            row = tx.get_record(record_id)
+        return self._by_id(row.inbox_id).name if row else None

@@ -1,0 +1,185 @@
+"""What the engine shows of its state: the types the library, the CLI and the HTTP service
+read, owned here so that no surface depends on how a store lays out its rows.
+
+Each view is built from the store's row by field name (:func:`view`); a store may keep
+more than a view shows, and a view may say more than a row (``is_tombstone``, ``dirty``).
+Digests are bytes, times are seconds since the epoch on the server clock, and ``fields``
+is the JSON text of a record's named values (:func:`fields_of` reads it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+V = TypeVar("V")
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def view(cls: type[V], row: Any) -> V:
+    """``cls`` built from the same-named attributes of ``row``."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return cls(**{name: getattr(row, name) for name in names})
+
+
+def views(cls: type[V], rows: Any) -> list[V]:
+    return [view(cls, row) for row in rows]
+
+
+@dataclass(frozen=True)
+class Record:
+    """A record: what the first valid arrival of an identity left, or its tombstone."""
+
+    id: int
+    inbox_id: int
+    ident: bytes  # SHA-256 of the identity
+    identity: str | None  # None once evicted
+    witness: bytes  # SHA-256 of the canonical content
+    revision: int
+    content: bytes | None
+    fields: str | None
+    first_seen: float
+    last_seen: float
+    seen_count: int
+    evicted_at: float | None
+    late_replays: int
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+    log_seq: int | None = None
+    revised_at: float | None = None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.evicted_at is not None
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A conflicting newcomer kept for an operator, with how often it came."""
+
+    id: int
+    inbox_id: int
+    ident: bytes
+    identity: str
+    record_id: int | None
+    witness: bytes
+    content: bytes
+    fields: str
+    reason: str
+    status: str  # open | kept | accepted
+    note: str | None
+    first_seen: float
+    last_seen: float
+    seen_count: int
+    resolved_at: float | None
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An invalid delivery: a bounded copy (``head``), its length, digest and reason."""
+
+    id: int
+    inbox_id: int
+    reason: str
+    detail: str
+    head: bytes
+    length: int
+    sha256: str
+    key: str | None
+    received_at: float
+    device_time: str | None
+    snapshot_id: str | None
+    delivery_id: str | None
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A revision of a record that an operator's accepted newcomer superseded."""
+
+    record_id: int
+    revision: int
+    witness: bytes
+    content: bytes | None
+    fields: str | None
+    decided_at: float
+    superseded_at: float
+    note: str | None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """A scope's current lease: its token, and when it runs out on the server clock."""
+
+    inbox_id: int
+    scope: str
+    token: int
+    issued_at: float
+    expires_at: float
+    released_at: float | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log entry: ``hash = SHA-256(prev | step | state)``."""
+
+    seq: int
+    step: str
+    state: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """One eviction retention made: a record turned tombstone, or a tombstone dropped."""
+
+    id: int
+    inbox_id: int
+    kind: str  # record | tombstone
+    ident: bytes
+    witness: bytes
+    first_seen: float
+    evicted_at: float
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A work key (seed 002) and the reconciler's state on it."""
+
+    seller_id: str
+    sku: str
+    marketplace_id: str
+    generation: int
+    applied_generation: int
+    document: str | None = None
+    document_generation: int | None = None
+    applied_token: int | None = None
+    refreshed_at: float | None = None
+    claim_token: int | None = None
+    claim_generation: int | None = None
+    claimed_by: str | None = None
+    claim_expires: float | None = None
+    failures: int = 0
+    next_attempt: float = 0.0
+    last_error: str | None = None
+    in_review: int = 0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.seller_id, self.sku, self.marketplace_id)
+
+    @property
+    def dirty(self) -> bool:
+        return self.generation > self.applied_generation
+
+
+def fields_of(item: Record | Quarantined | Revision) -> dict[str, Any]:
+    """A record's (or newcomer's) named values."""
+    return json.loads(item.fields) if item.fields else {}
