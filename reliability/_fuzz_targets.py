@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oncebox.engine.tokens import SIGNATURE_WINDOW, check_signature, sign
+from oncebox.engine.tokens import SIGNATURE_WINDOW, SignatureRefused, check_signature, sign
 from oncebox.formats import Delivery, Invalid, JsonEventCodec, UssdH1Codec
 from oncebox.formats.canonical import canonical
 from oncebox.formats.cksum import cksum
@@ -139,48 +139,67 @@ NOW = 1_800_000_000.0
 
 
 def signature_target(data: bytes) -> str:
-    """A mode byte, then timestamp, signature, method, target and body on lines.
+    """A mode byte, then timestamp, signature, method, target, Oncebox-Key and body on lines.
 
     Mode bits: 1 a timestamp near the server's (within or past the window), 2 the correct
     signature, 4 the correct signature with one character changed, 8/16 no timestamp/no
-    signature header. Header values and the target are latin-1, as the service reads them.
+    signature header, 32 the correct signature with the signature line's bytes after it
+    (a respelling: trailing whitespace, ``\\xa0``, a second value), 64 an Oncebox-Key
+    header. Header values and the target are the raw bytes the service would see.
     """
     mode = data[0] if data else 0
-    parts = data[1:].split(b"\n", 4)
-    parts += [b""] * (5 - len(parts))
-    ts_raw, sig_raw, method_raw, target_raw, body = parts
-    timestamp: str | None = ts_raw.decode("latin-1")
+    parts = data[1:].split(b"\n", 5)
+    parts += [b""] * (6 - len(parts))
+    ts_raw, sig_raw, method_raw, target_raw, key_raw, body = parts
+    timestamp: bytes | None = ts_raw
     if mode & 1:
         offset = int.from_bytes(ts_raw[:2].ljust(2, b"\0"), "big", signed=True) // 64
-        timestamp = str(int(NOW) + offset)  # -512..511 s: either side of the window
+        timestamp = str(int(NOW) + offset).encode()  # -512..511 s: either side of the window
     method = method_raw.decode("latin-1") or "POST"
-    target = target_raw.decode("latin-1") or "/v1/inboxes/ussd/deliveries"
-    good = sign(KEY, timestamp or "", method, target, body)
-    signature: str | None = sig_raw.decode("latin-1")
+    target = target_raw or b"/v1/inboxes/ussd/deliveries"
+    facts = {"oncebox-key": key_raw} if mode & 64 else {}
+    good = sign(KEY, (timestamp or b"").decode("latin-1"), method, target.decode("latin-1"),
+                body, facts).encode()  # fmt: skip
+    signature: bytes | None = sig_raw
     if mode & 2:
         signature = good
-    elif mode & 4 and len(good) > 8:
+    elif mode & 4:
         at = 7 + (sig_raw[0] if sig_raw else 0) % (len(good) - 7)
-        signature = good[:at] + ("0" if good[at] != "0" else "1") + good[at + 1 :]
-    if mode & 8:
-        timestamp = None
-    if mode & 16:
-        signature = None
-    refused = check_signature(KEY, timestamp, signature, method, target, body, NOW)
+        signature = good[:at] + (b"0" if good[at : at + 1] != b"0" else b"1") + good[at + 1 :]
+    elif mode & 32:
+        signature = good + sig_raw
+    headers = [(b"oncebox-key", key_raw)] if mode & 64 else []
+    if timestamp is not None and not mode & 8:
+        headers.append((b"oncebox-timestamp", timestamp))
+    if signature is not None and not mode & 16:
+        headers.append((b"oncebox-signature", signature))
+    try:
+        digest: bytes | None = check_signature(KEY, headers, method, target, body, NOW)
+        refused = ""
+    except SignatureRefused as exc:
+        digest, refused = None, str(exc)
     fresh = (
-        timestamp is not None
-        and re.fullmatch(r"[0-9]{1,12}", timestamp) is not None
+        not mode & 8
+        and timestamp is not None
+        and re.fullmatch(rb"[0-9]{1,12}", timestamp) is not None
         and abs(NOW - int(timestamp)) <= SIGNATURE_WINDOW
     )
-    matches = signature is not None and signature.strip() == good
+    matches = not mode & 16 and signature == good  # byte for byte: one spelling only
     _oracle(
-        (refused is None) == (fresh and matches),
-        f"check_signature said {refused!r} for fresh={fresh} matching={matches}",
+        (digest is not None) == (fresh and matches),
+        f"check_signature said {refused or 'good'!r} for fresh={fresh} matching={matches}",
     )
-    if refused is None:
+    if digest is not None:
+        _oracle(digest == bytes.fromhex(good[7:].decode()), "the decoded signature is not it")
         return "accepted"
     return "refused:" + (
-        "missing" if "need" in refused else "timestamp" if "Timestamp" in refused else "mismatch"
+        "missing"
+        if "need" in refused
+        else "timestamp"
+        if "Timestamp" in refused
+        else "spelling"
+        if "lowercase hex" in refused
+        else "mismatch"
     )
 
 
@@ -234,8 +253,8 @@ def seeds(target: str) -> list[bytes]:
         ] + [b"k\nH1|1|x|ABC|1|1|#ZZ", b"H1|", b"rec-1\nH1|01|S|MED|3|86|#00"]
     body = b'{"scope": "S1", "ttl": 60}'
     return [
-        bytes([mode]) + b"1800000000\nsha256=00\nPOST\n/v1/inboxes/feed/leases\n" + body
-        for mode in (0, 1, 2, 3, 4, 5, 9, 18, 31)
+        bytes([mode]) + b"1800000000\nsha256=00\nPOST\n/v1/inboxes/feed/leases\nrec1-1\n" + body
+        for mode in (0, 1, 2, 3, 4, 5, 9, 18, 31, 33, 35, 67, 99)
     ]
 
 
