@@ -1,4 +1,5 @@
-"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check.
+"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check
+and the NDJSON line adapter in front of every codec.
 
 Why a module of its own: the same byte-level targets run under atheris (libFuzzer,
 coverage-guided, in a subprocess) and under the seeded mutation fuzzer below (for when
@@ -7,7 +8,7 @@ one input and returns an outcome label; anything else it raises is a crash: a co
 refuse only with :class:`Invalid` and a documented reason, and every target also checks
 an oracle on what it accepts (canonical form is a fixed point, the strict reader is never
 laxer than the standard one, a frame's trailer really is its cksum, the signature check
-accepts exactly the fresh, matching signatures).
+accepts exactly the fresh, matching signatures, a line is never lost to the adapter).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from oncebox.engine.tokens import SIGNATURE_WINDOW, SignatureRefused, check_signature, sign
-from oncebox.formats import Delivery, Invalid, JsonEventCodec, UssdH1Codec
+from oncebox.formats import Delivery, Invalid, JsonEventCodec, Unreadable, UssdH1Codec, get_codec
 from oncebox.formats.canonical import canonical
 from oncebox.formats.cksum import cksum
 from oncebox.formats.strictjson import loads
 from oncebox.formats.ussd_h1 import MAX_BYTES as H1_MAX_BYTES
 from oncebox.formats.ussd_h1 import make_frame
+from oncebox.surfaces.lines import delivery_from_line
 
 JSON_EVENT = JsonEventCodec()
 USSD = UssdH1Codec()
@@ -203,10 +205,53 @@ def signature_target(data: bytes) -> str:
     )
 
 
+# -- the NDJSON line adapter ---------------------------------------------------------------------
+LINE_CODECS = ("ussd-h1", "feed", "keyed", "json-event", "custom")  # custom: the generic form
+LINE_FIELDS = ("frame", "frame_id", "payload", "payload_b64", "body", "body_b64", "key",
+               "lease_token", "snapshot_id", "device_time", "delivery_id")  # fmt: skip
+
+
+def _storable(text: str | None) -> bool:
+    """Text every store holds: UTF-8 (no lone surrogate) without NUL (PostgreSQL)."""
+    if text is None:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+def lines_target(data: bytes) -> str:
+    """A codec byte, then one NDJSON line: the adapter, then the codec behind it.
+
+    The adapter must not raise; what it gives must be storable (key and facts as text a
+    store holds, a lease token of 0 to 2**63 - 1); an unreadable line is kept whole; and
+    the codec may refuse only with Invalid. (Surfaces strip the newline themselves.)
+    """
+    codec = LINE_CODECS[data[0] % len(LINE_CODECS)] if data else "ussd-h1"
+    line = data[1:]
+    delivery = delivery_from_line(codec, line)
+    _oracle(isinstance(delivery, Delivery), "the adapter gave no delivery")
+    facts = (delivery.key, delivery.snapshot_id, delivery.device_time, delivery.delivery_id)
+    _oracle(all(_storable(f) for f in facts), f"a fact no store can hold: {facts!r:.200}")
+    token = delivery.lease_token
+    _oracle(token is None or (type(token) is int and 0 <= token < 2**63), f"token {token!r}")
+    if isinstance(delivery, Unreadable):
+        _oracle(delivery.body == line.rstrip(b"\r\n"), "an unreadable line was not kept whole")
+        return "unreadable"
+    try:
+        get_codec("keyed" if codec == "custom" else codec).decode(delivery)
+    except Invalid as exc:
+        return f"invalid:{exc.reason}"
+    return "accepted"
+
+
 TARGETS: dict[str, Callable[[bytes], str]] = {
     "json-event": json_target,
     "ussd-h1": h1_target,
     "hmac-signature": signature_target,
+    "ndjson-lines": lines_target,
 }
 
 
@@ -251,6 +296,18 @@ def seeds(target: str) -> list[bytes]:
                 (7, "a1B2c3D4", "FOO", 0, 999999999),
             ]
         ] + [b"k\nH1|1|x|ABC|1|1|#ZZ", b"H1|", b"rec-1\nH1|01|S|MED|3|86|#00"]
+    if target == "ndjson-lines":
+        frame = make_frame(1, "Kakuma1", "MED", 3, 86)
+        lines = [
+            json.dumps({"frame_id": "rec1-1", "frame": frame, "device_time": "t"}),
+            json.dumps({"payload": "row-A", "snapshot_id": "S1", "lease_token": 7}),
+            json.dumps({"body_b64": "eA==", "key": "k1", "delivery_id": "d"}),
+            json.dumps(_event()),
+            frame,
+            "[" * 3_000,
+            '{"frame_id": "r\\u0000", "frame": "x", "payload": "\\ud800"}',
+        ]
+        return [bytes([i]) + line.encode() for i in range(len(LINE_CODECS)) for line in lines]
     body = b'{"scope": "S1", "ttl": 60}'
     return [
         bytes([mode]) + b"1800000000\nsha256=00\nPOST\n/v1/inboxes/feed/leases\nrec1-1\n" + body
@@ -281,6 +338,16 @@ DICTIONARY: dict[str, list[bytes]] = {
     ],
     "ussd-h1": [b"H1|", b"|#", b"|MED|", b"\n", b"|00", b"999999999", b"1000000000"],
     "hmac-signature": [b"sha256=", b"\n", b" ", b"\xa0", b"GET", b"?a=1", b"1800000300"],
+    "ndjson-lines": [
+        *(f'"{name}":'.encode() for name in LINE_FIELDS),
+        b"[[[[[[[[[[[[[[[[[[[[[",
+        b'"\\u0000"',
+        b'"\\ud800"',
+        b"NaN",
+        b"9223372036854775808",
+        b"\xff",
+        b"\r\n",
+    ],
 }
 
 

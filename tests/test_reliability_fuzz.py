@@ -349,7 +349,12 @@ def test_a_bounded_mutation_run_finds_no_crash_or_hang(target: str) -> None:
 @pytest.mark.skipif(not fuzz.atheris_available(), reason="atheris is not installed")
 def test_a_bounded_atheris_run_finds_no_crash_or_hang() -> None:
     with tempfile.TemporaryDirectory() as work:
-        for target, runs in [("json-event", 600), ("ussd-h1", 2_000), ("hmac-signature", 2_000)]:
+        for target, runs in [
+            ("json-event", 600),
+            ("ussd-h1", 2_000),
+            ("hmac-signature", 2_000),
+            ("ndjson-lines", 2_000),
+        ]:
             result = fuzz.run_atheris(target, runs, 3, Path(work))
             stats = result.stats
             assert stats.executions == runs and not result.libfuzzer, result.libfuzzer
