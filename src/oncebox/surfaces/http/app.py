@@ -30,7 +30,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import UNSTORED, Decision, Verdict
-from oncebox.engine.tokens import ReplayGuard, SignatureRefused, Token, check_signature
+from oncebox.engine.tokens import (
+    ALL_INBOXES,
+    ReplayGuard,
+    SignatureRefused,
+    Token,
+    check_signature,
+)
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery
@@ -635,16 +641,26 @@ def create_app(
     @app.get(
         "/metrics",
         summary="Prometheus metrics (a read token; figures of the inboxes it covers)",
+        description="Per-inbox series for the inboxes the token covers; the series "
+        "without an inbox label (seal lag, group commit, request latency by route) only "
+        "for a token for every inbox (`*`). OpenMetrics with "
+        "`Accept: application/openmetrics-text`, else the Prometheus text format 0.0.4.",
         response_class=Response,
         responses={
-            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            200: {
+                "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "application/openmetrics-text": {"schema": {"type": "string"}},
+                }
+            },
             **_problems(401, 403, 413, 503),
         },
     )
-    def prometheus(who: Authed) -> Response:
+    def prometheus(who: Authed, request: Request) -> Response:
         reader_of_anything(who)
-        text = metrics.render(who.token.covers)
-        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+        everything = ALL_INBOXES in who.token.inboxes
+        body, media = metrics.render(who.token.covers, everything, request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": media})
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
