@@ -1,4 +1,5 @@
-"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check.
+"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check
+and the NDJSON line adapter in front of every codec.
 
 Why a module of its own: the same byte-level targets run under atheris (libFuzzer,
 coverage-guided, in a subprocess) and under the seeded mutation fuzzer below (for when
@@ -7,7 +8,7 @@ one input and returns an outcome label; anything else it raises is a crash: a co
 refuse only with :class:`Invalid` and a documented reason, and every target also checks
 an oracle on what it accepts (canonical form is a fixed point, the strict reader is never
 laxer than the standard one, a frame's trailer really is its cksum, the signature check
-accepts exactly the fresh, matching signatures).
+accepts exactly the fresh, matching signatures, a line is never lost to the adapter).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from oncebox.engine.tokens import SIGNATURE_WINDOW, check_signature, sign
-from oncebox.formats import Delivery, Invalid, JsonEventCodec, UssdH1Codec
+from oncebox.engine.tokens import SIGNATURE_WINDOW, SignatureRefused, check_signature, sign
+from oncebox.formats import Delivery, Invalid, JsonEventCodec, Unreadable, UssdH1Codec, get_codec
 from oncebox.formats.canonical import canonical
 from oncebox.formats.cksum import cksum
 from oncebox.formats.strictjson import loads
 from oncebox.formats.ussd_h1 import MAX_BYTES as H1_MAX_BYTES
 from oncebox.formats.ussd_h1 import make_frame
+from oncebox.surfaces.lines import delivery_from_line
 
 JSON_EVENT = JsonEventCodec()
 USSD = UssdH1Codec()
@@ -139,55 +141,117 @@ NOW = 1_800_000_000.0
 
 
 def signature_target(data: bytes) -> str:
-    """A mode byte, then timestamp, signature, method, target and body on lines.
+    """A mode byte, then timestamp, signature, method, target, Oncebox-Key and body on lines.
 
     Mode bits: 1 a timestamp near the server's (within or past the window), 2 the correct
     signature, 4 the correct signature with one character changed, 8/16 no timestamp/no
-    signature header. Header values and the target are latin-1, as the service reads them.
+    signature header, 32 the correct signature with the signature line's bytes after it
+    (a respelling: trailing whitespace, ``\\xa0``, a second value), 64 an Oncebox-Key
+    header. Header values and the target are the raw bytes the service would see.
     """
     mode = data[0] if data else 0
-    parts = data[1:].split(b"\n", 4)
-    parts += [b""] * (5 - len(parts))
-    ts_raw, sig_raw, method_raw, target_raw, body = parts
-    timestamp: str | None = ts_raw.decode("latin-1")
+    parts = data[1:].split(b"\n", 5)
+    parts += [b""] * (6 - len(parts))
+    ts_raw, sig_raw, method_raw, target_raw, key_raw, body = parts
+    timestamp: bytes | None = ts_raw
     if mode & 1:
         offset = int.from_bytes(ts_raw[:2].ljust(2, b"\0"), "big", signed=True) // 64
-        timestamp = str(int(NOW) + offset)  # -512..511 s: either side of the window
+        timestamp = str(int(NOW) + offset).encode()  # -512..511 s: either side of the window
     method = method_raw.decode("latin-1") or "POST"
-    target = target_raw.decode("latin-1") or "/v1/inboxes/ussd/deliveries"
-    good = sign(KEY, timestamp or "", method, target, body)
-    signature: str | None = sig_raw.decode("latin-1")
+    target = target_raw or b"/v1/inboxes/ussd/deliveries"
+    facts = {"oncebox-key": key_raw} if mode & 64 else {}
+    good = sign(KEY, (timestamp or b"").decode("latin-1"), method, target.decode("latin-1"),
+                body, facts).encode()  # fmt: skip
+    signature: bytes | None = sig_raw
     if mode & 2:
         signature = good
-    elif mode & 4 and len(good) > 8:
+    elif mode & 4:
         at = 7 + (sig_raw[0] if sig_raw else 0) % (len(good) - 7)
-        signature = good[:at] + ("0" if good[at] != "0" else "1") + good[at + 1 :]
-    if mode & 8:
-        timestamp = None
-    if mode & 16:
-        signature = None
-    refused = check_signature(KEY, timestamp, signature, method, target, body, NOW)
+        signature = good[:at] + (b"0" if good[at : at + 1] != b"0" else b"1") + good[at + 1 :]
+    elif mode & 32:
+        signature = good + sig_raw
+    headers = [(b"oncebox-key", key_raw)] if mode & 64 else []
+    if timestamp is not None and not mode & 8:
+        headers.append((b"oncebox-timestamp", timestamp))
+    if signature is not None and not mode & 16:
+        headers.append((b"oncebox-signature", signature))
+    try:
+        digest: bytes | None = check_signature(KEY, headers, method, target, body, NOW)
+        refused = ""
+    except SignatureRefused as exc:
+        digest, refused = None, str(exc)
     fresh = (
-        timestamp is not None
-        and re.fullmatch(r"[0-9]{1,12}", timestamp) is not None
+        not mode & 8
+        and timestamp is not None
+        and re.fullmatch(rb"[0-9]{1,12}", timestamp) is not None
         and abs(NOW - int(timestamp)) <= SIGNATURE_WINDOW
     )
-    matches = signature is not None and signature.strip() == good
+    matches = not mode & 16 and signature == good  # byte for byte: one spelling only
     _oracle(
-        (refused is None) == (fresh and matches),
-        f"check_signature said {refused!r} for fresh={fresh} matching={matches}",
+        (digest is not None) == (fresh and matches),
+        f"check_signature said {refused or 'good'!r} for fresh={fresh} matching={matches}",
     )
-    if refused is None:
+    if digest is not None:
+        _oracle(digest == bytes.fromhex(good[7:].decode()), "the decoded signature is not it")
         return "accepted"
     return "refused:" + (
-        "missing" if "need" in refused else "timestamp" if "Timestamp" in refused else "mismatch"
+        "missing"
+        if "need" in refused
+        else "timestamp"
+        if "Timestamp" in refused
+        else "spelling"
+        if "lowercase hex" in refused
+        else "mismatch"
     )
+
+
+# -- the NDJSON line adapter ---------------------------------------------------------------------
+LINE_CODECS = ("ussd-h1", "feed", "keyed", "json-event", "custom")  # custom: the generic form
+LINE_FIELDS = ("frame", "frame_id", "payload", "payload_b64", "body", "body_b64", "key",
+               "lease_token", "snapshot_id", "device_time", "delivery_id")  # fmt: skip
+
+
+def _storable(text: str | None) -> bool:
+    """Text every store holds: UTF-8 (no lone surrogate) without NUL (PostgreSQL)."""
+    if text is None:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+def lines_target(data: bytes) -> str:
+    """A codec byte, then one NDJSON line: the adapter, then the codec behind it.
+
+    The adapter must not raise; what it gives must be storable (key and facts as text a
+    store holds, a lease token of 0 to 2**63 - 1); an unreadable line is kept whole; and
+    the codec may refuse only with Invalid. (Surfaces strip the newline themselves.)
+    """
+    codec = LINE_CODECS[data[0] % len(LINE_CODECS)] if data else "ussd-h1"
+    line = data[1:]
+    delivery = delivery_from_line(codec, line)
+    _oracle(isinstance(delivery, Delivery), "the adapter gave no delivery")
+    facts = (delivery.key, delivery.snapshot_id, delivery.device_time, delivery.delivery_id)
+    _oracle(all(_storable(f) for f in facts), f"a fact no store can hold: {facts!r:.200}")
+    token = delivery.lease_token
+    _oracle(token is None or (type(token) is int and 0 <= token < 2**63), f"token {token!r}")
+    if isinstance(delivery, Unreadable):
+        _oracle(delivery.body == line.rstrip(b"\r\n"), "an unreadable line was not kept whole")
+        return "unreadable"
+    try:
+        get_codec("keyed" if codec == "custom" else codec).decode(delivery)
+    except Invalid as exc:
+        return f"invalid:{exc.reason}"
+    return "accepted"
 
 
 TARGETS: dict[str, Callable[[bytes], str]] = {
     "json-event": json_target,
     "ussd-h1": h1_target,
     "hmac-signature": signature_target,
+    "ndjson-lines": lines_target,
 }
 
 
@@ -232,10 +296,22 @@ def seeds(target: str) -> list[bytes]:
                 (7, "a1B2c3D4", "FOO", 0, 999999999),
             ]
         ] + [b"k\nH1|1|x|ABC|1|1|#ZZ", b"H1|", b"rec-1\nH1|01|S|MED|3|86|#00"]
+    if target == "ndjson-lines":
+        frame = make_frame(1, "Kakuma1", "MED", 3, 86)
+        lines = [
+            json.dumps({"frame_id": "rec1-1", "frame": frame, "device_time": "t"}),
+            json.dumps({"payload": "row-A", "snapshot_id": "S1", "lease_token": 7}),
+            json.dumps({"body_b64": "eA==", "key": "k1", "delivery_id": "d"}),
+            json.dumps(_event()),
+            frame,
+            "[" * 3_000,
+            '{"frame_id": "r\\u0000", "frame": "x", "payload": "\\ud800"}',
+        ]
+        return [bytes([i]) + line.encode() for i in range(len(LINE_CODECS)) for line in lines]
     body = b'{"scope": "S1", "ttl": 60}'
     return [
-        bytes([mode]) + b"1800000000\nsha256=00\nPOST\n/v1/inboxes/feed/leases\n" + body
-        for mode in (0, 1, 2, 3, 4, 5, 9, 18, 31)
+        bytes([mode]) + b"1800000000\nsha256=00\nPOST\n/v1/inboxes/feed/leases\nrec1-1\n" + body
+        for mode in (0, 1, 2, 3, 4, 5, 9, 18, 31, 33, 35, 67, 99)
     ]
 
 
@@ -262,6 +338,16 @@ DICTIONARY: dict[str, list[bytes]] = {
     ],
     "ussd-h1": [b"H1|", b"|#", b"|MED|", b"\n", b"|00", b"999999999", b"1000000000"],
     "hmac-signature": [b"sha256=", b"\n", b" ", b"\xa0", b"GET", b"?a=1", b"1800000300"],
+    "ndjson-lines": [
+        *(f'"{name}":'.encode() for name in LINE_FIELDS),
+        b"[[[[[[[[[[[[[[[[[[[[[",
+        b'"\\u0000"',
+        b'"\\ud800"',
+        b"NaN",
+        b"9223372036854775808",
+        b"\xff",
+        b"\r\n",
+    ],
 }
 
 

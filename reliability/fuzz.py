@@ -1,4 +1,4 @@
-"""Fuzzing: the codecs and the HMAC check under atheris, the live service under schemathesis.
+"""Fuzzing: codecs, HMAC check, NDJSON lines under atheris; the service under schemathesis.
 
 Why: the codecs and the signature check are where untrusted bytes first meet oncebox.
 A codec may refuse input only with :class:`oncebox.Invalid` and a documented reason,
@@ -8,7 +8,8 @@ cases the README promises to refuse get their documented status over real HTTP.
 
 1. Coverage-guided fuzzing with atheris (libFuzzer) for a fixed number of executions
    per target: the JSON event codec (seeded with every JSONTestSuite parsing file, read
-   where it lies), the H1 codec, the HMAC signature check. Without atheris, the seeded
+   where it lies), the H1 codec, the HMAC signature check, and the NDJSON line adapter
+   in front of every codec (no line may fail its batch). Without atheris, the seeded
    mutation fuzzer in _fuzz_targets.py runs instead (and says so).
 2. A negative control: a deliberately broken target must be caught crashing.
 3. ``schemathesis run --checks all`` against ``oncebox serve`` started here on 127.0.0.1
@@ -50,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 ONCEBOX = str(Path(PYTHON).parent / "oncebox")
 SCHEMATHESIS = str(Path(PYTHON).parent / "schemathesis")
-MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096}
+MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096, "ndjson-lines": 8_192}
 PROBLEM = "application/problem+json"
 
 

@@ -296,7 +296,9 @@ def test_inclusion_documents_verify(size: int) -> None:
     for seq in range(1, size + 1):
         doc = roundtrip(LOG.prove(seq, size))
         report = verify_inclusion_document(doc, cp, PUBLIC)
-        assert report == ProofReport("inclusion", size, seq - 1, True, report.details)
+        assert report == ProofReport(
+            "inclusion", size, seq - 1, True, report.details, doc["record"]
+        )
         assert f"log entry {seq}" in report.details
         unchecked = verify_inclusion_document(doc, cp)
         assert not unchecked.signed and "not checked" in unchecked.details

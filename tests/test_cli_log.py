@@ -91,9 +91,10 @@ def test_lease_ingest_prove_and_verify_offline(tmp_path: Path) -> None:
             "cp2.json",
             "--old-checkpoint",
             "cp.json",
+            "--unsigned",  # cp2.json is not signed (tests/test_security_unsigned.py)
         )
     )
-    assert consistent["ok"] and consistent["kind"]
+    assert consistent["ok"] and consistent["kind"] and consistent["trusted"] is False
 
 
 def test_verify_exit_status_names_the_problem(tmp_path: Path) -> None:

@@ -365,9 +365,20 @@ def test_tokens_are_scoped_to_inboxes_and_scopes(
 
 
 # -- HMAC request signing --------------------------------------------------------------------
-def signed(key: str, method: str, target: str, body: bytes, at: float) -> dict[str, str]:
+def signed(
+    key: str,
+    method: str,
+    target: str,
+    body: bytes,
+    at: float,
+    headers: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """``headers`` with the signing headers over them (tests/test_security_signatures.py
+    holds the signed string itself)."""
     stamp = str(int(at))
-    return {"Oncebox-Timestamp": stamp, "Oncebox-Signature": sign(key, stamp, method, target, body)}
+    facts = dict(headers or {})
+    signature = sign(key, stamp, method, target, body, facts)
+    return {**facts, "Oncebox-Timestamp": stamp, "Oncebox-Signature": signature}
 
 
 def test_signed_requests(serve: Callable[..., Served], file_box: Oncebox) -> None:
@@ -377,7 +388,7 @@ def test_signed_requests(serve: Callable[..., Served], file_box: Oncebox) -> Non
     url = "/v1/inboxes/ussd/deliveries"
     with served.client(created.secret) as http:
         body = frame(1, 3)
-        headers = {"Oncebox-Key": "k1", **signed(key, "POST", url, body, time.time())}
+        headers = signed(key, "POST", url, body, time.time(), {"Oncebox-Key": "k1"})
         good = http.post(url, content=body, headers=headers)
         assert good.status_code == 201, good.text
         replay = http.post(url, content=body, headers=headers)
@@ -406,13 +417,13 @@ def test_a_signed_request_cannot_be_replayed_through_another_server(
     first, second = serve(shared_box), serve(other_box)
     created = shared_box.create_token("gw", ["ussd"], ["write"], hmac=True)
     key, url, body = str(created.token.hmac_key), "/v1/inboxes/ussd/deliveries", frame(1, 3)
-    headers = {"Oncebox-Key": "k1", **signed(key, "POST", url, body, time.time())}
+    headers = signed(key, "POST", url, body, time.time(), {"Oncebox-Key": "k1"})
     with first.client(created.secret) as http:
         assert http.post(url, content=body, headers=headers).status_code == 201
     with second.client(created.secret) as http:
         replay = http.post(url, content=body, headers=headers)
         assert "replay" in is_problem(replay, 401)["detail"]
-        fresh = {"Oncebox-Key": "k2", **signed(key, "POST", url, frame(2, 3), time.time())}
+        fresh = signed(key, "POST", url, frame(2, 3), time.time(), {"Oncebox-Key": "k2"})
         assert http.post(url, content=frame(2, 3), headers=fresh).status_code == 201
     other_box.close()
 
@@ -594,6 +605,8 @@ def test_openapi_lists_the_routes(serve: Callable[..., Served], file_box: Oncebo
         "Oncebox-Lease-Token",
         "Oncebox-Device-Time",
         "Oncebox-Delivery-Id",
+        "Oncebox-Timestamp",  # the signing headers, on every authenticated operation
+        "Oncebox-Signature",
     }
     assert "HTTPValidationError" not in json.dumps(doc)
     assert "HTTPBearer" in doc["components"]["securitySchemes"]

@@ -349,7 +349,12 @@ def test_a_bounded_mutation_run_finds_no_crash_or_hang(target: str) -> None:
 @pytest.mark.skipif(not fuzz.atheris_available(), reason="atheris is not installed")
 def test_a_bounded_atheris_run_finds_no_crash_or_hang() -> None:
     with tempfile.TemporaryDirectory() as work:
-        for target, runs in [("json-event", 600), ("ussd-h1", 2_000), ("hmac-signature", 2_000)]:
+        for target, runs in [
+            ("json-event", 600),
+            ("ussd-h1", 2_000),
+            ("hmac-signature", 2_000),
+            ("ndjson-lines", 2_000),
+        ]:
             result = fuzz.run_atheris(target, runs, 3, Path(work))
             stats = result.stats
             assert stats.executions == runs and not result.libfuzzer, result.libfuzzer
@@ -375,9 +380,20 @@ def test_a_slow_input_counts_as_a_hang() -> None:
 def test_the_oracles_catch_a_lax_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control for the oracles: a signature check that accepts anything, and a
     codec that accepts a frame whose trailer is wrong, are both caught."""
-    monkeypatch.setattr(targets, "check_signature", lambda *args, **kwargs: None)
+    real_check = targets.check_signature
+    monkeypatch.setattr(targets, "check_signature", lambda *args, **kwargs: bytes(32))
     with pytest.raises(targets.OracleFailure):
-        targets.signature_target(bytes([4]) + b"1800000000\nx\nPOST\n/v1\nbody")
+        targets.signature_target(bytes([4]) + b"1800000000\nx\nPOST\n/v1\nk\nbody")
+
+    def stripping(key: str, headers: list[tuple[bytes, bytes]], *rest: Any) -> bytes:
+        """The check before issue 13: the signature compared after trimming whitespace."""
+        trimmed = [(n, v.decode("latin-1").strip().encode("latin-1")) for n, v in headers]
+        return real_check(key, trimmed, *rest)
+
+    monkeypatch.setattr(targets, "check_signature", stripping)
+    targets.signature_target(bytes([2]) + b"1800000000\n\xa0\nPOST\n/v1\nk\nbody")
+    with pytest.raises(targets.OracleFailure):
+        targets.signature_target(bytes([32]) + b"1800000000\n\xa0\nPOST\n/v1\nk\nbody")
 
     class Lax:
         def decode(self, delivery: Delivery) -> Any:

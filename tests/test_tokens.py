@@ -14,6 +14,7 @@ from oncebox import InvalidOperation, ManualClock, NotFound, Oncebox, UnknownInb
 from oncebox.engine.tokens import (
     ReplayGuard,
     Scope,
+    SignatureRefused,
     check_signature,
     secret_hash,
     sign,
@@ -93,16 +94,32 @@ KEY = "k3y"
 NOW = 1_800_000_000.0
 
 
+def check(
+    stamp: str | None,
+    signature: str | None,
+    method: str,
+    target: str,
+    body: bytes,
+    key: str = KEY,
+) -> str | None:
+    """check_signature over a request with these two headers: why it is refused, or None."""
+    headers = [
+        (name, value.encode("latin-1"))
+        for name, value in ((b"oncebox-timestamp", stamp), (b"oncebox-signature", signature))
+        if value is not None
+    ]
+    try:
+        check_signature(key, headers, method, target.encode("latin-1"), body, NOW)
+    except SignatureRefused as exc:
+        return str(exc)
+    return None
+
+
 def test_a_good_signature_passes() -> None:
     stamp = str(int(NOW))
     signature = sign(KEY, stamp, "POST", "/v1/inboxes/ussd/deliveries?x=1", b"body")
     assert signature.startswith("sha256=") and len(signature) == 7 + 64
-    assert (
-        check_signature(
-            KEY, stamp, signature, "post", "/v1/inboxes/ussd/deliveries?x=1", b"body", NOW
-        )
-        is None
-    )
+    assert check(stamp, signature, "post", "/v1/inboxes/ussd/deliveries?x=1", b"body") is None
 
 
 @pytest.mark.parametrize(
@@ -115,23 +132,20 @@ def test_a_good_signature_passes() -> None:
 )
 def test_anything_changed_fails(stamp: str, target: str, body: bytes, key: str) -> None:
     signature = sign(key, stamp, "POST", "/v1/p", b"body")
-    refused = check_signature(KEY, stamp, signature, "POST", target, body, NOW)
-    assert refused == "the request signature does not match"
+    assert check(stamp, signature, "POST", target, body) == "the request signature does not match"
 
 
 @pytest.mark.parametrize("offset", [-301, 301, -10_000])
 def test_timestamps_outside_the_window_fail(offset: int) -> None:
     stamp = str(int(NOW) + offset)
-    signature = sign(KEY, stamp, "GET", "/v1/p", b"")
-    refused = check_signature(KEY, stamp, signature, "GET", "/v1/p", b"", NOW)
+    refused = check(stamp, sign(KEY, stamp, "GET", "/v1/p", b""), "GET", "/v1/p", b"")
     assert refused is not None and "300 s" in refused
 
 
 @pytest.mark.parametrize("offset", [-300, 0, 300])
 def test_timestamps_inside_the_window_pass(offset: int) -> None:
     stamp = str(int(NOW) + offset)
-    signature = sign(KEY, stamp, "GET", "/v1/p", b"")
-    assert check_signature(KEY, stamp, signature, "GET", "/v1/p", b"", NOW) is None
+    assert check(stamp, sign(KEY, stamp, "GET", "/v1/p", b""), "GET", "/v1/p", b"") is None
 
 
 @pytest.mark.parametrize(
@@ -139,21 +153,27 @@ def test_timestamps_inside_the_window_pass(offset: int) -> None:
     [(None, "sha256=00"), ("1", None), ("12.5", "sha256=00"), ("-5", "sha256=00"), ("", "x")],
 )
 def test_missing_or_malformed_headers_fail(stamp: str | None, signature: str | None) -> None:
-    assert check_signature(KEY, stamp, signature, "GET", "/", b"", NOW) is not None
+    assert check(stamp, signature, "GET", "/", b"") is not None
 
 
 def test_the_message_layout() -> None:
-    assert signing_message("5", "get", "/a?b=c", b"xy") == b"5\nGET\n/a?b=c\nxy"
+    message = signing_message("get", "/a?b=c", {"Oncebox-Timestamp": "5", "Oncebox-Key": ""}, b"xy")
+    assert message == (
+        b"oncebox-signature-v2\nGET\n/a?b=c\noncebox-timestamp:5\ncontent-type\n"
+        b"oncebox-key:\noncebox-snapshot\noncebox-lease-token\noncebox-device-time\n"
+        b"oncebox-delivery-id\nxy"
+    )
 
 
 def test_replay_guard_refuses_a_second_use_within_the_window() -> None:
     now = [NOW]
     guard = ReplayGuard(window=300, clock=lambda: now[0])
-    assert guard.first_use("sha256=aa")
-    assert not guard.first_use("sha256=aa")
-    assert guard.first_use("sha256=bb")
+    aa, bb = b"\xaa" * 32, b"\xbb" * 32
+    assert guard.first_use(aa)
+    assert not guard.first_use(aa)
+    assert guard.first_use(bb)
     now[0] += 601
-    assert guard.first_use("sha256=aa")
+    assert guard.first_use(aa)
 
 
 def test_a_store_backed_replay_guard_is_shared_by_every_opener(
@@ -163,13 +183,14 @@ def test_a_store_backed_replay_guard_is_shared_by_every_opener(
     first, second = (oncebox.open(shared_url, clock=clock) for _ in range(2))
     one = ReplayGuard(window=300, store=first.store)
     other = ReplayGuard(window=300, store=second.store)
-    assert one.first_use("sha256=aa")
-    assert not other.first_use("sha256=aa"), "a replay through another server"
-    assert not one.first_use("sha256=aa")
-    assert other.first_use("sha256=bb")
+    aa, bb = b"\xaa" * 32, b"\xbb" * 32
+    assert one.first_use(aa)
+    assert not other.first_use(aa), "a replay through another server"
+    assert not one.first_use(aa)
+    assert other.first_use(bb)
     clock.advance(601)  # both windows passed: the old use is forgotten
-    assert other.first_use("sha256=aa")
-    assert not one.first_use("sha256=aa")
+    assert other.first_use(aa)
+    assert not one.first_use(aa)
     first.close()
     second.close()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from oncebox.engine import log, merkle
 from oncebox.engine.checkpoint import (
+    RECORD_FIELDS,
     Checkpoint,
     consistency_document,
     inclusion_document,
@@ -43,13 +44,11 @@ def prove_record(store: Store, record_id: int, tree_size: int | None = None) -> 
         path = merkle.inclusion_proof(log.Nodes(tx), entry.seq - 1, size)
     # The proof is for the record's seal: the revision it had when it was sealed. An
     # accepted later revision is its own ``resolve`` entry, carrying the new witness.
+    # It shows exactly what the seal covers, so a verifier can check every field shown.
     sealed = json.loads(entry.state)
-    about = {
-        "id": record.id,
-        "identity": sealed.get("identity"),
-        "witness": sealed.get("witness"),
-        "revision": sealed.get("revision"),
-    }
+    if sealed.get("record") != record.id:
+        raise InvalidOperation(f"record {record_id}'s log entry {entry.seq} seals another record")
+    about = {name: sealed[member] for name, member in RECORD_FIELDS.items() if member in sealed}
     document = inclusion_document(
         {"seq": entry.seq, "step": entry.step, "state": entry.state, "hash": entry.hash},
         entry.seq - 1,

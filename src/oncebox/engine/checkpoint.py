@@ -63,8 +63,20 @@ _REASONS = {
     "size_mismatch": "the proof is for a different tree size than the checkpoint",
     "root_mismatch": "the proof does not lead to the checkpoint's root",
     "wrong_tree": "the checkpoints are of different logs",
-    "record_mismatch": "the record's witness is not the one the log entry carries",
+    "record_mismatch": "the record the proof shows is not the one the log entry sealed",
 }
+# What a proof may show about its record, by the name of the sealed state's member that
+# proves it (engine/log.py record_state); nothing else can be shown as proven.
+RECORD_FIELDS = {
+    "inbox": "inbox",
+    "id": "record",
+    "identity": "identity",
+    "revision": "revision",
+    "witness": "witness",
+    "snapshot_id": "snapshot_id",
+}
+_NULLABLE = frozenset({"identity", "snapshot_id"})
+_INTEGER = frozenset({"id", "revision"})
 
 
 class ProofError(OnceboxError):
@@ -289,13 +301,15 @@ def consistency_document(old_size: int, new_size: int, path: Sequence[bytes]) ->
 @dataclass(frozen=True)
 class ProofReport:
     """What a proof document showed. ``signed`` is true only when a signature was
-    checked (a public key was given) and held."""
+    checked (a public key was given) and held; ``record`` holds exactly the record
+    fields that were checked against the sealed entry (None when none were shown)."""
 
     kind: str
     tree_size: int
     leaf_index: int | None
     signed: bool
     details: str
+    record: dict[str, Any] | None = None
 
 
 def _header(doc: Any, kind: str) -> dict[str, Any]:
@@ -357,12 +371,49 @@ def _signed_note(signed: bool, *checkpoints: Checkpoint) -> str:
     return f"signed by key {', '.join(ids)}"
 
 
-def _witness_of(state: str) -> object:
-    try:
-        data = json.loads(state)
-    except ValueError:
+def _claims(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The record fields the document shows, each of a type the sealed state could hold;
+    a field no entry seals is refused rather than shown unproven beside proven ones."""
+    record = doc.get("record")
+    if record is None:
         return None
-    return data.get("witness") if isinstance(data, dict) else None
+    if not isinstance(record, dict):
+        raise _malformed("the record must be an object")
+    unknown = sorted(str(name) for name in record if name not in RECORD_FIELDS)
+    if unknown:
+        raise _malformed(f"the record shows fields no log entry seals: {', '.join(unknown)}")
+    for name, value in record.items():
+        if name in _INTEGER:
+            ok = _is_int(value)
+        else:
+            ok = isinstance(value, str) or (value is None and name in _NULLABLE)
+        if not ok:
+            raise _malformed(f"the record's {name} has the wrong type: {value!r:.80}")
+    return record
+
+
+def _check_claims(claims: dict[str, Any], seq: int, state: str) -> dict[str, Any]:
+    """The claims, once each is shown equal to what log entry ``seq`` sealed."""
+    try:
+        sealed = json.loads(state)
+    except ValueError:
+        sealed = None
+    if not isinstance(sealed, dict) or "record" not in sealed:
+        raise ProofError("record_mismatch", f"log entry {seq} seals no record")
+    for name, value in claims.items():
+        member = RECORD_FIELDS[name]
+        if member not in sealed:
+            raise ProofError(
+                "record_mismatch", f"log entry {seq} does not seal the record's {name}"
+            )
+        # Compared as JSON: 1 and true, or 1 and 1.0, are different claims.
+        if json.dumps(sealed[member]) != json.dumps(value):
+            raise ProofError(
+                "record_mismatch",
+                f"the record's {name} {value!r:.80} is not the {sealed[member]!r:.80} "
+                f"log entry {seq} sealed",
+            )
+    return {name: claims[name] for name in RECORD_FIELDS if name in claims}
 
 
 def verify_inclusion_document(
@@ -373,7 +424,8 @@ def verify_inclusion_document(
     Why the order: a document that cannot be read, or a checkpoint nobody signed, makes
     every later answer meaningless, so those fail first; then the size (the path's
     shape depends on it and the verifier cannot tell otherwise), then the root, and
-    last whether the record the document names is the one the entry sealed.
+    last whether every field the document shows about its record (:data:`RECORD_FIELDS`)
+    is the one the entry sealed.
     """
     body = _header(doc, INCLUSION_TYPE)
     tree_size = _count(body, "tree_size", 1)
@@ -384,12 +436,7 @@ def verify_inclusion_document(
         raise _malformed(f"leaf index {leaf_index} is not in a tree of size {tree_size}")
     if leaf_index != seq - 1:
         raise _malformed(f"log entry {seq} is leaf {seq - 1}, not leaf {leaf_index}")
-    record = body.get("record")
-    if record is not None and not isinstance(record, dict):
-        raise _malformed("the record must be an object")
-    witness = record.get("witness") if record is not None else None
-    if witness is not None and not isinstance(witness, str):
-        raise _malformed("the record's witness must be a string")
+    claims = _claims(body)
 
     signed = _check_signatures(public_pem, checkpoint)
     if tree_size != checkpoint.tree_size:
@@ -407,16 +454,16 @@ def verify_inclusion_document(
             f"log entry {seq} with this path does not hash to the checkpoint's root "
             f"{checkpoint.root}: the proof is for another tree or was altered",
         )
-    if witness is not None and _witness_of(state) != witness:
-        raise ProofError(
-            "record_mismatch",
-            f"the record's witness {witness} is not the one log entry {seq} sealed",
-        )
+    proven = _check_claims(claims, seq, state) if claims is not None else None
+    sealing = ""
+    if proven:
+        sealing = " sealing " + ", ".join(f"{name} {value}" for name, value in proven.items())
     details = (
-        f"log entry {seq} ({step}) is leaf {leaf_index} of {checkpoint.origin}'s tree of "
-        f"size {tree_size} with root {checkpoint.root}; {_signed_note(signed, checkpoint)}"
+        f"log entry {seq} ({step}){sealing} is leaf {leaf_index} of {checkpoint.origin}'s "
+        f"tree of size {tree_size} with root {checkpoint.root}; "
+        f"{_signed_note(signed, checkpoint)}"
     )
-    return ProofReport("inclusion", tree_size, leaf_index, signed, details)
+    return ProofReport("inclusion", tree_size, leaf_index, signed, details, proven)
 
 
 def verify_consistency_document(

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from oncebox.engine.apply import ApplyStep
 from oncebox.engine.decision import Decision
-from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, identify
+from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, Unreadable, identify
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.store.base import Arrival, InboxRow
 
@@ -55,6 +55,8 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
     if len(delivery.body) > codec.max_bytes:
         invalid = Invalid("too_large", f"{len(delivery.body)} bytes exceeds {codec.max_bytes}")
         return Prepared(delivery, invalid=invalid)
+    if isinstance(delivery, Unreadable):  # its transport adapter could not read it
+        return Prepared(delivery, invalid=Invalid("bad_format", delivery.detail))
     try:
         decoded = codec.decode(delivery)
         identity = identify(codec, decoded)

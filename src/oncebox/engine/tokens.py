@@ -9,7 +9,8 @@ a leaked database does not leak credentials. Each token names the inboxes it may
 - ``operator``: resolve quarantine rows and send work keys back from review; it implies
   ``read``, since an operator must see what they resolve.
 
-A token created with an HMAC key must also sign every request (:func:`check_signature`).
+A token created with an HMAC key must also sign every request (:func:`check_signature`;
+the signed string is :func:`signing_message`).
 The key is kept in the store as given (not encrypted): whoever can read the store can
 sign as that token, which is no more than they could already do by writing to it.
 """
@@ -23,13 +24,13 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from oncebox.engine import log
-from oncebox.errors import InvalidOperation, NotFound
+from oncebox.errors import InvalidOperation, NotFound, OnceboxError
 from oncebox.store.base import Store, TokenRow, Tx
 
 PREFIX = "obx_"
@@ -178,45 +179,122 @@ def authenticate(tx: Tx, secret: str) -> Token | None:
 
 
 # -- request signing -------------------------------------------------------------------
+SIGNATURE_VERSION = "oncebox-signature-v2"
+# The headers a signature covers, in the order they are signed. These are all the request
+# headers oncebox reads besides Authorization (which names the key): a request whose
+# signature left one of them out could be replayed with it changed.
+SIGNED_HEADERS = (
+    "oncebox-timestamp",
+    "content-type",
+    "oncebox-key",
+    "oncebox-snapshot",
+    "oncebox-lease-token",
+    "oncebox-device-time",
+    "oncebox-delivery-id",
+)
+SIGNATURE_HEADER = "oncebox-signature"
+_SIGNATURE = re.compile(rb"sha256=([0-9a-f]{64})")
+_TIMESTAMP = re.compile(rb"[0-9]{1,12}")
+_COVERED = frozenset(SIGNED_HEADERS) | {SIGNATURE_HEADER}
 
 
-def signing_message(timestamp: str, method: str, target: str, body: bytes) -> bytes:
-    """What is signed: ``f"{timestamp}\\n{method}\\n{path_with_query}\\n"`` then the body."""
-    return f"{timestamp}\n{method.upper()}\n{target}\n".encode() + body
+class SignatureRefused(OnceboxError):
+    """A signed request that is not admitted; the message says why (for a 401)."""
 
 
-def sign(key: str, timestamp: str, method: str, target: str, body: bytes) -> str:
-    """The ``Oncebox-Signature`` header value for a request (for clients and tests)."""
-    mac = hmac.new(key.encode(), signing_message(timestamp, method, target, body), "sha256")
+def _octets(value: str | bytes) -> bytes:
+    """A header value or target as the bytes on the wire (latin-1, as ASGI decodes them)."""
+    return value if isinstance(value, bytes) else value.encode("latin-1")
+
+
+def signing_message(
+    method: str, target: str | bytes, headers: Mapping[str, str | bytes], body: bytes
+) -> bytes:
+    """What is signed: the version line, the method, the target (path and query as sent),
+    one line per :data:`SIGNED_HEADERS` (``name:value`` when present, the bare name when
+    absent, so an empty header is not an absent one), then the body.
+
+    Header values cannot hold a newline, so no value can spill into the next line.
+    """
+    present = {name.lower(): _octets(value) for name, value in headers.items()}
+    lines = [SIGNATURE_VERSION.encode(), method.upper().encode(), _octets(target)]
+    for name in SIGNED_HEADERS:
+        value = present.get(name)
+        lines.append(name.encode() if value is None else name.encode() + b":" + value)
+    return b"\n".join(lines) + b"\n" + body
+
+
+def sign(
+    key: str,
+    timestamp: str,
+    method: str,
+    target: str,
+    body: bytes,
+    headers: Mapping[str, str | bytes] | None = None,
+) -> str:
+    """The ``Oncebox-Signature`` value for a request (for clients and tests); ``headers``
+    are the request's other headers, of which the signed ones are taken."""
+    signed = {name.lower(): value for name, value in (headers or {}).items()}
+    signed["oncebox-timestamp"] = timestamp
+    mac = hmac.new(key.encode(), signing_message(method, target, signed, body), "sha256")
     return f"sha256={mac.hexdigest()}"
+
+
+def _signed_headers(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, bytes]:
+    """The covered headers of a request by lowercase name. Refuses an ``Oncebox-*``
+    header it does not know (nothing would sign it) and a covered one sent twice (the
+    signer and the reader could take different copies)."""
+    found: dict[str, bytes] = {}
+    for raw_name, value in headers:
+        name = raw_name.decode("latin-1").lower()
+        if name in _COVERED:
+            if name in found:
+                raise SignatureRefused(f"{name} is sent more than once")
+            found[name] = value
+        elif name.startswith("oncebox-"):
+            raise SignatureRefused(
+                f"{name} is not a header oncebox reads, so a signed request may not carry it"
+            )
+    return found
 
 
 def check_signature(
     key: str,
-    timestamp: str | None,
-    signature: str | None,
+    headers: Iterable[tuple[bytes, bytes]],
     method: str,
-    target: str,
+    target: bytes,
     body: bytes,
     now: float,
     window: float = SIGNATURE_WINDOW,
-) -> str | None:
-    """Why a signed request is refused, or None when it is good. Pure: no I/O, no clock.
+) -> bytes:
+    """The decoded signature of a good signed request; raises :class:`SignatureRefused`
+    otherwise. Pure: no I/O, no clock.
 
-    The timestamp is unix seconds (an integer); it must be within ``window`` of ``now``
-    either way, so a captured request cannot be replayed later. The signature is compared
-    in constant time.
+    ``headers`` are the request's raw (name, value) pairs. The timestamp is unix seconds
+    (an integer) within ``window`` of ``now`` either way, so a captured request cannot be
+    replayed later. The signature is exactly ``sha256=`` and 64 lowercase hex digits:
+    any other spelling is refused, so one signature has one spelling and the replay
+    guard, which keys on the decoded bytes, sees every use of it. Compared in constant
+    time.
     """
+    found = _signed_headers(headers)
+    timestamp, signature = found.get("oncebox-timestamp"), found.get(SIGNATURE_HEADER)
     if timestamp is None or signature is None:
-        return "signed requests need Oncebox-Timestamp and Oncebox-Signature"
-    if not re.fullmatch(r"[0-9]{1,12}", timestamp):
-        return "Oncebox-Timestamp must be unix seconds"
+        raise SignatureRefused("signed requests need Oncebox-Timestamp and Oncebox-Signature")
+    if not _TIMESTAMP.fullmatch(timestamp):
+        raise SignatureRefused("Oncebox-Timestamp must be unix seconds")
+    spelled = _SIGNATURE.fullmatch(signature)
+    if spelled is None:
+        raise SignatureRefused("Oncebox-Signature must be sha256= and 64 lowercase hex digits")
     if abs(now - int(timestamp)) > window:
-        return f"Oncebox-Timestamp is more than {int(window)} s from the server's clock"
-    expected = sign(key, timestamp, method, target, body)
-    if not hmac.compare_digest(expected.encode(), signature.strip().encode("utf-8", "replace")):
-        return "the request signature does not match"
-    return None
+        raise SignatureRefused(
+            f"Oncebox-Timestamp is more than {int(window)} s from the server's clock"
+        )
+    given = bytes.fromhex(spelled.group(1).decode("ascii"))
+    expected = hmac.new(key.encode(), signing_message(method, target, found, body), "sha256")
+    if not hmac.compare_digest(expected.digest(), given):
+        raise SignatureRefused("the request signature does not match")
+    return given
 
 
 class ReplayGuard:
@@ -237,15 +315,16 @@ class ReplayGuard:
         self._window = window
         self._clock = clock
         self._store = store
-        self._seen: dict[str, float] = {}
+        self._seen: dict[bytes, float] = {}
         self._lock = threading.Lock()
 
-    def first_use(self, signature: str) -> bool:
+    def first_use(self, signature: bytes) -> bool:
+        """Whether this (decoded) signature is new; it is remembered either way."""
         if self._store is not None:
             # Twice the window: a timestamp at the window's far edge stays fresh that long.
             def claim(tx: Tx) -> bool:
                 now = tx.now()
-                return tx.claim_signature(signature, now, now + 2 * self._window)
+                return tx.claim_signature(signature.hex(), now, now + 2 * self._window)
 
             return self._store.atomic(claim)
         now = self._clock()

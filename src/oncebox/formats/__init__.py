@@ -1,6 +1,14 @@
 """Pure formats: codecs, canonical JSON, cksum and identity. No I/O lives here."""
 
-from oncebox.formats.codec import Codec, Decoded, Delivery, codec_names, get_codec, register
+from oncebox.formats.codec import (
+    Codec,
+    Decoded,
+    Delivery,
+    Unreadable,
+    codec_names,
+    get_codec,
+    register,
+)
 from oncebox.formats.feed import FeedCodec
 from oncebox.formats.identity import Identity, identify
 from oncebox.formats.invalid import Invalid
@@ -22,6 +30,7 @@ __all__ = [
     "Invalid",
     "JsonEventCodec",
     "KeyedCodec",
+    "Unreadable",
     "UssdH1Codec",
     "codec_names",
     "get_codec",

@@ -34,6 +34,16 @@ class Delivery:
     lease_token: int | None = None
 
 
+@dataclass(frozen=True)
+class Unreadable(Delivery):
+    """A transport message its adapter could not take apart (a line nested past any
+    bound, a key the store cannot hold as text). Dead-lettered as it arrived, whatever
+    the inbox's codec, so that one hostile line cannot fail the batch it came in: the
+    ``body`` is the raw message, ``detail`` says why it could not be read."""
+
+    detail: str = ""
+
+
 class Decoded(NamedTuple):
     """A valid delivery: ``content`` is canonical, ``key`` the declared identity.
 

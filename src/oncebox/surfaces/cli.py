@@ -397,7 +397,7 @@ def keygen(key_file: str) -> None:
 def prove(obj: Context, record_id: int | None, from_size: int | None, to_size: int | None) -> None:
     """An inclusion proof for RECORD_ID, or a consistency proof between two tree sizes.
 
-    Example: oncebox prove 5 > proof.json; oncebox verify-proof proof.json --checkpoint cp.json
+    Example: oncebox prove 5 > proof.json (then verify-proof it with --public-key)
     """
     if from_size is not None:
         _emit(obj.box.prove_consistency(from_size, to_size))
@@ -426,13 +426,36 @@ def prove(obj: Context, record_id: int | None, from_size: int | None, to_size: i
     type=click.Path(dir_okay=False),
     help="Ed25519 public key (PEM); the checkpoints must be signed by it.",
 )
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="Without a key: check the proof against the checkpoint anyway, reported as "
+    'untrusted ("trusted": false). Anyone can make an unsigned checkpoint.',
+)
 def verify_proof(
-    proof_file: str, checkpoint_file: str, old_checkpoint: str | None, public_key: str | None
+    proof_file: str,
+    checkpoint_file: str,
+    old_checkpoint: str | None,
+    public_key: str | None,
+    unsigned: bool,
 ) -> None:
     """Check a proof offline: nothing but the proof, checkpoint(s) and the public key.
 
+    Prints what was proven; `"trusted": true` only when the checkpoints' signatures were
+    checked with --public-key. Without a key it refuses unless told --unsigned.
+
     Example: oncebox verify-proof proof.json --checkpoint cp.json --public-key oncebox.key.pub
     """
+    if public_key and unsigned:
+        _fail("give --public-key or --unsigned, not both")
+    if not public_key and not unsigned:
+        # A checkpoint is only as good as its signature: unchecked, anyone could have
+        # made it up (with a tree size and a root to fit a made-up proof).
+        _fail(
+            "no --public-key: the checkpoint's signature cannot be checked, so nothing "
+            "it says can be trusted; give --public-key, or --unsigned to check the proof "
+            "against an untrusted checkpoint"
+        )
     document = _read_json(proof_file)
     new = Checkpoint.from_json(_read_json(checkpoint_file))
     key = _read_bytes(public_key) if public_key else None
@@ -443,7 +466,7 @@ def verify_proof(
         report = verify_consistency_document(document, old, new, key)
     else:
         report = verify_inclusion_document(document, new, key)
-    _emit({"ok": True, **asdict(report)})
+    _emit({"ok": True, "trusted": report.signed, **asdict(report)})
 
 
 def _read_bytes(path: str) -> bytes:

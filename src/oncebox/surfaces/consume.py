@@ -9,9 +9,12 @@ An entry is one delivery. Its fields, in one of two forms:
 - ``line``: one line in the ``oncebox ingest`` NDJSON form of the inbox's codec
   (see :mod:`oncebox.surfaces.lines`).
 
-An entry in neither form (or whose text facts are not UTF-8) is still delivered, as
-``name=value`` lines of its raw fields, so the codec refuses it and it is dead-lettered:
-nothing read is dropped.
+An entry in neither form (or whose text facts are not UTF-8 or hold a NUL, or whose lease
+token is not an integer) cannot be read: it is delivered as ``name=value`` lines of its
+raw fields, an :class:`~oncebox.formats.Unreadable` delivery that is dead-lettered
+(``bad_format``) whatever the codec, and acked: nothing read is dropped, and nothing
+unreadable stays pending to be claimed again for ever. A ``line`` that cannot be read
+is a dead letter the same way (see :mod:`oncebox.surfaces.lines`).
 
 **The ack rule.** Entries are decided in batches (one transaction each, through
 ``ingest_batch``) and ``XACK``-ed exactly when their decision has ``may_ack``: accepted,
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import threading
 import time
@@ -45,8 +49,8 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import Decision
 from oncebox.engine.reconciler import default_worker_name
 from oncebox.errors import ApplyError, OnceboxError, StorageError
-from oncebox.formats import Delivery
-from oncebox.surfaces.lines import delivery_from_line
+from oncebox.formats import Delivery, Unreadable
+from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
 
 if TYPE_CHECKING:
     import redis
@@ -57,6 +61,7 @@ DEFAULT_BLOCK_MS = 5_000
 DEFAULT_CLAIM_IDLE_MS = 30_000
 FIRST_ID = "0-0"
 _TEXT_FACTS = ("key", "snapshot_id", "device_time", "delivery_id")
+_TOKEN = re.compile(r"[0-9]{1,19}")
 
 Entry = tuple[str, Mapping[bytes, bytes] | None]
 
@@ -107,24 +112,29 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
     facts = _facts(fields)
     if body is None or facts is None:
         raw = b"\n".join(name + b"=" + value for name, value in sorted(fields.items()))
-        return Delivery(body=raw, delivery_id=entry_id)
+        detail = "the entry has neither a body nor a line field, or a fact it cannot read"
+        return Unreadable(body=raw, delivery_id=entry_id, detail=detail)
     token = facts.pop("lease_token", None)
     facts.setdefault("delivery_id", entry_id)
     return Delivery(body=body, lease_token=int(token) if token is not None else None, **facts)
 
 
 def _facts(fields: Mapping[bytes, bytes]) -> dict[str, str] | None:
-    """The transport facts as text, or None when one is not UTF-8 (or the lease token
-    not an integer): such an entry is malformed as a whole."""
+    """The transport facts as text, or None when one is not UTF-8 or holds a NUL (which
+    PostgreSQL cannot store), or the lease token is not a 64-bit unsigned integer: such
+    an entry is malformed as a whole."""
     try:
         facts = {
             name: fields[name.encode()].decode("utf-8")
             for name in (*_TEXT_FACTS, "lease_token")
             if name.encode() in fields
         }
-        if "lease_token" in facts:
-            int(facts["lease_token"], 10)
-    except (UnicodeDecodeError, ValueError):
+    except UnicodeDecodeError:
+        return None
+    if any("\x00" in value for value in facts.values()):
+        return None
+    token = facts.get("lease_token")
+    if token is not None and not (_TOKEN.fullmatch(token) and int(token) <= INT64_MAX):
         return None
     return facts
 

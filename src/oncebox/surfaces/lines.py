@@ -8,19 +8,27 @@
 - any other codec: ``{"body": "...", "key": "..."}`` (or ``body_b64``).
 
 Envelopes may also carry the transport facts ``device_time``, ``snapshot_id``,
-``delivery_id`` and ``lease_token``. A line that is not a valid envelope is still
-delivered (its raw bytes as the body) so the codec refuses it and it is dead-lettered:
-nothing read is dropped.
+``delivery_id`` and ``lease_token``. A line that is not a valid envelope (not JSON, not
+an object, no body field) is still delivered, its raw bytes as the body, so the codec
+refuses it and it is dead-lettered (``feed``: it is the payload itself): nothing read is
+dropped.
+
+A line that is JSON but cannot be read (nested deeper than 20, a duplicate member, a
+lone surrogate escape, NaN) or whose key or facts no store can hold as text (a NUL) is
+an :class:`~oncebox.formats.Unreadable` delivery: a ``bad_format`` dead letter of the
+raw line, whatever the codec. :func:`delivery_from_line` never raises, so one hostile
+line cannot fail the batch it came in; the other lines are decided as usual.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
+import re
 from typing import Any
 
-from oncebox.formats import Delivery
+from oncebox.formats import Delivery, Invalid, Unreadable
+from oncebox.formats.strictjson import JsonNumber, loads
 
 # codec name -> (body field, identity key field)
 ENVELOPES: dict[str, tuple[str, str | None]] = {
@@ -28,42 +36,56 @@ ENVELOPES: dict[str, tuple[str, str | None]] = {
     "feed": ("payload", None),
 }
 BARE = frozenset({"json-event"})
+ENVELOPE_DEPTH = 20  # as deep as an event may nest; an envelope needs far less
 _FACTS = ("snapshot_id", "device_time", "delivery_id")
+_TOKEN = re.compile(r"[0-9]{1,19}")
+INT64_MAX = 2**63 - 1  # tokens are 64-bit in both stores
 
 
 def delivery_from_line(codec: str, line: bytes) -> Delivery:
+    """The delivery one NDJSON line carries for ``codec`` (the module docstring gives
+    the forms); never raises."""
     line = line.rstrip(b"\r\n")
     if codec in BARE:
         return Delivery(body=line)
     body_field, key_field = ENVELOPES.get(codec, ("body", "key"))
     try:
-        envelope = json.loads(line)
-    except ValueError:
-        envelope = None
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return Delivery(body=line)  # not JSON (a binary feed payload, a stray frame)
+    try:
+        envelope = loads(text, max_depth=ENVELOPE_DEPTH)
+    except Invalid as exc:
+        if exc.reason == "bad_json":
+            return Delivery(body=line)
+        return Unreadable(body=line, detail=f"the line cannot be read: {exc}")
     if not isinstance(envelope, dict):
         return Delivery(body=line)
     body = _body(envelope, body_field)
     if body is None:
         return Delivery(body=line)
-    key = envelope.get(key_field) if key_field else envelope.get("key")
-    facts: dict[str, Any] = {
-        name: str(envelope[name]) for name in _FACTS if envelope.get(name) is not None
-    }
-    token = envelope.get("lease_token")
-    return Delivery(
-        body=body,
-        key=str(key) if key is not None else None,
-        lease_token=token if isinstance(token, int) and not isinstance(token, bool) else None,
-        **facts,
-    )
+    key = envelope.get(key_field or "key")
+    texts = {"key": key, **{name: envelope.get(name) for name in _FACTS}}
+    facts = {name: str(value) for name, value in texts.items() if value is not None}
+    if any("\x00" in value for value in facts.values()):
+        # PostgreSQL cannot hold a NUL in text: storing it would fail the whole batch.
+        return Unreadable(body=line, detail="the line's key or a fact holds a NUL character")
+    return Delivery(body=body, lease_token=_lease_token(envelope.get("lease_token")), **facts)
+
+
+def _lease_token(value: Any) -> int | None:
+    """An integer that can be a token, else None (the fence then refuses the delivery)."""
+    if isinstance(value, JsonNumber) and _TOKEN.fullmatch(value) and int(value) <= INT64_MAX:
+        return int(value)
+    return None
 
 
 def _body(envelope: dict[str, Any], field: str) -> bytes | None:
     text = envelope.get(field)
-    if isinstance(text, str):
-        return text.encode("utf-8", "surrogatepass")
+    if isinstance(text, str) and not isinstance(text, JsonNumber):
+        return text.encode("utf-8")
     encoded = envelope.get(f"{field}_b64")
-    if isinstance(encoded, str):
+    if isinstance(encoded, str) and not isinstance(encoded, JsonNumber):
         try:
             return base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):

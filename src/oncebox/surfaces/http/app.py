@@ -24,14 +24,19 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import UNSTORED, Decision, Verdict
-from oncebox.engine.tokens import ReplayGuard, Token, check_signature
+from oncebox.engine.tokens import (
+    ALL_INBOXES,
+    ReplayGuard,
+    SignatureRefused,
+    Token,
+    check_signature,
+)
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery
@@ -41,6 +46,7 @@ from oncebox.surfaces.http.console import mount_console
 from oncebox.surfaces.http.groupcommit import Credential, GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.problems import Problem, ProblemError
+from oncebox.surfaces.http.signing import document_signing, request_target
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.lines import delivery_from_line, split_json_array
 from oncebox.surfaces.views import as_json, work_key_json
@@ -308,28 +314,24 @@ def create_app(
     app.add_middleware(BoundedBody, max_body=max_body)
     app.add_middleware(Timing, metrics=metrics)
 
-    def admitted(token: Token | None, scope: Scope, headers: Headers) -> Caller:
+    def admitted(token: Token | None, scope: Scope) -> Caller:
         """The caller, if ``token`` is live and a signing token's signature is good."""
         if token is None:
             raise _unauthorized("unknown or revoked token")
         body: bytes = scope.get(BODY_KEY, b"")
         if token.hmac_key is not None:
-            raw_path = scope.get("raw_path") or scope["path"].encode()
-            query = scope.get("query_string", b"")
-            target = raw_path.decode("latin-1") + (f"?{query.decode('latin-1')}" if query else "")
-            signature = headers.get("oncebox-signature")
-            refused = check_signature(
-                token.hmac_key,
-                headers.get("oncebox-timestamp"),
-                signature,
-                scope["method"],
-                target,
-                body,
-                clock(),
-            )
-            if refused is not None:
-                raise _unauthorized(refused)
-            if signature is not None and not replays.first_use(signature):
+            try:
+                signature = check_signature(
+                    token.hmac_key,
+                    scope["headers"],
+                    scope["method"],
+                    request_target(scope),
+                    body,
+                    clock(),
+                )
+            except SignatureRefused as exc:
+                raise _unauthorized(str(exc)) from None
+            if not replays.first_use(signature):
                 raise _unauthorized("this signed request was seen before (replay)")
         return Caller(token, body)
 
@@ -341,7 +343,7 @@ def create_app(
             raise _unauthorized("send Authorization: Bearer <token>")
         token = await run_in_threadpool(box.authenticate, credentials.credentials)
         # Off the event loop: a signed request's replay check writes to the store.
-        return await run_in_threadpool(admitted, token, request.scope, request.headers)
+        return await run_in_threadpool(admitted, token, request.scope)
 
     Authed = Annotated[Caller, Depends(caller)]
 
@@ -421,12 +423,12 @@ def create_app(
             lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
         except (OnceboxError, ProblemError):
             token = await run_in_threadpool(box.authenticate, secret)
-            caller = await run_in_threadpool(admitted, token, scope, headers)
+            caller = await run_in_threadpool(admitted, token, scope)
             caller.require(TokenScope.WRITE, inbox)
             raise
 
         def admit(token: Token | None) -> None:
-            admitted(token, scope, headers).require(TokenScope.WRITE, inbox)
+            admitted(token, scope).require(TokenScope.WRITE, inbox)
 
         delivery = Delivery(
             body=scope.get(BODY_KEY, b""),
@@ -639,16 +641,26 @@ def create_app(
     @app.get(
         "/metrics",
         summary="Prometheus metrics (a read token; figures of the inboxes it covers)",
+        description="Per-inbox series for the inboxes the token covers; the series "
+        "without an inbox label (seal lag, group commit, request latency by route) only "
+        "for a token for every inbox (`*`). OpenMetrics with "
+        "`Accept: application/openmetrics-text`, else the Prometheus text format 0.0.4.",
         response_class=Response,
         responses={
-            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            200: {
+                "content": {
+                    "text/plain": {"schema": {"type": "string"}},
+                    "application/openmetrics-text": {"schema": {"type": "string"}},
+                }
+            },
             **_problems(401, 403, 413, 503),
         },
     )
-    def prometheus(who: Authed) -> Response:
+    def prometheus(who: Authed, request: Request) -> Response:
         reader_of_anything(who)
-        text = metrics.render(who.token.covers)
-        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+        everything = ALL_INBOXES in who.token.inboxes
+        body, media = metrics.render(who.token.covers, everything, request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": media})
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -656,6 +668,7 @@ def create_app(
                 title=app.title, version=app.version, summary=app.summary, routes=app.routes
             )
             _problem_validation(schema)
+            document_signing(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -3,14 +3,21 @@
 The delivery, quarantine, dead-letter and work-key figures come from the store, so they
 count every process writing to it and survive restarts. Only request latency and the
 group-commit figures are this process's own.
+
+Who sees what: the per-inbox series only for the inboxes the scraping token covers. The
+series without an inbox label (seal lag, group commit, latency by route, the console's
+routes included) sum up every inbox's traffic, so only a token for every inbox (``*``)
+sees them; a token that lists inboxes does not, even if the list is all of today's.
+A scrape that asks for OpenMetrics (``Accept: application/openmetrics-text``) gets it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from oncebox.engine.box import Oncebox
@@ -20,12 +27,20 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class StoreCollector(Collector):
-    """Figures of the inboxes the scraping token may read (``visible``)."""
+    """Figures of the inboxes the scraping token may read (``visible``), and the
+    process-wide ones when it may read every inbox (``everything``)."""
 
-    def __init__(self, box: Oncebox, group: GroupCommit, visible: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        box: Oncebox,
+        group: GroupCommit,
+        visible: Callable[[str], bool],
+        everything: bool,
+    ) -> None:
         self.box = box
         self.group = group
         self.visible = visible
+        self.everything = everything
 
     def collect(self) -> Iterator[Metric]:
         deliveries = CounterMetricFamily(
@@ -61,6 +76,8 @@ class StoreCollector(Collector):
             dirty.add_metric([active.name], work["dirty"])
             review.add_metric([active.name], work["in_review"])
         yield from (deliveries, quarantine, dead, dirty, review)
+        if not self.everything:
+            return
         yield GaugeMetricFamily(
             "oncebox_seal_lag",
             "Log events committed and not sealed yet.",
@@ -91,8 +108,15 @@ class Metrics:
             registry=self.registry,
         )
 
-    def render(self, visible: Callable[[str], bool]) -> bytes:
-        """The exposition text; store figures only for the inboxes ``visible`` admits."""
+    def render(
+        self, visible: Callable[[str], bool], everything: bool, accept: str | None = None
+    ) -> tuple[bytes, str]:
+        """The exposition (and its content type) in the format ``accept`` asks for: store
+        figures only for the inboxes ``visible`` admits, the process-wide series only
+        when ``everything`` (the token covers every inbox)."""
         scrape = CollectorRegistry(auto_describe=False)
-        scrape.register(StoreCollector(self.box, self.group, visible))
-        return generate_latest(scrape) + generate_latest(self.registry)
+        scrape.register(StoreCollector(self.box, self.group, visible, everything))
+        if everything:
+            scrape.register(self.latency)
+        encode, content_type = choose_encoder(accept or "")
+        return encode(scrape), content_type
