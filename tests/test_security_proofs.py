@@ -21,7 +21,7 @@ import pytest
 import oncebox
 from conftest import INBOXES
 from oncebox import Delivery, Oncebox
-from oncebox.engine import merkle
+from oncebox.engine import log, merkle
 from oncebox.engine.checkpoint import (
     Checkpoint,
     ProofError,
@@ -138,7 +138,7 @@ def test_a_record_claim_on_an_entry_that_seals_no_record_fails(sealed: Sealed) -
     lease = next(e for e in entries if e.step == "lease")
     size = len(entries)
     with sealed.box.store.reading() as tx:
-        path = merkle.inclusion_proof(tx.merkle_node, lease.seq - 1, size)
+        path = merkle.inclusion_proof(log.Nodes(tx), lease.seq - 1, size)
     entry = {"seq": lease.seq, "step": lease.step, "state": lease.state, "hash": lease.hash}
     cp = sealed.checkpoint()
     verify_inclusion_document(inclusion_document(entry, lease.seq - 1, size, path), cp, PUBLIC)
