@@ -18,7 +18,8 @@ import pytest
 
 import oncebox
 from conftest import Server, fresh_database
-from oncebox import InboxSpec
+from oncebox import Delivery, InboxSpec
+from oncebox.errors import StorageUnavailable
 from oncebox.formats.ussd_h1 import make_frame
 
 USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
@@ -232,3 +233,37 @@ def test_a_client_killed_inside_its_transaction_leaves_nothing(pg_url: str, tmp_
         assert box.stats("ussd")["records"] == 1
         assert box.triage("ussd")["headcount"] == 5
         assert box.verify().ok
+
+
+def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
+    pg_durable: Server, durable_url: str
+) -> None:
+    """The decision commits without its own flush; only the seal's durable commit right
+    after makes it durable, and only on the same server. If the server restarts in
+    between, the decision may be gone with the unflushed WAL, and a seal on a freshly
+    reconnected server covers nothing of it: the ingest must fail, not ack."""
+    box = oncebox.open(durable_url, inboxes=USSD)
+    try:
+        real = box.store.atomic
+        restarted = []
+
+        def atomic(work: Any, durable: bool = True) -> Any:
+            result = real(work, durable)
+            if not durable and not restarted:
+                restarted.append(True)
+                pg_durable.stop("immediate")  # type: ignore[union-attr]
+                pg_durable.start_again()  # type: ignore[union-attr]
+            return result
+
+        box.store.atomic = atomic  # type: ignore[method-assign]
+        frame = make_frame(1, "Kakuma1", "MED", 3, 86).encode()
+        with pytest.raises(StorageUnavailable):
+            box.ingest("ussd", Delivery(frame, key="rec1-1"))
+        assert restarted
+        box.store.atomic = real  # type: ignore[method-assign]
+        # Whatever the crash kept, a resend is decided against it and then acked.
+        again = box.ingest("ussd", Delivery(frame, key="rec1-1"))
+        assert again.may_ack and str(again.verdict) in ("accepted", "duplicate")
+        assert box.record("ussd", "rec1-1") is not None
+    finally:
+        box.close()

@@ -370,7 +370,9 @@ class Store(Protocol):
         ``durable=False`` lets the commit return before it is durable (no flush of its
         own). Only for a caller that makes a durable, writing commit right after and
         answers nobody before it: both backends append to one sequential log (SQLite's
-        WAL, PostgreSQL's WAL), so that flush covers this commit too.
+        WAL, PostgreSQL's WAL), so that flush covers this commit too. On PostgreSQL only
+        on the same server run: if the server restarted in between, the durable commit
+        raises :class:`oncebox.errors.StorageUnavailable` instead.
         """
         ...
 

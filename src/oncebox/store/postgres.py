@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -169,6 +171,12 @@ class PostgresStore:
         self.url = url
         # Only tests and demos pass a clock; otherwise the database's clock decides.
         self._clock = clock
+        # Which server run each connection talks to, and, per thread, the run a relaxed
+        # commit (durable=False) went to and that no durable commit has covered yet.
+        self._servers: weakref.WeakKeyDictionary[psycopg.Connection[Any], Any] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._relaxed = threading.local()
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 url,
@@ -178,6 +186,7 @@ class PostgresStore:
                 timeout=30,
                 kwargs={"autocommit": True},
                 check=ConnectionPool.check_connection,
+                configure=self._note_server,
             )
             self._pool.wait(timeout=30)
         except (psycopg.Error, PoolTimeout) as exc:
@@ -226,16 +235,43 @@ class PostgresStore:
         # One snapshot for the whole read, so a view never mixes two states.
         return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ")
 
+    def _note_server(self, conn: psycopg.Connection[Any]) -> None:
+        """On each new connection: the start time of the server run it reached."""
+        row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        self._servers[conn] = row[0] if row else None
+
+    def _covered(self, server: Any, durable: bool) -> None:
+        """After a commit: a durable commit makes an earlier relaxed one durable only on
+        the same server run. A server that restarted in between may have lost the
+        relaxed commit with its unflushed WAL, so nothing of it may be acknowledged."""
+        if not durable:
+            self._relaxed.server = server
+            return
+        pending = getattr(self._relaxed, "server", None)
+        self._relaxed.server = None
+        if pending is not None and pending != server:
+            raise StorageUnavailable(
+                "PostgreSQL restarted after a commit that was not yet durable; it may be "
+                "lost, so nothing was acknowledged: deliver again"
+            )
+
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         for attempt in range(RETRIES):
             try:
                 with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
                     if not durable:
                         tx._run("defer_durability")
-                    return work(tx)
+                    result = work(tx)
+                    server = self._servers.get(tx._conn)
+                self._covered(server, durable)
+                return result
             except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.
                 time.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))
+            except BaseException:
+                if durable:  # its caller acknowledges nothing: no relaxed commit to cover
+                    self._relaxed.server = None
+                raise
         raise StorageUnavailable(f"gave up after {RETRIES} conflicting attempts; retry later")
 
     def _migrate(self) -> None:
