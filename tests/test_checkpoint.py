@@ -18,12 +18,14 @@ from oncebox.engine import merkle
 from oncebox.engine.checkpoint import (
     Checkpoint,
     ProofError,
-    ProofReport,
-    consistency_document,
     generate_key,
-    inclusion_document,
     sign_checkpoint,
     verify_checkpoint_signature,
+)
+from oncebox.engine.proofs import (
+    ProofReport,
+    consistency_document,
+    inclusion_document,
     verify_consistency_document,
     verify_inclusion_document,
 )

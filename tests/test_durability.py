@@ -17,7 +17,7 @@ import pytest
 
 import oncebox
 from conftest import INBOXES, SESSION, fresh_database
-from oncebox.engine import log
+from oncebox.engine import sealing
 from oncebox.errors import StorageUnavailable
 from oncebox.store import sqlite as sqlite_store
 
@@ -132,7 +132,7 @@ def test_with_a_live_dedicated_sealer_the_decision_still_flushes(
     """The inline seal finds the log held and appends nothing, yet the ingest must not
     return before a flush: its transaction writes a marker so its commit flushes."""
     box, vfs = counted
-    sealer = log.Sealer(box.store, "dedicated", ttl=600)
+    sealer = sealing.Sealer(box.store, "dedicated", ttl=600)
     sealer.acquire()
     frame_id, text = SESSION[1]
     decision, syncs = _wal_syncs(vfs, lambda: box.ingest("ussd", text.encode(), key=frame_id))

@@ -666,7 +666,8 @@ def test_operator_views_and_the_log(
     (tmp_path / "cp.json").write_text(json.dumps(checkpoint))
     (tmp_path / "proof.json").write_text(json.dumps(proof))
     (tmp_path / "key.pub").write_bytes(public)
-    from oncebox.engine.checkpoint import Checkpoint, verify_inclusion_document
+    from oncebox.engine.checkpoint import Checkpoint
+    from oncebox.engine.proofs import verify_inclusion_document
 
     report = verify_inclusion_document(proof, Checkpoint.from_json(checkpoint), public)
     assert report is not None

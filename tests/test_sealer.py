@@ -11,8 +11,8 @@ import oncebox
 from conftest import INBOXES, SESSION, BoxFactory
 from helpers import frame
 from oncebox import InboxSpec, ManualClock
-from oncebox.engine import log
-from oncebox.engine.log import Sealer, StaleSealer
+from oncebox.engine import sealing
+from oncebox.engine.sealing import Sealer, StaleSealer
 from oncebox.errors import InvalidOperation
 
 USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
@@ -70,7 +70,7 @@ def test_recovery_beside_a_live_writer_leaves_its_queued_seal_alone(shared_url: 
             writer.ingest("ussd", frame(*SESSION[0]))  # committed; its seal is queued
             found: list[int] = []
             recovery = threading.Thread(
-                target=lambda: found.append(log.recover(opener.store, grace=1.0))
+                target=lambda: found.append(sealing.recover(opener.store, grace=1.0))
             )
             recovery.start()
             time.sleep(0.3)
@@ -79,7 +79,7 @@ def test_recovery_beside_a_live_writer_leaves_its_queued_seal_alone(shared_url: 
             assert found == [0]
             # A writer that never seals: its queued seal is orphaned after the grace.
             writer.ingest("ussd", frame(*SESSION[1]))
-            assert log.recover(opener.store, grace=0.05) == 1
+            assert sealing.recover(opener.store, grace=0.05) == 1
         steps = [
             entry.step for entry in opener.log_entries() if entry.step in ("accept", "recover")
         ]

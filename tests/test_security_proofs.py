@@ -22,13 +22,8 @@ import oncebox
 from conftest import INBOXES
 from oncebox import Delivery, Oncebox
 from oncebox.engine import log, merkle
-from oncebox.engine.checkpoint import (
-    Checkpoint,
-    ProofError,
-    generate_key,
-    inclusion_document,
-    verify_inclusion_document,
-)
+from oncebox.engine.checkpoint import Checkpoint, ProofError, generate_key
+from oncebox.engine.proofs import inclusion_document, verify_inclusion_document
 from oncebox.formats.ussd_h1 import make_frame
 
 PRIVATE, PUBLIC = generate_key()

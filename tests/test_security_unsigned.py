@@ -20,7 +20,8 @@ import oncebox
 from conftest import INBOXES
 from oncebox import Delivery
 from oncebox.engine import merkle
-from oncebox.engine.checkpoint import Checkpoint, generate_key, inclusion_document
+from oncebox.engine.checkpoint import Checkpoint, generate_key
+from oncebox.engine.proofs import inclusion_document
 from oncebox.formats.ussd_h1 import make_frame
 
 PRIVATE, PUBLIC = generate_key()

@@ -6,14 +6,9 @@ import json
 from typing import Any
 
 from oncebox.engine import log, merkle
-from oncebox.engine.checkpoint import (
-    RECORD_FIELDS,
-    Checkpoint,
-    consistency_document,
-    inclusion_document,
-    sign_checkpoint,
-)
+from oncebox.engine.checkpoint import Checkpoint, sign_checkpoint
 from oncebox.engine.log import GENESIS
+from oncebox.engine.proofs import RECORD_FIELDS, consistency_document, inclusion_document
 from oncebox.errors import InvalidOperation, NotFound
 from oncebox.store.base import Store
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from oncebox.engine import crashpoints, leases, log, retention, tokens
+from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.decide import decide_batch
@@ -33,7 +33,7 @@ class Oncebox(Reads):
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
         # Whatever a crash left committed but unsealed gets its log entry first (I4).
-        self.recovered_at_open = log.recover(store)
+        self.recovered_at_open = sealing.recover(store)
         for spec in inboxes:
             self.declare(spec)
 
@@ -169,7 +169,7 @@ class Oncebox(Reads):
         return self._seal()
 
     def _seal(self, durable_point: bool = False) -> dict[int, int]:
-        sealed = log.seal_now(self.store, durable_point=durable_point)
+        sealed = sealing.seal_now(self.store, durable_point=durable_point)
         return {p.record_id: e.seq for p, e in sealed if p.record_id}
 
     def _after_write(self) -> None:
@@ -183,7 +183,7 @@ class Oncebox(Reads):
 
             def sealed(tx: Tx) -> T:
                 result = work(tx)
-                log.seal_queued(tx)
+                sealing.seal_queued(tx)
                 return result
 
             return self.store.atomic(sealed)
@@ -209,12 +209,12 @@ class Oncebox(Reads):
         self.write(lambda tx: leases.release(tx, active.row.id, inbox, scope, token, tx.now()))
 
     # -- the log -------------------------------------------------------------------------
-    def recover(self, grace: float = log.ORPHAN_GRACE) -> int:
+    def recover(self, grace: float = sealing.ORPHAN_GRACE) -> int:
         """Seal every committed record the log does not cover; returns how many.
 
         A queued seal is taken as orphaned once it has waited ``grace`` seconds for its
         writer; pass 0 when no other process can be writing (e.g. after ``seal=False``)."""
-        return log.recover(self.store, grace)
+        return sealing.recover(self.store, grace)
 
     # -- operators ---------------------------------------------------------------------
     def resolve(self, quarantine_id: int, action: str, note: str) -> Quarantined:

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from oncebox.engine import crashpoints, leases, log
+from oncebox.engine import crashpoints, leases, log, sealing
 from oncebox.engine.apply import BATCHED, Change
 from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
@@ -121,7 +121,7 @@ def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bo
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
-    is free (see :func:`log.record_events`). Raises :class:`RetryTransaction` when
+    is free (see :func:`sealing.record_events`). Raises :class:`RetryTransaction` when
     another writer changed a record this batch read (possible on PostgreSQL only); the
     store then runs the whole work again.
     """
@@ -247,7 +247,7 @@ def _write(tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> De
             first_rows.add(outcome.row)
             opened.add(index)
             events.append(("quarantine", _quarantine_state(name, walk, outcome, kept), None))
-    positions = log.record_events(tx, events, seal) if events else {}
+    positions = sealing.record_events(tx, events, seal) if events else {}
 
     if walk.records:
         crashpoints.reach(crashpoints.BEFORE_INSERT)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
@@ -21,9 +20,9 @@ from typing import Any
 
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
-from oncebox.errors import InvalidOperation, StorageError
+from oncebox.errors import StorageError
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
+from oncebox.store.base import LogEntry, Store, Tx
 
 GENESIS = "GENESIS"
 SEALING_STEPS = ("accept", "recover")
@@ -104,49 +103,6 @@ class Nodes:
         return merkle.root_of(children)
 
 
-def record_events(
-    tx: Tx, events: Sequence[tuple[str, str, int | None]], seal: bool
-) -> dict[int, int]:
-    """Seal ``events`` (step, state, record id) in this transaction where ``seal`` asks
-    for it and no live dedicated sealer holds the log; queue them for the sealer
-    otherwise. Returns record id -> log position for each record sealed here.
-
-    Events queued earlier are appended first, so the log keeps queue order.
-    """
-    if not (seal and _take_log(tx)):
-        tx.queue_logs(events)
-        return {}
-    while drain(tx):
-        pass
-    entries = chain(tx, [(step, state) for step, state, _ in events])
-    return {
-        record_id: entry.seq
-        for (_, _, record_id), entry in zip(events, entries, strict=True)
-        if record_id is not None
-    }
-
-
-def seal_queued(tx: Tx) -> None:
-    """Append what this transaction (and any before it) queued, in this transaction,
-    unless a live dedicated sealer holds the log."""
-    if _take_log(tx):
-        while drain(tx):
-            pass
-
-
-def _take_log(tx: Tx) -> bool:
-    """Whether this transaction may append to the log: no live dedicated sealer holds it.
-    Taking over from one whose lease ran out fences it with a fresh token."""
-    row = tx.lock_sealer()
-    now = tx.now()
-    if row.holder is None:
-        return True
-    if row.expires_at >= now:
-        return False
-    tx.set_sealer(tx.next_token(), None, now)
-    return True
-
-
 def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> None:
     """Queue a log event in the writer's own transaction; the sealer appends it.
 
@@ -191,187 +147,6 @@ def record_state(
         "revision": revision,
         "snapshot_id": snapshot_id,
     }
-
-
-class StaleSealer(InvalidOperation):
-    """This sealer's lease was superseded or expired; another sealer owns the log now."""
-
-
-Sealed = list[tuple[PendingEvent, LogEntry]]
-
-
-def drain(tx: Tx, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:
-    """Append queued events (the next ``BATCH`` unless given, read in this transaction)
-    to the chain in queue order; returns what went where.
-
-    Seal order is the order the sealer drains the queue, which follows the order events
-    were queued, not the order their transactions committed: an event whose transaction
-    commits late is sealed in a later batch. A record's seal that recovery found orphaned
-    (queued at or before ``orphans_upto``: its process died between its commit and its
-    seal) is a ``recover`` entry.
-    """
-    if pending is None:
-        pending = tx.pending_log(BATCH)
-    if not pending:
-        return []
-    steps = [
-        (
-            "recover" if item.id <= orphans_upto and item.record_id is not None else item.step,
-            item.state,
-        )
-        for item in pending
-    ]
-    entries = chain(tx, steps)
-    tx.mark_sealed(
-        [
-            (e.seq, p.record_id)
-            for p, e in zip(pending, entries, strict=True)
-            if p.record_id is not None
-        ]
-    )
-    tx.drop_pending([p.id for p in pending])
-    return list(zip(pending, entries, strict=True))
-
-
-def seal_now(store: Store, orphans_upto: int = 0, durable_point: bool = False) -> Sealed:
-    """Seal everything queued, as one short-lived sealer.
-
-    It holds the sealer row's lock for one transaction. Taking over from a dedicated
-    :class:`Sealer` whose lease ran out, it also takes a fresh token, which fences that
-    sealer. If a live sealer holds the lease, it is left to that sealer.
-
-    With ``durable_point``, its first commit writes even when there is nothing to seal,
-    so that its flush makes the caller's earlier non-durable commit durable.
-    """
-
-    def batch(tx: Tx, first: bool) -> tuple[Sealed, bool]:
-        row = tx.lock_sealer()
-        now = tx.now()
-        live = row.holder is not None and row.expires_at >= now
-        pending = [] if live else tx.pending_log(BATCH)
-        if not pending:
-            if durable_point and first:
-                tx.probe_write(now)
-            return [], False
-        if row.holder is not None:
-            # Taking over from a dedicated sealer whose lease ran out: a fresh token
-            # fences it, so its next append is refused.
-            tx.set_sealer(tx.next_token(), None, now)
-        return drain(tx, orphans_upto, pending), len(pending) == BATCH
-
-    sealed: Sealed = []
-    more = True
-    while more:
-        first = not sealed
-        done, more = store.atomic(lambda tx: batch(tx, first))  # noqa: B023 (called at once)
-        sealed += done
-    return sealed
-
-
-class Sealer:
-    """A long-running sealer that holds the log under a lease with a fencing token.
-
-    Every append checks, in its own transaction, that the token is still the current
-    one and the lease has not expired on the server clock; a sealer that paused past
-    its lease is refused instead of appending out of turn.
-    """
-
-    def __init__(self, store: Store, holder: str, ttl: float = 30.0) -> None:
-        self.store = store
-        self.holder = holder
-        self.ttl = ttl
-        self.token: int | None = None
-
-    def acquire(self) -> int:
-        def take(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            now = tx.now()
-            if row.holder not in (None, self.holder) and row.expires_at >= now:
-                raise InvalidOperation(
-                    f"the log is held by sealer {row.holder} until {row.expires_at}"
-                )
-            token = tx.next_token()
-            tx.set_sealer(token, self.holder, now + self.ttl)
-            return token
-
-        self.token = self.store.atomic(take)
-        return self.token
-
-    def seal(self) -> int:
-        """Drain the queue under this sealer's lease; returns how many were appended."""
-
-        def batch(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            now = tx.now()
-            if row.token != self.token or row.holder != self.holder or now > row.expires_at:
-                raise StaleSealer(
-                    f"sealer {self.holder} holds token {self.token}, but the log's current "
-                    f"sealer token is {row.token}"
-                )
-            tx.set_sealer(row.token, self.holder, now + self.ttl)
-            return len(drain(tx))
-
-        return self.store.atomic(batch)
-
-    def release(self) -> None:
-        def give_up(tx: Tx) -> None:
-            row = tx.lock_sealer()
-            if row.token == self.token:
-                tx.set_sealer(row.token, None, tx.now())
-
-        self.store.atomic(give_up)
-        self.token = None
-
-
-# How long a queued seal may wait for its own writer before recovery calls it orphaned.
-# A live writer seals within milliseconds of its commit (or another writer's seal pass
-# takes it along); only a dead one leaves its seal queued this long.
-ORPHAN_GRACE = 0.2
-
-
-def recover(store: Store, grace: float = ORPHAN_GRACE) -> int:
-    """Seal every committed record the log does not cover; returns how many.
-
-    Two kinds are left by a crash or an older version: records whose seal is still
-    queued (their process died between the commit and the seal) and records with no
-    queued seal at all. Both are sealed as ``recover`` entries. A queued seal counts as
-    orphaned only if it is still queued ``grace`` seconds after recovery first saw it,
-    so that opening a store beside live writers does not relabel their seals.
-    """
-    recovered = 0
-    with store.reading() as tx:
-        seen = tx.last_pending_id()
-    if seen:
-        time.sleep(grace)
-        sealed = seal_now(store, orphans_upto=seen)
-        recovered = sum(1 for p, _ in sealed if p.record_id is not None and p.id <= seen)
-    while True:
-
-        def orphans(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            if row.holder is not None and row.expires_at >= tx.now():
-                return 0  # a live sealer owns the log
-            records = tx.unsealed_records(BATCH)
-            names = {inbox.id: inbox.name for inbox in tx.inboxes()}
-            states = [
-                record_state_text(
-                    names.get(r.inbox_id, str(r.inbox_id)),
-                    r.id,
-                    r.identity,
-                    r.witness.hex(),
-                    r.revision,
-                    r.snapshot_id,
-                )
-                for r in records
-            ]
-            entries = chain(tx, [("recover", state) for state in states])
-            tx.mark_sealed([(e.seq, r.id) for r, e in zip(records, entries, strict=True)])
-            return len(records)
-
-        done = store.atomic(orphans)
-        recovered += done
-        if done < BATCH:
-            return recovered
 
 
 @dataclass

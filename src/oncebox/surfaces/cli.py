@@ -18,15 +18,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 import oncebox
-from oncebox.engine.checkpoint import (
-    Checkpoint,
-    generate_key,
-    verify_consistency_document,
-    verify_inclusion_document,
-)
+from oncebox.engine.checkpoint import Checkpoint, generate_key
 from oncebox.engine.inboxes import parse_duration
-from oncebox.engine.log import Sealer
+from oncebox.engine.proofs import verify_consistency_document, verify_inclusion_document
 from oncebox.engine.reconciler import Outcome, default_worker_name, run_workers
+from oncebox.engine.sealing import Sealer
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.lines import delivery_from_line
 from oncebox.surfaces.readers import CommandReader
