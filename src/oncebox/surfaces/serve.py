@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from oncebox.errors import OnceboxError
-from oncebox.surfaces.workers import WorkerFailed, cpu_count
+from oncebox.surfaces.workers import cpu_count
 
 # The defaults of oncebox.surfaces.http.limits.Limits (a test keeps the two equal).
 HEADER_TIMEOUT = 5.0
@@ -98,12 +98,9 @@ def serve(
         click.echo(f"oncebox: console: {base}/console; {count} worker process{plural}", err=True)
 
     limits = Limits(header_timeout, body_timeout, max_connections)
-    try:
-        server.run_workers(
-            lambda: create_app(obj.box, private_key=key), count, host, port, limits, ready
-        )
-    except WorkerFailed as exc:
-        raise OnceboxError(f"serve: {exc}") from None
+    server.run_workers(
+        lambda: create_app(obj.box, private_key=key), count, host, port, limits, ready
+    )
 
 
 def _read(path: str) -> bytes:

@@ -31,13 +31,15 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from oncebox.errors import OnceboxError
+
 log = logging.getLogger("oncebox.workers")
 
 PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class WorkerFailed(Exception):
+class WorkerFailed(OnceboxError):
     """A worker ended badly; the others were stopped."""
 
 
