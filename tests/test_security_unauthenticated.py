@@ -216,3 +216,11 @@ def test_connections_over_the_bound_are_refused_at_once(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline, "not served after the held connections closed"
             time.sleep(0.1)
+
+
+def test_serve_defaults_are_the_limits_defaults() -> None:
+    """`oncebox serve` states its defaults without loading uvicorn; they must agree."""
+    from oncebox.surfaces import serve
+    from oncebox.surfaces.http.limits import Limits
+
+    assert Limits() == Limits(serve.HEADER_TIMEOUT, serve.BODY_TIMEOUT, serve.MAX_CONNECTIONS)
