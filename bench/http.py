@@ -20,6 +20,10 @@ Cases:
   ``/v1/inboxes/listing/batch`` from ``--batch-clients`` concurrent clients.
 * **batched library**: the same deliveries through ``box.ingest_batch``, ``--batch`` per
   call, in this process, on a fresh store.
+* **N workers**: with ``--workers N`` (default: the CPUs; 1 skips it), no-op and single
+  again, same clients and counts, against a server of N worker processes (``oncebox serve
+  --workers N``: SO_REUSEPORT sockets, a group commit each) on a fresh store; printed with
+  how many answers each worker gave, and the ratio to the one-worker single rate.
 
 ``--sync-delay-ms D`` makes every fsync at least D ms slower, for the server's store, the
 raw commits and the library alike, through an APSW VFS (``bench/slowdisk.py``): an emulated
@@ -68,6 +72,7 @@ TARGET_SINGLE_VS_NOOP = 0.6  # single-message ingest >= 0.6 x the no-op ceiling
 TARGET_SINGLE_VS_RAW = 1.0  # ... and above one-commit-per-event (group commit works)
 TARGET_P99_MS = 50.0  # single-message p99 latency
 TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
+TARGET_WORKERS_VS_ONE = 1.0  # --workers N single deliveries above one worker's (issue 12)
 
 
 # -- an emulated slower disk (bench/slowdisk.py) ---------------------------------------
@@ -76,48 +81,48 @@ def store_url(path: Path | str, delay_ms: float) -> str:
 
 
 # -- the server process --------------------------------------------------------------------
-def serve_child(db: str, delay_ms: float) -> None:
-    """The child: the product app plus a no-op route, on uvicorn, on a free port."""
+def serve_child(db: str, delay_ms: float, workers: int) -> None:
+    """The child: the product app plus a no-op route, on uvicorn, on a free port, in
+    ``workers`` processes (as ``oncebox serve --workers`` runs them)."""
     # Run as a script, this file's folder is first on sys.path, and this file (http.py)
     # would shadow the standard library's http package that uvicorn and starlette import.
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.modules.pop("http", None)
 
-    import socket
-
-    from fastapi import Request
+    from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
     from oncebox.surfaces.http import create_app, server
 
-    slow = slowdisk.SlowSync(delay_ms / 1000) if delay_ms else None  # registered while referenced
-    box = oncebox.open(store_url(db, delay_ms), inboxes=INBOXES)
-    app = create_app(box)
+    def make_app() -> FastAPI:  # in each worker, after the fork
+        box = oncebox.open(store_url(db, delay_ms), inboxes=INBOXES)
+        app = create_app(box)
+        # Registered while referenced: kept as long as the app is.
+        app.state.slow = slowdisk.SlowSync(delay_ms / 1000) if delay_ms else None
 
-    async def noop(request: Request) -> JSONResponse:
-        body = await request.body()  # already read (and bounded) by the app's middleware
-        return JSONResponse({"verdict": "noop", "may_ack": True, "size": len(body)}, 201)
+        async def noop(request: Request) -> JSONResponse:
+            body = await request.body()  # already read (and bounded) by the app's middleware
+            return JSONResponse({"verdict": "noop", "may_ack": True, "size": len(body)}, 201)
 
-    app.add_api_route("/bench/noop", noop, methods=["POST"], include_in_schema=False)
-    # Routes are matched in order: the no-op goes right after the delivery route, so that
-    # finding it costs what finding that route costs (at the end it would cost more).
-    routes = app.router.routes
-    paths = [getattr(route, "path", None) for route in routes]
-    routes.insert(paths.index("/v1/inboxes/{inbox}/deliveries") + 1, routes.pop())
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # NODELAY
-    sock.bind(("127.0.0.1", 0))
-    print(sock.getsockname()[1], flush=True)
-    server.run(app, sock=sock)  # as `oncebox serve` runs it
-    if slow is not None:
-        slow.unregister()
+        app.add_api_route("/bench/noop", noop, methods=["POST"], include_in_schema=False)
+        # Routes are matched in order: the no-op goes right after the delivery route, so
+        # that finding it costs what finding that route costs (at the end it would cost more).
+        routes = app.router.routes
+        paths = [getattr(route, "path", None) for route in routes]
+        routes.insert(paths.index("/v1/inboxes/{inbox}/deliveries") + 1, routes.pop())
+        return app
+
+    # As `oncebox serve` runs it: one process, or N workers on SO_REUSEPORT sockets.
+    server.run_workers(make_app, workers, port=0, ready=lambda port: print(port, flush=True))
 
 
 @contextlib.contextmanager
-def server(db: Path, log: Path, delay_ms: float) -> Iterator[int]:
+def server(db: Path, log: Path, delay_ms: float, workers: int = 1) -> Iterator[int]:
+    command = [sys.executable, __file__, "--_serve", str(db), "--sync-delay-ms", str(delay_ms)]
     with log.open("w") as err:
         child = subprocess.Popen(
-            [sys.executable, __file__, "--_serve", str(db), "--sync-delay-ms", str(delay_ms)],
+            [*command, "--workers", str(workers)],
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
@@ -128,7 +133,7 @@ def server(db: Path, log: Path, delay_ms: float) -> Iterator[int]:
         if not line.isdigit():
             raise SystemExit(f"the server did not start:\n{log.read_text()}")
         port = int(line)
-        asyncio.run(wait_ready(port))
+        asyncio.run(wait_ready(port, workers))
         yield port
     finally:
         child.terminate()
@@ -139,15 +144,20 @@ def server(db: Path, log: Path, delay_ms: float) -> Iterator[int]:
             child.wait()
 
 
-async def wait_ready(port: int) -> None:
+async def wait_ready(port: int, workers: int = 1) -> None:
+    """Until ``workers`` distinct processes have answered /healthz (a worker that does not
+    listen yet gets no connection)."""
     deadline = time.monotonic() + 30
+    seen: set[str] = set()
     while True:
         try:
             conn = await Conn.open(port)
             status, _ = await conn.request("GET", "/healthz", b"", {})
             conn.close()
             if status == 200:
-                return
+                seen.add(conn.worker)
+                if len(seen) >= workers:
+                    return
         except OSError:
             pass
         if time.monotonic() > deadline:
@@ -160,6 +170,7 @@ class Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.worker = ""  # the server process that answered last (Oncebox-Worker)
 
     @classmethod
     async def open(cls, port: int) -> Conn:
@@ -180,6 +191,8 @@ class Conn:
             name, _, value = line.partition(":")
             if name.strip().lower() == "content-length":
                 length = int(value.strip())
+            elif name.strip().lower() == "oncebox-worker":
+                self.worker = value.strip()
         return status, await self.reader.readexactly(length)
 
     def close(self) -> None:
@@ -196,6 +209,7 @@ class Run:
     seconds: float
     latencies_ms: list[float] = field(default_factory=list, repr=False)
     statuses: dict[int, int] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)  # answers per server process
 
     @property
     def rate(self) -> float:
@@ -238,6 +252,7 @@ async def load(
     work = iter(bodies)
     latencies: list[float] = []
     statuses: dict[int, int] = {}
+    workers: dict[str, int] = {}
     problems: list[str] = []
 
     async def client(conn: Conn) -> None:
@@ -246,6 +261,7 @@ async def load(
             status, answer = await conn.request("POST", path, body, headers)
             latencies.append((time.perf_counter() - sent) * 1000)
             statuses[status] = statuses.get(status, 0) + 1
+            workers[conn.worker] = workers.get(conn.worker, 0) + 1
             if check is not None and len(problems) < 3:
                 problem = check(status, answer)
                 if problem:
@@ -258,7 +274,7 @@ async def load(
         conn.close()
     if problems:
         raise SystemExit(f"{name}: unexpected answers: {problems}")
-    return Run(name, len(bodies), len(bodies) * per_body, seconds, latencies, statuses)
+    return Run(name, len(bodies), len(bodies) * per_body, seconds, latencies, statuses, workers)
 
 
 def expect_accepted(status: int, answer: bytes) -> str | None:
@@ -350,11 +366,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="emulate a slower disk: every fsync takes this much longer (default 0)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="also run no-op and single deliveries on a server of this many worker processes "
+        "(default: the CPUs; 1 skips it)",
+    )
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
     parser.add_argument("--_serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._serve:
-        serve_child(args._serve, args.sync_delay_ms)
+        serve_child(args._serve, args.sync_delay_ms, args.workers)
         return 0
     slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
 
@@ -377,9 +400,7 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         print(text, file=out, flush=True)
 
     db = work / "server.db"
-    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
-    secret = box.create_token("bench", ["*"], ["read", "write"]).secret
-    box.close()
+    secret = new_store(db)
     auth = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     batch_headers = {"Authorization": f"Bearer {secret}", "Content-Type": NDJSON}
     load_before = os.getloadavg()
@@ -456,6 +477,13 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         group: dict[str, float] = {}
         asyncio.run(http_cases())
 
+    if args.workers > 1:
+        many = work / "workers.db"
+        many_auth = {**auth, "Authorization": f"Bearer {new_store(many)}"}
+        with server(many, work / "workers.log", args.sync_delay_ms, args.workers) as port:
+            say(f"server: {args.workers} worker processes on 127.0.0.1:{port} (a fresh store)")
+            asyncio.run(worker_cases(args, port, many_auth, runs, say))
+
     runs["batched_library"] = library_batched(
         work / "library.db", library_start, args.batch_n, args.batch, args.sync_delay_ms
     )
@@ -468,6 +496,18 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
     p99 = single.percentile(99) or 0.0
     targets = [
         ("single / no-op", ratio(single.rate, noop.rate), TARGET_SINGLE_VS_NOOP, ">="),
+        *(
+            [
+                (
+                    f"single, {args.workers} workers / 1 worker",
+                    ratio(runs["single_workers"].rate, single.rate),
+                    TARGET_WORKERS_VS_ONE,
+                    ">",
+                )
+            ]
+            if "single_workers" in runs
+            else []
+        ),
         ("single / raw commit per event", ratio(single.rate, raw.rate), TARGET_SINGLE_VS_RAW, ">"),
         ("single p99 latency (ms)", p99, TARGET_P99_MS, "<"),
         (
@@ -498,6 +538,41 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         "load_before": load_before,
         "load_after": load_after,
     }
+
+
+def new_store(path: Path) -> str:
+    """A fresh store with the bench inbox; the secret of a token for it."""
+    box = oncebox.open(f"sqlite:///{path}", inboxes=INBOXES)
+    secret = box.create_token("bench", ["*"], ["read", "write"]).secret
+    box.close()
+    return secret
+
+
+async def worker_cases(
+    args: argparse.Namespace,
+    port: int,
+    auth: dict[str, str],
+    runs: dict[str, Run],
+    say: Any,
+) -> None:
+    """No-op and single deliveries again, on the N-worker server, same clients and ids."""
+    noop_body = json_body(0)
+    await load("warm", port, "/bench/noop", [noop_body] * args.warmup, auth, args.clients)
+    name = f"no-op, {args.workers} workers"
+    runs["noop_workers"] = await load(
+        name, port, "/bench/noop", [noop_body] * args.n, auth, args.clients
+    )
+    say(line(runs["noop_workers"]))
+    path = f"/v1/inboxes/{INBOX}/deliveries"
+    bodies = [json_body(i) for i in range(args.warmup)]
+    await load("warm", port, path, bodies, auth, args.clients)
+    bodies = [json_body(i) for i in range(10_000_000, 10_000_000 + args.n)]
+    name = f"single, {args.workers} workers"
+    runs["single_workers"] = await load(
+        name, port, path, bodies, auth, args.clients, check=expect_accepted
+    )
+    say(line(runs["single_workers"]))
+    say(f"  answered by: {runs['single_workers'].workers}")
 
 
 def line(run: Run) -> str:

@@ -59,6 +59,12 @@ class Context:
             self._box = oncebox.open(url, config=config)
         return self._box
 
+    def forget(self) -> None:
+        """Close the store, if open; the next use opens it again (in a forked worker)."""
+        if self._box is not None:
+            self._box.close()
+            self._box = None
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
@@ -630,37 +636,6 @@ def token_revoke(obj: Context, name: str) -> None:
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-@click.option(
-    "--sign",
-    "key_file",
-    type=click.Path(dir_okay=False),
-    metavar="KEYFILE",
-    help="Ed25519 private key (PEM) to sign checkpoints with.",
-)
-@click.option("--demo", is_flag=True, help="Load demo traffic and print a demo token.")
-@click.pass_obj
-def serve(obj: Context, host: str, port: int, key_file: str | None, demo: bool) -> None:
-    """Run the HTTP API (uvicorn).
-
-    Example: oncebox serve --port 8080
-    """
-    from oncebox.surfaces.http import create_app, server
-
-    box = obj.box
-    key = _read_bytes(key_file) if key_file else None
-    if demo:
-        from oncebox.surfaces.demo import load_demo_traffic
-
-        secret = load_demo_traffic(box)
-        click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
-    click.echo(f"oncebox: serving http://{host}:{port}/v1 (OpenAPI: /openapi.json)", err=True)
-    click.echo(f"oncebox: console: http://{host}:{port}/console", err=True)
-    server.run(create_app(box, private_key=key), host=host, port=port)
-
-
-@cli.command()
 @click.option("--json", "as_json_output", is_flag=True, help="Print the full JSON result.")
 def demo(as_json_output: bool) -> None:
     """Replay the founding scenarios (USSD session, listing inbox) on a fresh store."""
@@ -693,5 +668,7 @@ def main() -> None:
 
 
 from oncebox.surfaces.consume import consume  # noqa: E402  (the Redis Streams adapter)
+from oncebox.surfaces.serve import serve  # noqa: E402  (the HTTP service)
 
 cli.add_command(consume)
+cli.add_command(serve)

@@ -51,6 +51,7 @@ from oncebox.engine.reconciler import default_worker_name
 from oncebox.errors import ApplyError, OnceboxError, StorageError
 from oncebox.formats import Delivery, Unreadable
 from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
+from oncebox.surfaces.workers import run_workers
 
 if TYPE_CHECKING:
     import redis
@@ -378,6 +379,13 @@ def _text(value: bytes | str) -> str:
     help="Take over entries pending this long (a crashed consumer's).",
 )
 @click.option("--once", is_flag=True, help="Drain what is there now, then exit.")
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Consumer processes, named CONSUMER-1 ... CONSUMER-N in the group.",
+)
 @click.pass_obj
 def consume(
     obj: Any,
@@ -390,6 +398,7 @@ def consume(
     block_ms: int,
     claim_idle_ms: int,
     once: bool,
+    workers: int,
 ) -> None:
     """Decide entries of a Redis stream; XACK each only once its decision may be acked.
 
@@ -404,35 +413,58 @@ def consume(
     """
     import redis
 
-    reader = StreamConsumer(
-        obj.box,
-        redis_url,
-        stream,
-        group,
-        consumer or default_worker_name(),
-        inbox,
-        batch=batch,
-        block_ms=block_ms,
-        claim_idle_ms=claim_idle_ms,
-    )
+    name = consumer or default_worker_name()
+
+    def run(consumer: str) -> dict[str, Any]:
+        reader = StreamConsumer(
+            obj.box,
+            redis_url,
+            stream,
+            group,
+            consumer,
+            inbox,
+            batch=batch,
+            block_ms=block_ms,
+            claim_idle_ms=claim_idle_ms,
+        )
+        try:
+            if once:
+                summary = reader.run_once()
+            else:
+                stop = threading.Event()
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(signum, lambda *_: stop.set())
+                summary = reader.run(stop)
+            return {"consumer": consumer, **summary.to_dict(), "group_pending": reader.pending()}
+        finally:
+            reader.close()
+
     try:
-        if once:
-            summary = reader.run_once()
+        if workers == 1:
+            one = run(name)
+            result = {"stream": stream, "group": group, "consumer": one.pop("consumer")}
+            result.update(inbox=inbox, **one)
         else:
-            stop = threading.Event()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, lambda *_: stop.set())
-            summary = reader.run(stop)
-        result = {
-            "stream": stream,
-            "group": group,
-            "consumer": reader.consumer,
-            "inbox": inbox,
-            **summary.to_dict(),
-            "group_pending": reader.pending(),
-        }
+            obj.box.inbox(inbox)  # an unknown inbox fails here, before any worker starts
+            obj.forget()  # each worker opens its own store after the fork
+            each = run_workers(workers, lambda i: run(f"{name}-{i}"))
+            probe = redis.Redis.from_url(redis_url)
+            try:
+                pending: Any = probe.xpending(stream, group)
+            finally:
+                probe.close()
+            result = {"stream": stream, "group": group, "inbox": inbox}
+            result.update(_added_up(each), group_pending=int(pending["pending"]), workers=each)
     except redis.exceptions.RedisError as exc:
         raise OnceboxError(f"redis: {exc}") from exc
-    finally:
-        reader.close()
     click.echo(json.dumps(result, indent=2))
+
+
+def _added_up(each: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workers' summaries as one: counts added, the consumers listed."""
+    total = Summary()
+    for one in each:
+        counts = {name: one[name] for name in Summary().to_dict() if isinstance(one[name], int)}
+        verdicts, reasons = Counter(one["verdicts"]), Counter(one["reasons"])
+        total.add(Summary(**counts, verdicts=verdicts, reasons=reasons))
+    return {"consumers": [one["consumer"] for one in each], **total.to_dict()}

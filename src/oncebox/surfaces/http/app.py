@@ -21,7 +21,6 @@ from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from fastapi.security.utils import get_authorization_scheme_param
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -42,7 +41,9 @@ from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.surfaces.http import problems
-from oncebox.surfaces.http.console import mount_console
+from oncebox.surfaces.http.console import BASE as CONSOLE
+from oncebox.surfaces.http.console import MAX_FORM, mount_console
+from oncebox.surfaces.http.gate import BODY_LIMIT_KEY, Gate, RouteNeeds, bearer_secret
 from oncebox.surfaces.http.groupcommit import Credential, GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.problems import Problem, ProblemError
@@ -144,14 +145,6 @@ def decision_json(decision: Decision) -> bytes:
     return _DECISION_ENCODE(data).encode()
 
 
-def bearer_secret(authorization: str | None) -> str | None:
-    """The secret of an ``Authorization: Bearer <secret>`` header (as HTTPBearer reads it)."""
-    scheme, secret = get_authorization_scheme_param(authorization)
-    if not (authorization and scheme and secret) or scheme.lower() != "bearer":
-        return None
-    return secret
-
-
 def parse_lease_token(value: str | None) -> int | None:
     if value is None:
         return None
@@ -174,7 +167,9 @@ class BoundedBody:
     """Reads at most ``max_body + 1`` bytes before anything parses the body; 413 beyond.
 
     The body is kept for the request (signature checks and handlers read it from there)
-    and replayed to the app, so nothing downstream reads an unbounded stream.
+    and replayed to the app, so nothing downstream reads an unbounded stream. The gate
+    may set a smaller bound for a request (``BODY_LIMIT_KEY``). A 413 closes the
+    connection: the rest of that body is never read.
     """
 
     def __init__(self, app: ASGIApp, max_body: int) -> None:
@@ -185,9 +180,10 @@ class BoundedBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit: int = scope.get(BODY_LIMIT_KEY, self.max_body)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(limit, scope, receive, send)
             return
         chunks: list[bytes] = []
         size = 0
@@ -198,8 +194,8 @@ class BoundedBody:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
-                await self._too_large(scope, receive, send)
+            if size > limit:
+                await self._too_large(limit, scope, receive, send)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
@@ -216,9 +212,9 @@ class BoundedBody:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _too_large(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
         response = problems.problem_response(
-            413, "too-large", f"the request body exceeds {self.max_body} bytes"
+            413, "too-large", f"the request body exceeds {limit} bytes", {"Connection": "close"}
         )
         await response(scope, receive, send)
 
@@ -310,8 +306,18 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, problems.on_http_error)
     app.add_exception_handler(RequestValidationError, problems.on_validation_error)
     app.add_exception_handler(Exception, problems.on_unexpected)
-    # Outermost first: latency covers everything, the bound runs before any parsing.
+    # The scope each route's check asks for (see needs()), for the gate to check early.
+    required: dict[Callable[..., object], TokenScope] = {}
+    # Outermost first: latency covers everything, the gate refuses from the head alone,
+    # the bound runs before any parsing.
     app.add_middleware(BoundedBody, max_body=max_body)
+    app.add_middleware(
+        Gate,
+        authenticate=box.authenticate,
+        needs=RouteNeeds(app.router.routes, required),
+        form_prefix=CONSOLE,
+        form_limit=MAX_FORM,
+    )
     app.add_middleware(Timing, metrics=metrics)
 
     def admitted(token: Token | None, scope: Scope) -> Caller:
@@ -352,6 +358,7 @@ def create_app(
             who.require(scope, inbox)
             return who
 
+        required[check] = scope
         return check
 
     Writer = Annotated[Caller, Depends(needs(TokenScope.WRITE))]
@@ -440,6 +447,8 @@ def create_app(
         )
         decision = await group.submit(inbox, delivery, Credential(secret, admit))
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
+
+    required[deliver] = TokenScope.WRITE
 
     @app.post(
         "/v1/inboxes/{inbox}/batch",

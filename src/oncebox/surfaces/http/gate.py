@@ -1,0 +1,190 @@
+"""The gate: a request's credential is checked from its head, before any of its body is read.
+
+Without it a body was read in full (up to the 1 MiB bound) before anything looked at the
+token, so idle unauthenticated uploads each held a body in memory. Now a request that
+carries a body (a ``Content-Length`` above 0, or any ``Transfer-Encoding``) must name a
+live token in ``Authorization: Bearer``, one that covers the inbox its path names and has
+the scope its route needs; otherwise it is answered 401 or 403 and its connection closed,
+and none of its body is read (uvicorn's flow control stops reading the socket once 64 KiB
+wait unread, and closing drops those). The console's forms are the one exception: they
+are signed in by a form, so their bodies are bounded to a form's size instead.
+
+The gate only keeps unauthenticated bytes out; it does not admit anything. Every request
+is still authenticated and authorized where it always was (the route's dependencies, the
+group commit turn), so the gate may remember a live token for a moment: a token known to
+be live is not looked up again for ``cache_seconds``, which keeps the gate off the store on
+the hot path. A token revoked meanwhile gets its body read, and is then refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+from fastapi.security.utils import get_authorization_scheme_param
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.engine.tokens import Token
+from oncebox.errors import OnceboxError
+from oncebox.surfaces.http import problems
+
+BODY_LIMIT_KEY = "oncebox.body_limit"  # read by BoundedBody: this request's own bound
+CLOSE = {"Connection": "close"}
+
+
+def bearer_secret(authorization: str | None) -> str | None:
+    """The secret of an ``Authorization: Bearer <secret>`` header (as HTTPBearer reads it)."""
+    scheme, secret = get_authorization_scheme_param(authorization)
+    if not (authorization and scheme and secret) or scheme.lower() != "bearer":
+        return None
+    return secret
+
+
+def has_body(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip(b" 0")):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a route asks of a token, as far as its head tells."""
+
+    scope: TokenScope | None = None
+    inbox: str | None = None
+
+
+class RouteNeeds:
+    """The :class:`Need` of a request, from the route it will reach.
+
+    ``required`` maps a route's endpoint, or a dependency it uses, to the scope it
+    checks: the same callables that do the checking, so there is no second table of
+    rules to keep in step.
+    """
+
+    def __init__(
+        self, routes: list[BaseRoute], required: Mapping[Callable[..., object], TokenScope]
+    ):
+        self.routes = routes
+        self.required = required
+        self._scopes: dict[int, TokenScope | None] = {}
+
+    def __call__(self, scope: Scope) -> Need:
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                params = child.get("path_params", {})
+                inbox = params.get("inbox")
+                return Need(self._scope(route), inbox if isinstance(inbox, str) else None)
+        return Need()
+
+    def _scope(self, route: BaseRoute) -> TokenScope | None:
+        key = id(route)
+        if key not in self._scopes:
+            found = None
+            if isinstance(route, APIRoute):
+                found = self.required.get(route.endpoint) or self._in(route.dependant)
+            self._scopes[key] = found
+        return self._scopes[key]
+
+    def _in(self, dependant: Dependant) -> TokenScope | None:
+        for dependency in dependant.dependencies:
+            if dependency.call is not None and dependency.call in self.required:
+                return self.required[dependency.call]
+            found = self._in(dependency)
+            if found is not None:
+                return found
+        return None
+
+
+class Gate:
+    """ASGI middleware: refuse from the head a body its sender may not send (see module)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        authenticate: Callable[[str], Token | None],
+        needs: Callable[[Scope], Need],
+        form_prefix: str,
+        form_limit: int,
+        cache_seconds: float = 2.0,
+        cache_size: int = 4096,
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.needs = needs
+        self.form_prefix = form_prefix
+        self.form_limit = form_limit
+        self.cache_seconds = cache_seconds
+        self.cache_size = cache_size
+        self._live: dict[str, tuple[float, Token]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path == self.form_prefix or path.startswith(self.form_prefix + "/"):
+            scope[BODY_LIMIT_KEY] = self.form_limit
+            await self.app(scope, receive, send)
+            return
+        refusal = await self._refusal(scope)
+        if refusal is not None:
+            headers = {**refusal.headers, **CLOSE}
+            response = problems.problem_response(
+                refusal.status, refusal.kind, refusal.detail, headers, **refusal.extra
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _refusal(self, scope: Scope) -> problems.ProblemError | None:
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+        secret = bearer_secret(authorization)
+        if secret is None:
+            return unauthorized("send Authorization: Bearer <token>")
+        try:
+            token = await self._token(secret)
+        except OnceboxError as exc:
+            return problems.from_error(exc)
+        if token is None:
+            return unauthorized("unknown or revoked token")
+        need = self.needs(scope)
+        if need.scope is not None and not token.has(need.scope):
+            return problems.ProblemError(
+                403, "forbidden", f"this token lacks the {need.scope} scope"
+            )
+        if need.inbox is not None and not token.covers(need.inbox):
+            return problems.ProblemError(
+                403, "forbidden", f"this token may not use inbox {need.inbox!r}"
+            )
+        return None
+
+    async def _token(self, secret: str) -> Token | None:
+        now = time.monotonic()
+        known = self._live.get(secret)
+        if known is not None and known[0] > now:
+            return known[1]
+        token = await run_in_threadpool(self.authenticate, secret)
+        if token is not None:
+            if len(self._live) >= self.cache_size:
+                self._live.clear()
+            self._live[secret] = (now + self.cache_seconds, token)
+        return token
+
+
+def unauthorized(detail: str) -> problems.ProblemError:
+    return problems.ProblemError(
+        401, "unauthorized", detail, headers={"WWW-Authenticate": "Bearer"}
+    )

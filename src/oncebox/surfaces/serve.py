@@ -1,0 +1,110 @@
+"""``oncebox serve``: the HTTP API (uvicorn), in one process or N worker processes.
+
+The HTTP modules are imported when the command runs, not before: FastAPI and uvicorn cost
+every other command a third of a second to load.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from oncebox.errors import OnceboxError
+from oncebox.surfaces.workers import cpu_count
+
+# The defaults of oncebox.surfaces.http.limits.Limits (a test keeps the two equal).
+HEADER_TIMEOUT = 5.0
+BODY_TIMEOUT = 20.0
+MAX_CONNECTIONS = 1024
+Seconds = click.FloatRange(min=0, min_open=True)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--sign",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    metavar="KEYFILE",
+    help="Ed25519 private key (PEM) to sign checkpoints with.",
+)
+@click.option("--demo", is_flag=True, help="Load demo traffic and print a demo token.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Server processes on the one port, each with its own store connections and "
+    "group commit [default: the number of CPUs].",
+)
+@click.option(
+    "--header-timeout",
+    type=Seconds,
+    default=HEADER_TIMEOUT,
+    show_default=True,
+    help="Seconds a request's head may take to arrive; then 408 and the connection closes.",
+)
+@click.option(
+    "--body-timeout",
+    type=Seconds,
+    default=BODY_TIMEOUT,
+    show_default=True,
+    help="Seconds a request's body may take after its head; then 408 and the connection closes.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections per worker; one more is answered 503 and closed at once.",
+)
+@click.pass_obj
+def serve(
+    obj: Any,
+    host: str,
+    port: int,
+    key_file: str | None,
+    demo: bool,
+    workers: int | None,
+    header_timeout: float,
+    body_timeout: float,
+    max_connections: int,
+) -> None:
+    """Run the HTTP API (uvicorn).
+
+    Example: oncebox serve --port 8080 --workers 2
+    """
+    from oncebox.surfaces.http import create_app, server
+    from oncebox.surfaces.http.limits import Limits
+
+    key = _read(key_file) if key_file else None
+    count = workers or cpu_count()
+    # Opened here first, once: a bad --db or config fails before any worker starts, and
+    # the schema is migrated by one process, not raced by N.
+    box = obj.box
+    if demo:
+        from oncebox.surfaces.demo import load_demo_traffic
+
+        secret = load_demo_traffic(box)
+        click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
+    if count > 1:
+        obj.forget()  # nothing of the store crosses the fork: each worker opens its own
+
+    def ready(bound: int) -> None:
+        base = f"http://{host}:{bound}"
+        plural = "es" if count > 1 else ""
+        click.echo(f"oncebox: serving {base}/v1 (OpenAPI: /openapi.json)", err=True)
+        click.echo(f"oncebox: console: {base}/console; {count} worker process{plural}", err=True)
+
+    limits = Limits(header_timeout, body_timeout, max_connections)
+    server.run_workers(
+        lambda: create_app(obj.box, private_key=key), count, host, port, limits, ready
+    )
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise OnceboxError(f"cannot read {path}: {exc.strerror}") from None
