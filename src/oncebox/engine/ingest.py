@@ -84,6 +84,8 @@ _FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)
 
 def fields_json(decoded: Decoded) -> str:
     fields = decoded.fields
+    if not fields:
+        return "{}"  # opaque codecs (keyed, feed without facts) name no fields
     return _FIELDS_ENCODE(fields if type(fields) is dict else dict(fields))
 
 
