@@ -57,6 +57,7 @@ from typing import Any, Protocol, TextIO
 
 import apsw
 
+import budget
 import oncebox
 import slowdisk
 from oncebox.engine.ingest import prepare
@@ -1271,6 +1272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures["memory"].extend(scaled.pop("memory"))
     launcher.close()
     targets(figures["cases"])
+    # What one delivery writes (bench/budget.py; pinned by tests/test_write_budget.py).
+    figures["budget"] = budget.figures_for()
     figures["meta"] = {
         "apsw": apsw.apsw_version(), "sqlite": apsw.sqlite_lib_version(),
         "python": sys.version.split()[0], "cpus": os.cpu_count(), "codecs": codecs,
@@ -1282,7 +1285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "oncebox": str(Path(oncebox.__file__).parent), "load_average_before": load_before,
         "load_average_after": load_average(), "sync_delay_ms": args.sync_delay_ms,
     }
-    report(sys.stderr if args.json else sys.stdout, figures)
+    out = sys.stderr if args.json else sys.stdout
+    report(out, figures)
+    print("write budget: WAL pages, fsyncs, statements and commits per delivery "
+          "(bench/budget.py, 2,000 stored)", file=out)
+    print(budget.report(figures["budget"]), file=out)
     if args.json:
         print(json.dumps(figures, indent=2))
     return 0
