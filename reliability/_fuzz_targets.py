@@ -59,7 +59,9 @@ JSON_REASONS = frozenset(
         "bad_shape",
     }
 )
-H1_REASONS = frozenset({"bad_format", "bad_checksum", "too_large"})
+H1_REASONS = frozenset(
+    {"bad_format", "bad_checksum", "too_large", "missing_key", "bad_key", "key_mismatch"}
+)
 
 
 class OracleFailure(AssertionError):

@@ -358,7 +358,7 @@ def test_verdict_history_counts_by_hour_on_the_server_clock(
     clock.advance(3600)
     box.ingest("ussd", Delivery(frame(1, 3), key="a-1"))
     box.ingest("ussd", Delivery(frame(1, 9), key="a-1"))
-    box.ingest("ussd", Delivery(frame(2, 9), key="a-3"))
+    box.ingest("ussd", Delivery(frame(2, 9), key="b-2"))
     history = box.verdict_history("ussd", 3)
     hour = int(clock() // 3600) * 3600
     assert [start for start, _ in history] == [hour - 7200, hour - 3600, hour]

@@ -63,7 +63,7 @@ def test_two_consumer_workers_share_a_stream(tmp_path: Path, redis_server: Redis
         headcounts = {}
         deadline = time.monotonic() + 30
         for i in range(FRAMES):  # each sent twice, a little at a time
-            frame_id, text = f"r{i}-1", make_frame(i + 1, f"Site{i % 4}", "MED", i % 9 + 1, 50)
+            frame_id, text = f"r{i}-{i + 1}", make_frame(i + 1, f"Site{i % 4}", "MED", i % 9 + 1, 50)
             headcounts[frame_id] = i % 9 + 1
             for _ in range(2):
                 client.xadd(stream, {"body": text.encode(), "key": frame_id})
@@ -111,7 +111,7 @@ def test_consume_workers_once_drains_and_exits(tmp_path: Path, redis_server: Red
     client = redis_server.client()
     for i in range(30):
         text = make_frame(i + 1, "Site1", "WAT", 2, 50)
-        client.xadd(stream, {"body": text.encode(), "key": f"r{i}-1"})
+        client.xadd(stream, {"body": text.encode(), "key": f"r{i}-{i + 1}"})
     client.close()
     proc = _consume(db, redis_server.url, stream, "--workers", "2", "--once")
     out, err = proc.communicate(timeout=60)

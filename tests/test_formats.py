@@ -363,7 +363,7 @@ DEMO_FRAMES = [
 ]
 
 
-def frame(text: str | bytes, key: str | None = "rec1-1") -> Delivery:
+def frame(text: str | bytes, key: str | None = "rec1") -> Delivery:
     body = text.encode() if isinstance(text, str) else text
     return Delivery(body=body, key=key)
 
@@ -432,9 +432,30 @@ def test_malformed_frame_is_bad_format(text: str) -> None:
     assert refusal(USSD, frame(text)) == "bad_format"
 
 
-@pytest.mark.parametrize("key", [None, "", "rec 1", "rec1/1", "x" * 129])
-def test_frame_needs_a_gateway_frame_id(key: str | None) -> None:
-    assert refusal(USSD, frame("H1|1|Kakuma1|MED|3|86|#89", key)) == "bad_format"
+@pytest.mark.parametrize(
+    "key,reason",
+    [(None, "missing_key"), ("", "missing_key"), ("rec 1", "bad_key"), ("rec1/1", "bad_key"),
+     ("x" * 129, "bad_key"), ("rec1-é", "bad_key")],
+)  # fmt: skip
+def test_a_frame_id_that_is_missing_or_outside_its_alphabet_names_the_key(
+    key: str | None, reason: str
+) -> None:
+    assert refusal(USSD, frame("H1|1|Kakuma1|MED|3|86|#89", key)) == reason
+
+
+@pytest.mark.parametrize("key", ["rec1-2", "rec1-01", "site-1-10", "rec1-11"])
+def test_a_frame_id_whose_seq_is_not_the_frames_is_a_key_mismatch(key: str) -> None:
+    assert refusal(USSD, frame("H1|1|Kakuma1|MED|3|86|#89", key)) == "key_mismatch"
+
+
+@pytest.mark.parametrize("key", ["rec1-1", "site-7-1", "rec1", "r.1:a_b"])
+def test_a_frame_id_with_the_frames_seq_or_none_is_taken(key: str) -> None:
+    assert USSD.decode(frame("H1|1|Kakuma1|MED|3|86|#89", key)).key == key
+
+
+def test_a_corrupted_frame_is_refused_for_its_trailer_before_its_key() -> None:
+    bad = "H1|1|Kakuma1|MED|3|86|#00"
+    assert refusal(USSD, frame(bad, "rec1-2")) == "bad_checksum"
 
 
 def test_format_is_checked_before_the_trailer() -> None:
@@ -460,8 +481,8 @@ def test_frame_identity_is_the_frame_id_and_witness_the_exact_bytes() -> None:
     first = identify(USSD, USSD.decode(frame("H1|1|Kakuma1|MED|3|86|#89", "rec1-1")))
     again = identify(USSD, USSD.decode(frame("H1|1|Kakuma1|MED|3|86|#89", "rec1-1")))
     changed = identify(USSD, USSD.decode(frame(make_frame(1, "Kakuma1", "MED", 9, 86), "rec1-1")))
-    upper = identify(USSD, USSD.decode(frame("H1|3|Kakuma1|WAT|12|69|#1A", "rec1-1")))
-    lower = identify(USSD, USSD.decode(frame("H1|3|Kakuma1|WAT|12|69|#1a", "rec1-1")))
+    upper = identify(USSD, USSD.decode(frame("H1|3|Kakuma1|WAT|12|69|#1A", "rec1-3")))
+    lower = identify(USSD, USSD.decode(frame("H1|3|Kakuma1|WAT|12|69|#1a", "rec1-3")))
     assert first == again
     assert first.identity == changed.identity == "rec1-1"
     assert first.witness == sha256_hex(b"H1|1|Kakuma1|MED|3|86|#89")
@@ -502,7 +523,7 @@ def test_feed_row_over_the_bound_is_too_large() -> None:
 def test_key_mode_without_a_key_is_refused() -> None:
     with pytest.raises(Invalid) as refused:
         identify(USSD, Decoded(content=b"H1|1|Kakuma1|MED|3|86|#89", key=None))
-    assert refused.value.reason == "missing_identity"
+    assert refused.value.reason == "missing_key"
 
 
 def test_identity_digest_is_sha256_of_the_identity() -> None:

@@ -181,7 +181,7 @@ def test_an_apply_step_failure_fails_only_its_own_request(
                     lambda i: http.post(
                         "/v1/inboxes/ussd/deliveries",
                         content=bodies[i],
-                        headers={"Oncebox-Key": f"k-{i}"},
+                        headers={"Oncebox-Key": f"k-{i + 1}"},
                     ),
                     range(8),
                 )
@@ -199,7 +199,7 @@ def test_batches_as_ndjson_and_json_arrays(
     serve: Callable[..., Served], shared_box: Oncebox
 ) -> None:
     served = serve(shared_box, batch_limit=5)
-    lines = [json.dumps({"frame_id": f"{rec}-1", "frame": text}) for rec, text in SESSION]
+    lines = [json.dumps({"frame_id": rec, "frame": text}) for rec, text in SESSION]
     with served.client() as http:
         ndjson = "\n".join([*lines, lines[0], "H1|garbage", ""]).encode()
         response = http.post(
@@ -437,11 +437,11 @@ def test_group_commit_decides_like_serial_delivery(
     served = serve(shared_box, group_wait=0.02)
     messages: list[tuple[str, bytes]] = []
     for i in range(30):
-        messages.append((f"r{i}-1", frame(i + 1, 3)))
+        messages.append((f"r{i}-{i + 1}", frame(i + 1, 3)))
     for i in range(15):  # duplicates
-        messages.append((f"r{i}-1", frame(i + 1, 3)))
+        messages.append((f"r{i}-{i + 1}", frame(i + 1, 3)))
     for i in range(30, 34):  # duplicates of each other, sent together
-        messages.append((f"r{i}-1", frame(i + 1, 5)))
+        messages.append((f"r{i}-{i + 1}", frame(i + 1, 5)))
     messages.append(("r0-1", frame(1, 99)))  # a conflict
     assert len(messages) == 50
     barrier = threading.Barrier(50)

@@ -252,10 +252,10 @@ def _unusable(key: str) -> bool:
 
 @PROPS
 @given(key=st.text(max_size=140).filter(_unusable))
-def test_an_h1_frame_without_a_usable_frame_id_is_bad_format(key: str) -> None:
+def test_an_h1_frame_without_a_usable_frame_id_names_the_key(key: str) -> None:
     with pytest.raises(Invalid) as refused:
         USSD.decode(Delivery(body=make_frame(1, "S", "MED", 3, 86).encode(), key=key))
-    assert refused.value.reason == "bad_format"
+    assert refused.value.reason == ("bad_key" if key else "missing_key")
 
 
 @PROPS

@@ -48,7 +48,7 @@ def _all_listening(served: Served, workers: set[int]) -> None:
 def test_two_workers_decide_each_identity_once(shared_url: str) -> None:
     secret = create_token(shared_url)
     frames = [
-        (f"r{i}-1", make_frame(i + 1, f"Site{i % 7}", "MED", i % 5 + 1, 50).encode())
+        (f"r{i}-{i + 1}", make_frame(i + 1, f"Site{i % 7}", "MED", i % 5 + 1, 50).encode())
         for i in range(IDENTITIES)
     ]
     # The copies of one identity side by side: 16 clients send them at the same moment,

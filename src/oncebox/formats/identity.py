@@ -39,5 +39,5 @@ def identify(codec: Codec, decoded: Decoded) -> Identity:
     witness_hex = witness.hex()
     identity = witness_hex if codec.identity == "content" else decoded.key
     if not identity:
-        raise Invalid("missing_identity", f"codec {codec.name} gave no identity key")
+        raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
     return Identity(identity, witness_hex, _sha256(identity.encode("utf-8")), witness)
