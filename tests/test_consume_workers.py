@@ -63,7 +63,8 @@ def test_two_consumer_workers_share_a_stream(tmp_path: Path, redis_server: Redis
         headcounts = {}
         deadline = time.monotonic() + 30
         for i in range(FRAMES):  # each sent twice, a little at a time
-            frame_id, text = f"r{i}-{i + 1}", make_frame(i + 1, f"Site{i % 4}", "MED", i % 9 + 1, 50)
+            frame_id = f"r{i}-{i + 1}"
+            text = make_frame(i + 1, f"Site{i % 4}", "MED", i % 9 + 1, 50)
             headcounts[frame_id] = i % 9 + 1
             for _ in range(2):
                 client.xadd(stream, {"body": text.encode(), "key": frame_id})
