@@ -56,7 +56,7 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         invalid = Invalid("too_large", f"{len(delivery.body)} bytes exceeds {codec.max_bytes}")
         return Prepared(delivery, invalid=invalid)
     if isinstance(delivery, Unreadable):  # its transport adapter could not read it
-        return Prepared(delivery, invalid=Invalid("bad_format", delivery.detail))
+        return Prepared(delivery, invalid=Invalid(delivery.reason, delivery.detail))
     try:
         decoded = codec.decode(delivery)
         identity = identify(codec, decoded)

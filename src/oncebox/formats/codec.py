@@ -39,9 +39,11 @@ class Unreadable(Delivery):
     """A transport message its adapter could not take apart (a line nested past any
     bound, a key the store cannot hold as text). Dead-lettered as it arrived, whatever
     the inbox's codec, so that one hostile line cannot fail the batch it came in: the
-    ``body`` is the raw message, ``detail`` says why it could not be read."""
+    ``body`` is the raw message, ``detail`` says why it could not be read, ``reason`` is
+    the dead letter's reason (``bad_envelope`` when the transport's own facts are bad)."""
 
     detail: str = ""
+    reason: str = "bad_format"
 
 
 class Decoded(NamedTuple):

@@ -35,6 +35,7 @@ import json
 import logging
 import re
 import signal
+import socket
 import threading
 import time
 from collections import Counter
@@ -47,7 +48,6 @@ import click
 from oncebox.engine import crashpoints
 from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import Decision
-from oncebox.engine.reconciler import default_worker_name
 from oncebox.errors import ApplyError, OnceboxError, StorageError
 from oncebox.formats import Delivery, Unreadable
 from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
@@ -113,8 +113,14 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
     facts = _facts(fields)
     if body is None or facts is None:
         raw = b"\n".join(name + b"=" + value for name, value in sorted(fields.items()))
-        detail = "the entry has neither a body nor a line field, or a fact it cannot read"
-        return Unreadable(body=raw, delivery_id=entry_id, detail=detail)
+        if body is None:
+            detail = "the entry has neither a body nor a line field"
+            return Unreadable(body=raw, delivery_id=entry_id, detail=detail)
+        # A fact the store cannot take (a lease token that is no integer, text that is
+        # not UTF-8): dead-lettered, so it is acked instead of fenced out and decided
+        # again every idle period for ever.
+        detail = "a transport fact is malformed (lease_token an integer, facts UTF-8 text)"
+        return Unreadable(body=raw, delivery_id=entry_id, detail=detail, reason="bad_envelope")
     token = facts.pop("lease_token", None)
     facts.setdefault("delivery_id", entry_id)
     return Delivery(body=body, lease_token=int(token) if token is not None else None, **facts)
@@ -237,6 +243,18 @@ class StreamConsumer:
                 self._group_ready = False
         return total
 
+    def leave(self) -> bool:
+        """Leave the group if this consumer holds no pending entry, so that restarts do
+        not pile up names in it; True if it left. (XGROUP DELCONSUMER would drop the
+        consumer's pending entries with it, so one that holds any stays.)"""
+        mine: Any = self.redis.xpending_range(
+            self.stream, self.group, min="-", max="+", count=1, consumername=self.consumer
+        )
+        if mine:
+            return False
+        self.redis.xgroup_delconsumer(self.stream, self.group, self.consumer)
+        return True
+
     def pending(self) -> int:
         """How many entries the whole group has read but not acknowledged."""
         info: Any = self.redis.xpending(self.stream, self.group)
@@ -356,7 +374,11 @@ def _text(value: bytes | str) -> str:
 @click.option("--stream", required=True, help="The stream key to read.")
 @click.option("--group", required=True, help="Consumer group (created if missing).")
 @click.option("--inbox", required=True, help="The inbox that decides each entry.")
-@click.option("--consumer", help="This consumer's name in the group [default: host:pid:random].")
+@click.option(
+    "--consumer",
+    help="This consumer's name in the group [default: HOST-1, or HOST-1 ... HOST-N with "
+    "--workers]; stable, so a restart takes its pending entries back.",
+)
 @click.option(
     "--batch",
     default=100,
@@ -413,7 +435,9 @@ def consume(
     """
     import redis
 
-    name = consumer or default_worker_name()
+    # Stable per host and process slot (HOST-1 ... HOST-N), so that a restarted consumer
+    # takes its old name, and its pending entries, back instead of adding a name.
+    name = consumer or socket.gethostname()
 
     def run(consumer: str) -> dict[str, Any]:
         reader = StreamConsumer(
@@ -435,13 +459,15 @@ def consume(
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(signum, lambda *_: stop.set())
                 summary = reader.run(stop)
-            return {"consumer": consumer, **summary.to_dict(), "group_pending": reader.pending()}
+            pending = reader.pending()
+            reader.leave()
+            return {"consumer": consumer, **summary.to_dict(), "group_pending": pending}
         finally:
             reader.close()
 
     try:
         if workers == 1:
-            one = run(name)
+            one = run(consumer or f"{name}-1")
             result = {"stream": stream, "group": group, "consumer": one.pop("consumer")}
             result.update(inbox=inbox, **one)
         else:
