@@ -32,3 +32,13 @@ def test_a_delivery_without_a_key_is_dead_lettered_as_missing_key(make_box: BoxF
     assert letter.reason == "missing_key" and letter.head == b"payload"
     # The refusal left no dedup state: the keyed resend is accepted.
     assert str(box.ingest("hooks", Delivery(b"payload", key="k")).verdict) == "accepted"
+
+
+def test_transport_facts_are_recorded_exactly_as_given_and_never_read(
+    make_box: BoxFactory,
+) -> None:
+    box = make_box(KEYED)
+    box.ingest("hooks", Delivery(b"x", key="k1", device_time="yesterday", delivery_id=" d 1 "))
+    record = box.record("hooks", "k1")
+    assert record is not None
+    assert (record.device_time, record.delivery_id) == ("yesterday", " d 1 ")
