@@ -27,4 +27,5 @@ fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
+bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo and an ingest
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Build the wheel, install it into a fresh virtual environment (not the editable .venv),
+# and run the demo and one ingest from it: a file the package needs but does not ship
+# (its SQL, py.typed, the console's static files) fails here instead of for a user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$(mktemp -d /tmp/oncebox-wheel-XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+.venv/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$work/dist" .
+python3 -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "$work"/dist/oncebox-*.whl 2> >(grep -v "^WARNING: Location" >&2)
+cd "$work"  # nothing of the checkout on the path
+"$work/venv/bin/oncebox" demo >/dev/null
+frame='{"frame_id": "rec1-1", "frame": "H1|1|Kakuma1|MED|3|86|#89"}'
+out="$(printf '%s\n%s\n' "$frame" "$frame" | "$work/venv/bin/oncebox" --db "sqlite:///$work/w.db" ingest ussd -)"
+echo "$out" | grep -q '"verdict": *"accepted"' || { echo "wheel-check: no accepted decision: $out" >&2; exit 1; }
+echo "$out" | grep -q '"verdict": *"duplicate"' || { echo "wheel-check: no duplicate decision: $out" >&2; exit 1; }
+"$work/venv/bin/python" -c 'import oncebox, importlib.resources as r; assert (r.files("oncebox") / "py.typed").is_file()'
+echo "wheel-check: the installed wheel ran the demo and decided an ingest"
