@@ -94,7 +94,7 @@ def alert(decisions: list[Decision]) -> None:
     for d in decisions:
         if d.first_quarantine:
             logger.warning(
-                "oncebox conflict: inbox=%s identity=%s record=%s quarantine=%s",
+                "conflict quarantined: inbox=%s identity=%s record=%s quarantine=%s",
                 d.inbox,
                 d.identity,
                 d.record_id,

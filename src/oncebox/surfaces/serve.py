@@ -87,6 +87,10 @@ def serve(
         from oncebox.surfaces.demo import load_demo_traffic
 
         secret = load_demo_traffic(box)
+        click.echo(
+            "oncebox: demo traffic loaded (a USSD session, a retransmission and a conflict "
+            "made on purpose, open in the console's quarantine)", err=True
+        )
         click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
     if count > 1:
         obj.forget()  # nothing of the store crosses the fork: each worker opens its own
