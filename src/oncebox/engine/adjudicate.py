@@ -23,7 +23,13 @@ class Resolution(StrEnum):
 
 
 def resolve(
-    tx: Tx, inbox: ActiveInbox, row: QuarantineRow, action: Resolution, note: str, now: float
+    tx: Tx,
+    inbox: ActiveInbox,
+    row: QuarantineRow,
+    action: Resolution,
+    note: str,
+    now: float,
+    actor: str | None = None,
 ) -> QuarantineRow:
     """Resolve a quarantine row that ``tx`` read with ``lock=True``.
 
@@ -37,7 +43,7 @@ def resolve(
         raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
     tx.lock_identities(inbox.row.id, [row.ident])
     if action is Resolution.KEEP:
-        tx.close_quarantine(row.id, "kept", note, now)
+        tx.close_quarantine(row.id, "kept", note, now, actor)
     else:
         stored = tx.find_records(inbox.row.id, [row.ident]).get(row.ident)
         record = tx.get_record(stored.id) if stored is not None else None
@@ -63,7 +69,7 @@ def resolve(
                 raise ApplyError(
                     f"inbox {inbox.name}: apply step failed on accepting quarantine {row.id}: {exc}"
                 ) from exc
-        tx.close_quarantine(row.id, "accepted", note, now)
+        tx.close_quarantine(row.id, "accepted", note, now, actor)
     log.event(
         tx,
         "resolve",
@@ -72,6 +78,7 @@ def resolve(
             "quarantine": row.id,
             "action": str(action),
             "note": note,
+            "actor": actor,
             "witness": row.witness.hex(),
         },
     )

@@ -9,13 +9,14 @@ from typing import Any
 from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
-from oncebox.engine.decide import decide_batch
+from oncebox.engine.decide import Decided, decide_batch
 from oncebox.engine.decision import Decision
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
+from oncebox.engine.replay import replay_state, replay_verdict, replayable
 from oncebox.engine.views import Quarantined, view
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
@@ -217,9 +218,12 @@ class Oncebox(Reads):
         return sealing.recover(self.store, grace)
 
     # -- operators ---------------------------------------------------------------------
-    def resolve(self, quarantine_id: int, action: str, note: str) -> Quarantined:
+    def resolve(
+        self, quarantine_id: int, action: str, note: str, actor: str | None = None
+    ) -> Quarantined:
         """``keep`` the original (closing the row with a note) or ``accept`` the newcomer
-        as the record's next revision, its effects moved by the difference."""
+        as the record's next revision, its effects moved by the difference. ``actor``
+        (who resolved: an API token's name) is kept on the row and in the log."""
         try:
             chosen = Resolution(action)
         except ValueError:
@@ -229,10 +233,34 @@ class Oncebox(Reads):
             row = tx.get_quarantine(quarantine_id, lock=True)
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
-            closed = resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now())
+            closed = resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now(), actor)
             return view(Quarantined, closed)
 
         return self.write(decide)
+
+    def replay(
+        self, letter_id: int, actor: str | None = None, lease_token: int | None = None
+    ) -> Decision:
+        """Deliver a dead letter again, after a sender or configuration fix: decided now,
+        like any delivery (a second refusal is a new dead letter), with the actor and the
+        original dead letter's id in the log. Only a dead letter stored whole can be;
+        ``lease_token`` is for a fenced inbox's (dead letters keep no token)."""
+
+        def decide(tx: Tx) -> Decided:
+            letter = tx.get_dead_letter(letter_id)
+            if letter is None:
+                raise NotFound(f"no dead letter {letter_id}")
+            active = self._by_id(letter.inbox_id)
+            delivery = replace(replayable(letter), lease_token=lease_token)
+            decided = decide_batch(tx, active, [prepare(active.codec, delivery)], seal=False)
+            outcome = decided.decisions()[0]
+            tx.mark_replayed(letter_id, tx.now(), actor, replay_verdict(outcome))
+            log.event(tx, "replay", replay_state(letter, outcome, actor))
+            return decided
+
+        decisions = self.write(decide).decisions()
+        alert(decisions)
+        return decisions[0]
 
     def evict(self, inbox: str | None = None) -> list[retention.Eviction]:
         """Evict by age on the server clock: no caller's clock decides what is old."""

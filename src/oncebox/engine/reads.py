@@ -26,7 +26,7 @@ from oncebox.engine.views import (
     view,
     views,
 )
-from oncebox.store.base import Store
+from oncebox.store.base import DeadLetterFilter, Store
 
 
 class Reads(ABC):
@@ -68,10 +68,25 @@ class Reads(ABC):
         with self.store.reading() as tx:
             return views(Quarantined, tx.list_quarantine(inbox_id, status, limit))
 
-    def dead_letters(self, inbox: str | None = None, limit: int = 1000) -> list[DeadLetter]:
+    def dead_letters(
+        self,
+        inbox: str | None = None,
+        limit: int = 1000,
+        *,
+        reason: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        search: bytes | str | None = None,
+        after: int = 0,
+    ) -> list[DeadLetter]:
+        """Dead letters in id order, filtered by inbox, reason, time received (server
+        clock, ``since <= t < until``) and bytes their kept head contains, the page
+        after id ``after``."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
+        needle = search.encode("utf-8") if isinstance(search, str) else search
+        filters = DeadLetterFilter(reason, since, until, needle or None, after)
         with self.store.reading() as tx:
-            return views(DeadLetter, tx.list_dead_letters(inbox_id, limit))
+            return views(DeadLetter, tx.list_dead_letters(inbox_id, limit, filters))
 
     def record(self, inbox: str, identity: str) -> Record | None:
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
@@ -139,15 +154,33 @@ class Reads(ABC):
         return [(hour * 3600, counts) for hour, counts in by_hour.items()]
 
     def triage(self, inbox: str) -> dict[str, Any]:
-        """The headcount ledger: totals per site and need, and the priority ranking."""
+        """The headcount ledger: totals per site and need, and the priority ranking; and
+        beside each total what counting every arrival would have given (seed 003: a
+        retransmitted session counted twice is 46, not 23), so that what dedup
+        suppressed is in plain sight."""
         active = self.inbox(inbox)
         with self.store.reading() as tx:
             totals = tx.ledger_totals(active.row.id)
             ranking = tx.ledger_ranking(active.row.id)
+            every = {(s, n): (h, a) for s, n, h, a in tx.ledger_arrivals(active.row.id)}
+        headcount = sum(h for _, _, h, _ in totals)
+        counted = sum(every.get((s, n), (h, c))[0] for s, n, h, c in totals)
         return {
-            "headcount": sum(h for _, _, h, _ in totals),
+            "headcount": headcount,
             "cases": sum(c for _, _, _, c in totals),
-            "totals": [{"site": s, "need": n, "headcount": h, "cases": c} for s, n, h, c in totals],
+            "every_arrival_headcount": counted,
+            "suppressed_headcount": counted - headcount,
+            "totals": [
+                {
+                    "site": s,
+                    "need": n,
+                    "headcount": h,
+                    "cases": c,
+                    "every_arrival_headcount": every.get((s, n), (h, c))[0],
+                    "arrivals": every.get((s, n), (h, c))[1],
+                }
+                for s, n, h, c in totals
+            ],
             "ranking": [
                 {
                     "record_id": r.record_id,

@@ -321,13 +321,14 @@ class Reconciler:
         with self.store.reading() as tx:
             return views(WorkItem, [row for row in tx.work_keys(self.inbox_id) if row.in_review])
 
-    def retry(self, key: tuple[str, str, str]) -> None:
-        """Send a key back from review: its failure count starts again."""
+    def retry(self, key: tuple[str, str, str], actor: str | None = None) -> None:
+        """Send a key back from review: its failure count starts again. ``actor`` (who
+        sent it: an API token's name) is recorded in the log."""
 
         def send_back(tx: Tx) -> None:
             if not tx.retry_work(self.inbox_id, (key[0], key[1], key[2])):
                 raise InvalidOperation(f"work key {list(key)} is not in review")
-            log.event(tx, "retry", {"inbox": self.inbox, "key": list(key)})
+            log.event(tx, "retry", {"inbox": self.inbox, "key": list(key), "actor": actor})
 
         self.box.write(send_back)
 

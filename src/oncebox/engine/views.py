@@ -80,6 +80,7 @@ class Quarantined:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    resolved_by: str | None = None  # the actor: an API token's name
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,9 @@ class DeadLetter:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    replayed_at: float | None = None
+    replayed_by: str | None = None
+    replay_verdict: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from oncebox.store.rows import (
@@ -41,6 +42,19 @@ from oncebox.store.rows import (
 )
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """Which dead letters to list: each unset filter lets any through. ``since`` and
+    ``until`` are server-clock seconds; ``search`` is bytes the stored head contains;
+    ``after`` is the last id of the page before."""
+
+    reason: str | None = None
+    since: float | None = None
+    until: float | None = None
+    search: bytes | None = None
+    after: int = 0
 WorkKey = tuple[str, str, str]
 
 
@@ -102,8 +116,10 @@ class Rejects(Protocol):
 
     def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None: ...
 
-    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> bool:
-        """Close an open row; False if it was not open any more."""
+    def close_quarantine(
+        self, quarantine_id: int, status: str, note: str, now: float, by: str | None = None
+    ) -> bool:
+        """Close an open row, naming who did; False if it was not open any more."""
         ...
 
     def list_quarantine(
@@ -114,7 +130,15 @@ class Rejects(Protocol):
         """Keep each letter; their ids, in order."""
         ...
 
-    def list_dead_letters(self, inbox_id: int | None, limit: int) -> list[DeadLetterRow]: ...
+    def list_dead_letters(
+        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None
+    ) -> list[DeadLetterRow]: ...
+
+    def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
+        """A dead letter, held against a second replay until this transaction ends."""
+        ...
+
+    def mark_replayed(self, letter_id: int, now: float, by: str | None, verdict: str) -> None: ...
 
 
 class Leases(Protocol):
@@ -247,6 +271,11 @@ class Ledger(Protocol):
         ...
 
     def ledger_ranking(self, inbox_id: int) -> list[LedgerRow]: ...
+
+    def ledger_arrivals(self, inbox_id: int) -> list[tuple[str, str, int, int]]:
+        """(site, need, headcount, arrivals) per bucket had every arrival been counted:
+        each record's headcount as often as it arrived (duplicates included)."""
+        ...
 
 
 class Retention(Protocol):
@@ -393,6 +422,7 @@ class Store(Protocol):
 
 __all__ = [
     "Arrival",
+    "DeadLetterFilter",
     "DeadLetterRow",
     "Evicted",
     "EvictionRow",

@@ -128,6 +128,7 @@ class QuarantineRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    resolved_by: str | None = None  # the actor: an API token's name
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,9 @@ class DeadLetterRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    replayed_at: float | None = None
+    replayed_by: str | None = None
+    replay_verdict: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from oncebox.store.base import DeadLetterFilter
 from oncebox.store.rows import DeadLetterRow, Letter, Newcomer, QuarantineRow
 from oncebox.store.sqltx.base import SqlBase
 
@@ -32,8 +33,10 @@ class RejectsSql(SqlBase):
         name = "get_quarantine_for_update" if lock else "get_quarantine"
         return self._row(name, (quarantine_id,), QuarantineRow)
 
-    def close_quarantine(self, quarantine_id: int, status: str, note: str, now: float) -> bool:
-        return self._run("close_quarantine", (status, note, now, quarantine_id)) > 0
+    def close_quarantine(
+        self, quarantine_id: int, status: str, note: str, now: float, by: str | None = None
+    ) -> bool:
+        return self._run("close_quarantine", (status, note, now, by, quarantine_id)) > 0
 
     def list_quarantine(
         self, inbox_id: int | None, status: str | None, limit: int
@@ -49,5 +52,16 @@ class RejectsSql(SqlBase):
         ]  # fmt: skip
         return [int(row[0]) for row in self._many_rows("dead_letter", rows)]
 
-    def list_dead_letters(self, inbox_id: int | None, limit: int) -> list[DeadLetterRow]:
-        return self._rows("list_dead_letters", {"inbox": inbox_id, "limit": limit}, DeadLetterRow)
+    def list_dead_letters(
+        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None
+    ) -> list[DeadLetterRow]:
+        f = filters or DeadLetterFilter()
+        params = {"inbox": inbox_id, "limit": limit, "reason": f.reason, "since": f.since,
+                  "until": f.until, "search": f.search, "after": f.after}  # fmt: skip
+        return self._rows("list_dead_letters", params, DeadLetterRow)
+
+    def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
+        return self._row("get_dead_letter", (letter_id,), DeadLetterRow)
+
+    def mark_replayed(self, letter_id: int, now: float, by: str | None, verdict: str) -> None:
+        self._run("mark_replayed", (now, by, verdict, letter_id))

@@ -96,5 +96,9 @@ class LedgerSql(SqlBase):
     def ledger_totals(self, inbox_id: int) -> list[tuple[str, str, int, int]]:
         return [(s, n, int(h), int(c)) for s, n, h, c in self._all("ledger_totals", (inbox_id,))]
 
+    def ledger_arrivals(self, inbox_id: int) -> list[tuple[str, str, int, int]]:
+        rows = self._all("ledger_arrivals", (inbox_id,))
+        return [(s, n, int(h), int(c)) for s, n, h, c in rows]
+
     def ledger_ranking(self, inbox_id: int) -> list[LedgerRow]:
         return self._rows("ledger_ranking", (inbox_id,), LedgerRow)

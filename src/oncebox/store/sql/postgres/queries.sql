@@ -90,24 +90,24 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine WHERE id = %s;
 
 -- name: get_quarantine_for_update
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: close_quarantine
-UPDATE quarantine SET status = %s, note = %s, resolved_at = %s
+UPDATE quarantine SET status = %s, note = %s, resolved_at = %s, resolved_by = %s
 WHERE id = %s AND status = 'open';
 
 -- name: list_quarantine
 -- Named parameters: inbox, status, limit.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine
 WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND (%(status)s::text IS NULL OR status = %(status)s)
@@ -120,11 +120,26 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
 -- name: list_dead_letters
--- Named parameters: inbox, limit.
+-- Named parameters, every filter optional (NULL: any); after: the last id of the page
+-- before (paging by id).
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id
-FROM dead_letters WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
+       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+FROM dead_letters
+WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
+  AND (%(reason)s::text IS NULL OR reason = %(reason)s)
+  AND (%(since)s::float8 IS NULL OR received_at >= %(since)s)
+  AND (%(until)s::float8 IS NULL OR received_at < %(until)s)
+  AND (%(search)s::bytea IS NULL OR position(%(search)s::bytea IN head) > 0)
+  AND id > %(after)s
 ORDER BY id LIMIT %(limit)s;
+
+-- name: get_dead_letter
+SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
+       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+FROM dead_letters WHERE id = %s FOR UPDATE;
+
+-- name: mark_replayed
+UPDATE dead_letters SET replayed_at = %s, replayed_by = %s, replay_verdict = %s WHERE id = %s;
 
 -- name: bump_generations
 -- columnar; one row per key (the store sums a batch's bumps), in key order.
@@ -256,6 +271,14 @@ SET headcount = triage_totals.headcount + excluded.headcount,
 -- name: ledger_totals
 SELECT site, need, headcount, cases FROM triage_totals
 WHERE inbox_id = %s AND cases > 0 ORDER BY site, need;
+
+-- name: ledger_arrivals
+-- Per site and need: what counting every arrival would give (each record's headcount
+-- times the times it arrived); a record retention dropped counts once.
+SELECT l.site, l.need, sum(l.headcount * coalesce(r.seen_count, 1)),
+       sum(coalesce(r.seen_count, 1))
+FROM triage_ledger l LEFT JOIN records r ON r.id = l.record_id
+WHERE l.inbox_id = %s GROUP BY l.site, l.need ORDER BY l.site, l.need;
 
 -- name: ledger_ranking
 SELECT record_id, site, need, headcount, pri FROM triage_ledger

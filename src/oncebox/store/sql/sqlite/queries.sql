@@ -76,24 +76,25 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine WHERE id = ?;
 
 -- name: get_quarantine_for_update
 -- BEGIN IMMEDIATE already holds the database's one write lock.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine WHERE id = ?;
 
 
 -- name: close_quarantine
-UPDATE quarantine SET status = ?, note = ?, resolved_at = ? WHERE id = ? AND status = 'open';
+UPDATE quarantine SET status = ?, note = ?, resolved_at = ?, resolved_by = ?
+WHERE id = ? AND status = 'open';
 
 -- name: list_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id
+       delivery_id, resolved_by
 FROM quarantine
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:status IS NULL OR status = :status)
 ORDER BY id LIMIT :limit;
@@ -105,9 +106,23 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id;
 
 -- name: list_dead_letters
+-- Every filter optional (NULL: any); after: the last id of the page before (paging by id).
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id
-FROM dead_letters WHERE (:inbox IS NULL OR inbox_id = :inbox) ORDER BY id LIMIT :limit;
+       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+FROM dead_letters
+WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
+  AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
+  AND (:search IS NULL OR instr(head, CAST(:search AS BLOB)) > 0)
+  AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- name: get_dead_letter
+SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
+       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+FROM dead_letters WHERE id = ?;
+
+-- name: mark_replayed
+UPDATE dead_letters SET replayed_at = ?, replayed_by = ?, replay_verdict = ? WHERE id = ?;
 
 -- name: bump_generations
 -- One row per key (the store sums a batch's bumps), in key order.
@@ -229,6 +244,14 @@ SET headcount = headcount + excluded.headcount, cases = cases + excluded.cases;
 -- name: ledger_totals
 SELECT site, need, headcount, cases FROM triage_totals
 WHERE inbox_id = ? AND cases > 0 ORDER BY site, need;
+
+-- name: ledger_arrivals
+-- Per site and need: what counting every arrival would give (each record's headcount
+-- times the times it arrived); a record retention dropped counts once.
+SELECT l.site, l.need, sum(l.headcount * coalesce(r.seen_count, 1)),
+       sum(coalesce(r.seen_count, 1))
+FROM triage_ledger l LEFT JOIN records r ON r.id = l.record_id
+WHERE l.inbox_id = ? GROUP BY l.site, l.need ORDER BY l.site, l.need;
 
 -- name: ledger_ranking
 SELECT record_id, site, need, headcount, pri FROM triage_ledger

@@ -1,0 +1,53 @@
+"""Replaying a dead letter: the delivery it kept, and what the log says of the replay.
+
+A dead letter keeps a bounded head of what arrived (64 KiB), its full length and digest.
+Only one kept whole can be delivered again: replaying a part would decide other bytes
+than the sender sent, under its identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncebox.engine.decision import Decision
+from oncebox.errors import InvalidOperation
+from oncebox.formats import Delivery
+from oncebox.store.base import DeadLetterRow
+
+
+def replayable(letter: DeadLetterRow) -> Delivery:
+    """The delivery a dead letter kept, with its transport facts (not its lease token,
+    which dead letters do not keep)."""
+    head = bytes(letter.head)
+    if letter.length != len(head):
+        raise InvalidOperation(
+            f"dead letter {letter.id} was kept only in part (the first {len(head):,} of "
+            f"{letter.length:,} bytes), so it cannot be replayed: ask its sender to send "
+            f"it again"
+        )
+    return Delivery(
+        body=head,
+        key=letter.key,
+        snapshot_id=letter.snapshot_id,
+        device_time=letter.device_time,
+        delivery_id=letter.delivery_id,
+    )
+
+
+def replay_verdict(decision: Decision) -> str:
+    """``accepted``, or ``rejected:bad_checksum`` and the like: what a row shows."""
+    return f"{decision.verdict}:{decision.reason}" if decision.reason else str(decision.verdict)
+
+
+def replay_state(letter: DeadLetterRow, decision: Decision, actor: str | None) -> dict[str, Any]:
+    """The log entry of a replay: which dead letter, who, and what it became."""
+    return {
+        "inbox": decision.inbox,
+        "dead_letter": letter.id,
+        "actor": actor,
+        "verdict": str(decision.verdict),
+        "reason": decision.reason,
+        "record": decision.record_id,
+        "quarantine": decision.quarantine_id,
+        "new_dead_letter": decision.dead_letter_id,
+    }

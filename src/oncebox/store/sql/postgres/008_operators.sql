@@ -1,0 +1,7 @@
+-- oncebox schema 8 for PostgreSQL: who did what an operator does, and dead-letter replays
+-- (see the SQLite migration 011 for each column).
+ALTER TABLE quarantine ADD COLUMN resolved_by text;
+ALTER TABLE dead_letters ADD COLUMN replayed_at double precision;
+ALTER TABLE dead_letters ADD COLUMN replayed_by text;
+ALTER TABLE dead_letters ADD COLUMN replay_verdict text;
+CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
