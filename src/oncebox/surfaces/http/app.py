@@ -682,7 +682,7 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    mount_console(app, box, private_key=private_key, clock=clock)
+    mount_console(app, box, private_key=private_key)
     return app
 
 

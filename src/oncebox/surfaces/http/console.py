@@ -11,27 +11,24 @@ cannot sign, and letting such a token in would drop the protection its owner ask
 The full log (entries) is shown only to tokens that cover every inbox, since entries
 of one inbox are not another inbox's business; the checkpoint and verify are for all.
 
-The session. The cookie (``HttpOnly``, ``SameSite=Strict``, ``Path=/console``, and
-``Secure`` over https) holds ``issued.nonce.token``: nothing is kept on the server, the
-token is authenticated again on every request (a revoked token is signed out at once),
-and a session ends after :data:`SESSION_SECONDS`. Signing out clears the cookie; the
-token itself stays valid until ``oncebox token revoke``.
+The session is kept on the server (:mod:`oncebox.engine.sessions`): the cookie
+(``HttpOnly``, ``SameSite=Strict``, ``Path=/console``, and ``Secure`` over https) holds
+only a random session id, never a credential. The store keeps the session with its
+token and its expiry (:data:`SESSION_SECONDS` on the server clock); signing out ends it
+for every copy of the cookie, and revoking the token ends all of its sessions at once.
 
 CSRF. Every form that changes something (resolve, retry, verify, sign-out) carries a
-token: HMAC-SHA256 keyed by the API token of ``issued.nonce``, so it is tied to this one
-sign-in and cannot be computed without the secret. A POST without it, or with another
+token: HMAC-SHA256 keyed by the session's secret id, so it is tied to this one sign-in
+and cannot be computed without the cookie. A POST without it, or with another
 session's, is refused with 403 before anything runs. The sign-in form itself carries a
 random value that must match a short-lived ``SameSite=Strict`` cookie (login CSRF).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -41,7 +38,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from oncebox.engine.box import Oncebox
-from oncebox.engine.tokens import Scope, Token
+from oncebox.engine.sessions import SESSION_SECONDS, Session, Sessions
+from oncebox.engine.sessions import refusal as sign_in_refusal
+from oncebox.engine.tokens import Scope
 from oncebox.engine.views import Quarantined, Record, WorkItem, fields_of
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.views import iso
@@ -49,7 +48,6 @@ from oncebox.surfaces.views import iso
 BASE = "/console"
 COOKIE = "oncebox_console"
 SIGNIN_COOKIE = "oncebox_console_signin"
-SESSION_SECONDS = 8 * 3600
 HOURS = 24
 VERDICTS = ("accepted", "duplicate", "conflict", "rejected")
 MAX_FORM = 16_384
@@ -68,27 +66,9 @@ def _e(value: object) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
-@dataclass(frozen=True)
-class Session:
-    token: Token
-    csrf: str
-
-    def hidden(self) -> str:
-        return f'<input type="hidden" name="csrf" value="{_e(self.csrf)}">'
-
-
-def _csrf(secret: str, issued: str, nonce: str) -> str:
-    message = f"oncebox-console|{issued}|{nonce}".encode()
-    return hmac.new(secret.encode("utf-8", "replace"), message, hashlib.sha256).hexdigest()
-
-
-def _usable(token: Token) -> str | None:
-    """Why this token may not sign in to the console, or None."""
-    if not token.has(Scope.OPERATOR):
-        return "this token lacks the operator scope the console needs"
-    if token.signs:
-        return "this token signs its requests (HMAC); a browser cannot, use an unsigned one"
-    return None
+def _hidden(who: Session) -> str:
+    """The CSRF field of a form that changes something."""
+    return f'<input type="hidden" name="csrf" value="{_e(who.csrf)}">'
 
 
 def _content(data: bytes | None) -> str:
@@ -118,7 +98,7 @@ def _page(
         )
         nav = (
             f"<nav>{items}</nav>"
-            f'<form class="signout" method="post" action="{BASE}/signout">{who.hidden()}'
+            f'<form class="signout" method="post" action="{BASE}/signout">{_hidden(who)}'
             f"<span>signed in as <b>{_e(who.token.name)}</b></span> "
             f'<button type="submit">Sign out</button></form>'
         )
@@ -276,7 +256,7 @@ def _quarantine_card(
     if who.token.allows(Scope.OPERATOR, inbox):
         form = (
             f'<form class="resolve" method="post" action="{BASE}/quarantine/{row.id}/resolve">'
-            f"{who.hidden()}"
+            f"{_hidden(who)}"
             "<fieldset><legend>Resolve</legend>"
             '<label><input type="radio" name="action" value="keep" checked> keep the original'
             "</label>"
@@ -368,7 +348,7 @@ def _work_row(name: str, row: WorkItem, who: Session, retry: bool) -> list[str]:
         button = ""
         if who.token.allows(Scope.OPERATOR, name):
             button = (
-                f'<form method="post" action="{BASE}/work/retry">{who.hidden()}'
+                f'<form method="post" action="{BASE}/work/retry">{_hidden(who)}'
                 f'<input type="hidden" name="inbox" value="{_e(name)}">'
                 f'<input type="hidden" name="seller_id" value="{_e(row.seller_id)}">'
                 f'<input type="hidden" name="sku" value="{_e(row.sku)}">'
@@ -421,7 +401,7 @@ def _log(box: Oncebox, who: Session, private_key: bytes | None, verified: str) -
     ]
     dl = "".join(f"<dt>{_e(k)}</dt><dd><code>{_e(v)}</code></dd>" for k, v in facts)
     verify = (
-        f'<form method="post" action="{BASE}/log/verify">{who.hidden()}'
+        f'<form method="post" action="{BASE}/log/verify">{_hidden(who)}'
         '<button type="submit">Verify the log</button></form>'
     )
     if "*" in who.token.inboxes:
@@ -461,10 +441,10 @@ def mount_console(
     box: Oncebox,
     *,
     private_key: bytes | None = None,
-    clock: Callable[[], float] = time.time,
 ) -> None:
     """Add the console's routes to ``app`` (left out of the OpenAPI document)."""
     router = APIRouter(prefix=BASE, include_in_schema=False)
+    sessions = Sessions(box.store, SESSION_SECONDS)
 
     def covered(who: Session) -> list[str]:
         return [a.name for a in box.inboxes if who.token.covers(a.name)]
@@ -478,17 +458,7 @@ def mount_console(
         raw = request.cookies.get(COOKIE)
         if not raw:
             return None
-        parts = raw.split(".", 2)
-        if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 12:
-            return None
-        issued, nonce, secret = parts
-        age = clock() - int(issued)
-        if not -60 <= age <= SESSION_SECONDS:
-            return None
-        token = await run_in_threadpool(box.authenticate, secret)
-        if token is None or _usable(token) is not None:
-            return None
-        return Session(token, _csrf(secret, issued, nonce))
+        return await run_in_threadpool(sessions.find, raw)
 
     async def form(request: Request) -> dict[str, str]:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -565,15 +535,17 @@ def mount_console(
         token = await run_in_threadpool(box.authenticate, secret) if secret else None
         if token is None:
             return signin_page(_notice("Unknown or revoked token.", "bad"), 401)
-        why = _usable(token)
+        why = sign_in_refusal(token)
         if why is not None:
             return signin_page(_notice(f"Refused: {why}.", "bad"), 403)
-        issued = str(int(clock()))
-        nonce = secrets.token_urlsafe(16)
+        previous = request.cookies.get(COOKIE)
+        if previous:  # signing in again replaces the browser's session, not adds one
+            await run_in_threadpool(sessions.end, previous)
+        session_id = await run_in_threadpool(sessions.open, token)
         response = RedirectResponse(BASE, status_code=303, headers=HEADERS)
         response.set_cookie(
             COOKIE,
-            f"{issued}.{nonce}.{secret}",
+            session_id,
             max_age=SESSION_SECONDS,
             path=BASE,
             httponly=True,
@@ -585,9 +557,11 @@ def mount_console(
 
     @router.post("/signout")
     async def signout(request: Request) -> Response:
-        _who, _fields, refusal = await acting(request)
-        if refusal is not None and _who is not None:
+        who, _fields, refusal = await acting(request)
+        if refusal is not None and who is not None:
             return refusal
+        if who is not None:
+            await run_in_threadpool(sessions.end, request.cookies.get(COOKIE, ""))
         return signed_out()
 
     # -- pages ---------------------------------------------------------------------------
