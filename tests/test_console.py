@@ -368,3 +368,14 @@ def test_verdict_history_counts_by_hour_on_the_server_clock(
         {"accepted": 1, "conflict": 1, "duplicate": 1},
     ]
     assert box.verdict_history("listing", 2) == [(hour - 3600, {}), (hour, {})]
+
+
+# -- the stylesheet --------------------------------------------------------------------------
+def test_the_stylesheet_is_a_static_file(served: Served) -> None:
+    with httpx.Client(base_url=served.url) as http:
+        css = http.get("/console/static/console.css")
+        missing = http.get("/console/static/nothing.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert css.headers["x-content-type-options"] == "nosniff"
+    assert "max-age=300" in css.headers["cache-control"] and "--accepted" in css.text
+    assert missing.status_code == 404

@@ -98,7 +98,8 @@ def secret_hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
 
 
-def _token(row: TokenRow) -> Token:
+def from_row(row: TokenRow) -> Token:
+    """The token a stored row describes."""
     return Token(
         row.id,
         row.name,
@@ -152,13 +153,18 @@ def create(
 
 
 def revoke(tx: Tx, name_or_id: str) -> None:
-    if not tx.revoke_token(name_or_id, tx.now()):
+    """Revoke a token; its console sessions end with it (they would fail their lookup,
+    which asks for a live token, anyway: this drops the rows)."""
+    revoked = tx.revoke_token(name_or_id, tx.now())
+    if not revoked:
         raise NotFound(f"no live token named {name_or_id!r}")
+    for token_id in revoked:
+        tx.end_token_sessions(token_id)
     log.event(tx, "token_revoke", {"token": name_or_id})
 
 
 def listing(tx: Tx) -> list[Token]:
-    return [_token(row) for row in tx.list_tokens()]
+    return [from_row(row) for row in tx.list_tokens()]
 
 
 def authenticate(tx: Tx, secret: str) -> Token | None:
@@ -175,7 +181,7 @@ def authenticate(tx: Tx, secret: str) -> Token | None:
         return None
     if row.revoked_at is not None:
         return None
-    return _token(row)
+    return from_row(row)
 
 
 # -- request signing -------------------------------------------------------------------

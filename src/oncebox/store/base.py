@@ -36,6 +36,7 @@ from oncebox.store.rows import (
     RecordRow,
     RevisionRow,
     SealerRow,
+    SessionRow,
     Stored,
     TokenRow,
     WorkKeyRow,
@@ -317,13 +318,32 @@ class Tokens(Protocol):
 
     def list_tokens(self) -> list[TokenRow]: ...
 
-    def revoke_token(self, name_or_id: str, now: float) -> bool:
-        """Revoke the live token with that name (or id); False if there is none."""
+    def revoke_token(self, name_or_id: str, now: float) -> list[int]:
+        """Revoke the live token with that name (or id); the ids revoked (none: there is
+        no such live token)."""
         ...
 
     def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
         """Record a signed request's first use until ``expires_at``; False if it was
         already used and that use has not expired (a replay)."""
+        ...
+
+    def insert_session(self, id_hash: bytes, token_id: int, now: float, expires_at: float) -> None:
+        """Keep a console session (by its id's SHA-256) for the token until ``expires_at``."""
+        ...
+
+    def session_token(self, id_hash: bytes, now: float) -> SessionRow | None:
+        """The session's token, if the session has not expired and the token is live."""
+        ...
+
+    def end_session(self, id_hash: bytes) -> None: ...
+
+    def end_token_sessions(self, token_id: int) -> None:
+        """End every console session of a token."""
+        ...
+
+    def forget_sessions(self, now: float) -> None:
+        """Drop the sessions that expired by ``now``."""
         ...
 
 
@@ -446,6 +466,7 @@ __all__ = [
     "RevisionRow",
     "SealQueue",
     "SealerRow",
+    "SessionRow",
     "Store",
     "Stored",
     "T",

@@ -260,3 +260,10 @@ class TokenRow:
     hmac_key: str | None
     created_at: float
     revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class SessionRow(TokenRow):
+    """A live console session: the token it belongs to, and when it ends."""
+
+    expires_at: float

@@ -1,13 +1,16 @@
-"""Leases and API tokens, in SQL."""
+"""Leases, API tokens and console sessions, in SQL."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeVar
 
-from oncebox.store.rows import LeaseRow, TokenRow
+from oncebox.store.rows import LeaseRow, SessionRow, TokenRow
 from oncebox.store.sqltx.base import SqlBase
+
+R = TypeVar("R", bound=TokenRow)
 
 
 class LeasesSql(SqlBase):
@@ -52,15 +55,31 @@ class TokensSql(SqlBase):
     def list_tokens(self) -> list[TokenRow]:
         return [_bytes_hash(row) for row in self._rows("list_tokens", (), TokenRow)]
 
-    def revoke_token(self, name_or_id: str, now: float) -> bool:
-        return self._run("revoke_token", (now, name_or_id, name_or_id)) > 0
+    def revoke_token(self, name_or_id: str, now: float) -> list[int]:
+        return [int(row[0]) for row in self._all("revoke_token", (now, name_or_id, name_or_id))]
 
     def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
         self._run("forget_signatures", (now,))
         return self._one("claim_signature", (signature, expires_at, now)) is not None
 
+    def insert_session(self, id_hash: bytes, token_id: int, now: float, expires_at: float) -> None:
+        self._run("insert_session", (id_hash, token_id, now, expires_at))
 
-def _bytes_hash(row: TokenRow) -> TokenRow:
+    def session_token(self, id_hash: bytes, now: float) -> SessionRow | None:
+        row = self._row("session_token", (id_hash, now), SessionRow)
+        return _bytes_hash(row) if row else None
+
+    def end_session(self, id_hash: bytes) -> None:
+        self._run("end_session", (id_hash,))
+
+    def end_token_sessions(self, token_id: int) -> None:
+        self._run("end_token_sessions", (token_id,))
+
+    def forget_sessions(self, now: float) -> None:
+        self._run("forget_sessions", (now,))
+
+
+def _bytes_hash(row: R) -> R:
     """The secret's hash as bytes on every backend (drivers hand back memoryview too)."""
     if isinstance(row.secret_hash, bytes):
         return row

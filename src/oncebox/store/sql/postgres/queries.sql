@@ -464,8 +464,10 @@ SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
 FROM api_tokens ORDER BY id;
 
 -- name: revoke_token
+-- The ids of the tokens revoked (none: no live token by that name or id).
 UPDATE api_tokens SET revoked_at = %s
-WHERE revoked_at IS NULL AND (name = %s OR CAST(id AS text) = %s);
+WHERE revoked_at IS NULL AND (name = %s OR CAST(id AS text) = %s)
+RETURNING id;
 
 -- name: forget_signatures
 DELETE FROM seen_signatures WHERE expires_at <= %s;
@@ -476,3 +478,23 @@ INSERT INTO seen_signatures (signature, expires_at) VALUES (%s, %s)
 ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at
 WHERE seen_signatures.expires_at <= %s
 RETURNING signature;
+
+-- name: insert_session
+INSERT INTO console_sessions (id_hash, token_id, created_at, expires_at)
+VALUES (%s, %s, %s, %s);
+
+-- name: session_token
+-- A session that has not expired, with its token, only while the token is live.
+SELECT t.id, t.name, t.secret_hash, t.inboxes, t.scopes, t.hmac_key, t.created_at,
+       t.revoked_at, s.expires_at
+FROM console_sessions s JOIN api_tokens t ON t.id = s.token_id
+WHERE s.id_hash = %s AND s.expires_at > %s AND t.revoked_at IS NULL;
+
+-- name: end_session
+DELETE FROM console_sessions WHERE id_hash = %s;
+
+-- name: end_token_sessions
+DELETE FROM console_sessions WHERE token_id = %s;
+
+-- name: forget_sessions
+DELETE FROM console_sessions WHERE expires_at <= %s;

@@ -409,8 +409,10 @@ SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
 FROM api_tokens ORDER BY id;
 
 -- name: revoke_token
+-- The ids of the tokens revoked (none: no live token by that name or id).
 UPDATE api_tokens SET revoked_at = ?
-WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?);
+WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?)
+RETURNING id;
 
 -- name: forget_signatures
 DELETE FROM seen_signatures WHERE expires_at <= ?;
@@ -421,3 +423,23 @@ INSERT INTO seen_signatures (signature, expires_at) VALUES (?, ?)
 ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at
 WHERE seen_signatures.expires_at <= ?
 RETURNING signature;
+
+-- name: insert_session
+INSERT INTO console_sessions (id_hash, token_id, created_at, expires_at)
+VALUES (?, ?, ?, ?);
+
+-- name: session_token
+-- A session that has not expired, with its token, only while the token is live.
+SELECT t.id, t.name, t.secret_hash, t.inboxes, t.scopes, t.hmac_key, t.created_at,
+       t.revoked_at, s.expires_at
+FROM console_sessions s JOIN api_tokens t ON t.id = s.token_id
+WHERE s.id_hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL;
+
+-- name: end_session
+DELETE FROM console_sessions WHERE id_hash = ?;
+
+-- name: end_token_sessions
+DELETE FROM console_sessions WHERE token_id = ?;
+
+-- name: forget_sessions
+DELETE FROM console_sessions WHERE expires_at <= ?;

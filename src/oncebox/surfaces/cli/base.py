@@ -1,0 +1,92 @@
+"""What every command shares: the ``oncebox`` group, its store, and how it answers.
+
+Each command is a few lines over a library call and prints JSON (:func:`emit`); every rule
+lives in the engine. A failure is one line on stderr and an exit status (:func:`fail`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+import oncebox
+
+DEFAULT_DB = "sqlite:///oncebox.db"
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"oncebox: error: {message}", err=True)
+    sys.exit(code)
+
+
+def emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+class Context:
+    def __init__(self, db: str | None, config: str | None) -> None:
+        self.db = db
+        self.config = config
+        self._box: oncebox.Oncebox | None = None
+
+    @property
+    def box(self) -> oncebox.Oncebox:
+        if self._box is None:
+            config = self.config
+            if config is None and Path("oncebox.toml").exists():
+                config = "oncebox.toml"
+            url = self.db
+            if url is None and config is None:
+                url = DEFAULT_DB
+            self._box = oncebox.open(url, config=config)
+        return self._box
+
+    def forget(self) -> None:
+        """Close the store, if open; the next use opens it again (in a forked worker)."""
+        if self._box is not None:
+            self._box.close()
+            self._box = None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    envvar="ONCEBOX_DB",
+    metavar="URL",
+    help=f"Store URL, e.g. sqlite:///intake.db [env ONCEBOX_DB; default {DEFAULT_DB}]",
+)
+@click.option(
+    "--config",
+    envvar="ONCEBOX_CONFIG",
+    metavar="PATH",
+    help="TOML file declaring inboxes [env ONCEBOX_CONFIG; default ./oncebox.toml "
+    "if present, else the built-in inboxes ussd, listing and feed]",
+)
+@click.version_option(oncebox.__version__, prog_name="oncebox")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
+    """oncebox: exactly-once effects from at-least-once, out-of-order deliveries."""
+    ctx.obj = Context(db, config)
+    ctx.call_on_close(lambda: ctx.obj._box.close() if ctx.obj._box else None)
+
+
+def read_bytes(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror}")
+
+
+def read_json(path: str) -> Any:
+    try:
+        return json.loads(read_bytes(path))
+    except ValueError:
+        fail(f"{path} is not JSON")
+
+
+def inbox_names(box: oncebox.Oncebox) -> dict[int, str]:
+    return {active.row.id: active.name for active in box.inboxes}

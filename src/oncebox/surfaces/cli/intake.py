@@ -1,0 +1,135 @@
+"""Putting deliveries in: ``ingest`` (NDJSON lines), ``lease`` (fencing tokens), and
+``demo`` (the founding scenarios, replayed on a fresh store)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import IO
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
+
+import oncebox
+from oncebox.engine.inboxes import parse_duration
+from oncebox.surfaces.cli.base import Context, cli, emit, fail
+from oncebox.surfaces.lines import delivery_from_line
+
+PROGRESS_FROM_BYTES = 1_000_000
+
+
+def _lines(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
+    if size is None or size < PROGRESS_FROM_BYTES:
+        yield from stream
+        return
+    progress = Progress(
+        TextColumn("ingesting"),
+        BarColumn(),
+        TransferSpeedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("ingest", total=size)
+        for line in stream:
+            progress.advance(task, len(line))
+            yield line
+
+
+@cli.command()
+@click.argument("inbox")
+@click.argument("source", default="-", metavar="[FILE|-]")
+@click.option(
+    "--batch",
+    default=500,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Deliveries decided per transaction.",
+)
+@click.pass_obj
+def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
+    """Deliver NDJSON lines to INBOX; print one decision per line as JSON.
+
+    \b
+    Line forms (one delivery per line):
+      json-event  the event object itself
+      ussd-h1     {"frame_id": "rec1-1", "frame": "H1|1|Kakuma1|MED|3|86|#89"}
+      feed        {"payload": "...", "snapshot_id": "S1"}, or the bare payload
+      other       {"body": "...", "key": "..."} (or body_b64)
+
+    Example: oncebox ingest ussd frames.ndjson
+    """
+    box = obj.box
+    codec = box.inbox(inbox).codec.name
+    if source == "-":
+        stream, size = sys.stdin.buffer, None
+    else:
+        try:
+            stream, size = open(source, "rb"), os.path.getsize(source)  # noqa: SIM115
+        except OSError as exc:
+            fail(f"cannot read {source}: {exc.strerror}")
+    out = sys.stdout
+    pending = []
+    with stream:
+        for line in _lines(stream, size):
+            if not line.strip():
+                continue
+            pending.append(delivery_from_line(codec, line))
+            if len(pending) >= batch:
+                _decide(box, inbox, pending, out)
+                pending = []
+        if pending:
+            _decide(box, inbox, pending, out)
+
+
+def _decide(
+    box: oncebox.Oncebox, inbox: str, pending: list[oncebox.Delivery], out: IO[str]
+) -> None:
+    for decision in box.ingest_batch(inbox, pending):
+        out.write(json.dumps(decision.to_dict(), separators=(",", ":")) + "\n")
+    out.flush()
+
+
+@cli.command()
+@click.argument("inbox")
+@click.argument("scope")
+@click.option("--ttl", default="60", show_default=True, help="Seconds (or 90s, 5m, 1h).")
+@click.option(
+    "--release",
+    "release_token",
+    type=int,
+    metavar="TOKEN",
+    help="Give up the lease held by TOKEN instead of taking one.",
+)
+@click.pass_obj
+def lease(obj: Context, inbox: str, scope: str, ttl: str, release_token: int | None) -> None:
+    """Take the next fencing token for SCOPE of a lease-fenced INBOX (or release one).
+
+    Example: oncebox lease feed S1 --ttl 60
+    """
+    if release_token is not None:
+        obj.box.release(inbox, scope, release_token)
+        emit({"inbox": inbox, "scope": scope, "released": release_token})
+        return
+    seconds = parse_duration(ttl)
+    if seconds is None:
+        fail("a lease needs a finite ttl")
+    emit(obj.box.lease(inbox, scope, seconds).to_dict())
+
+
+@cli.command()
+@click.option("--json", "as_json_output", is_flag=True, help="Print the full JSON result.")
+def demo(as_json_output: bool) -> None:
+    """Replay the founding scenarios (USSD session, listing inbox) on a fresh store."""
+    from oncebox.surfaces.demo import run_demo, summary
+
+    logging.getLogger("oncebox").setLevel(logging.ERROR)
+    result = run_demo()
+    if as_json_output:
+        emit(result)
+    else:
+        click.echo(summary(result))

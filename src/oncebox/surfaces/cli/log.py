@@ -1,0 +1,188 @@
+"""The log: verify, recover, seal, checkpoints, keys, proofs and checking them offline."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from oncebox.engine.checkpoint import Checkpoint, generate_key
+from oncebox.engine.proofs import verify_consistency_document, verify_inclusion_document
+from oncebox.engine.reconciler import default_worker_name
+from oncebox.engine.sealing import Sealer
+from oncebox.surfaces.cli.base import Context, cli, emit, fail, read_bytes, read_json
+
+
+@cli.command()
+@click.option(
+    "--against",
+    type=click.Path(dir_okay=False),
+    metavar="CHECKPOINT",
+    help="Also check the log against an exported checkpoint (catches truncation).",
+)
+@click.pass_obj
+def verify(obj: Context, against: str | None) -> None:
+    """Replay the log's chain and find records it does not cover.
+
+    \b
+    Exit status: 0 all good; 3 the chain is broken (tampering); 4 records are not
+    covered (run recover); 5 the log does not match the checkpoint.
+    """
+    checkpoint = Checkpoint.from_json(read_json(against)) if against else None
+    report = obj.box.verify(checkpoint)
+    emit(report.to_dict())
+    if report.broken_at is not None:
+        sys.exit(3)
+    if report.checkpoint_ok is False:
+        sys.exit(5)
+    if report.uncovered:
+        sys.exit(4)
+
+
+@cli.command()
+@click.pass_obj
+def recover(obj: Context) -> None:
+    """Seal every committed record the log does not cover (also done at every open)."""
+    emit({"recovered": obj.box.recovered_at_open + obj.box.recover()})
+
+
+@cli.command()
+@click.option("--follow", is_flag=True, help="Keep sealing as events arrive (Ctrl-C stops).")
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between passes.")
+@click.option("--ttl", default=30.0, show_default=True, help="Seconds the sealer lease lasts.")
+@click.pass_obj
+def seal(obj: Context, follow: bool, interval: float, ttl: float) -> None:
+    """Append queued log events; with --follow, be the store's one dedicated sealer.
+
+    Example: oncebox --db postgresql://intake@db/oncebox seal --follow
+    """
+    if not follow:
+        emit({"sealed": len(obj.box.seal())})
+        return
+    if interval >= ttl:
+        fail("--interval must be shorter than --ttl, or the lease lapses between passes")
+    sealer = Sealer(obj.box.store, default_worker_name(), ttl=ttl)
+    sealer.acquire()
+    total = 0
+    try:
+        while True:
+            total += sealer.seal()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        sealer.release()
+        emit({"sealed": total})
+
+
+@cli.command()
+@click.option(
+    "--sign",
+    "key_file",
+    type=click.Path(dir_okay=False),
+    metavar="KEYFILE",
+    help="Ed25519 private key (PEM) to sign the checkpoint with.",
+)
+@click.pass_obj
+def checkpoint(obj: Context, key_file: str | None) -> None:
+    """Print the log's checkpoint: tree size, Merkle root and chain head.
+
+    Example: oncebox checkpoint --sign oncebox.key > cp.json
+    """
+    key = read_bytes(key_file) if key_file else None
+    emit(obj.box.checkpoint(key).to_json())
+
+
+@cli.command()
+@click.argument("key_file", type=click.Path(dir_okay=False), metavar="KEYFILE")
+def keygen(key_file: str) -> None:
+    """Write a new Ed25519 key pair: KEYFILE (private) and KEYFILE.pub."""
+    private, public = generate_key()
+    path = Path(key_file)
+    if path.exists():
+        fail(f"{key_file} exists; refusing to overwrite a key")
+    path.write_bytes(private)
+    path.chmod(0o600)
+    Path(f"{key_file}.pub").write_bytes(public)
+    emit({"private": str(path), "public": f"{key_file}.pub"})
+
+
+@cli.command()
+@click.argument("record_id", type=int, required=False)
+@click.option("--from-size", type=int, help="A consistency proof from this tree size instead.")
+@click.option("--to-size", type=int, help="With --from-size: to this size (default: now).")
+@click.pass_obj
+def prove(obj: Context, record_id: int | None, from_size: int | None, to_size: int | None) -> None:
+    """An inclusion proof for RECORD_ID, or a consistency proof between two tree sizes.
+
+    Example: oncebox prove 5 > proof.json (then verify-proof it with --public-key)
+    """
+    if from_size is not None:
+        emit(obj.box.prove_consistency(from_size, to_size))
+    elif record_id is not None:
+        emit(obj.box.prove(record_id))
+    else:
+        fail("give a RECORD_ID, or --from-size for a consistency proof")
+
+
+@cli.command("verify-proof")
+@click.argument("proof_file", type=click.Path(dir_okay=False), metavar="PROOF")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The checkpoint (for a consistency proof: the newer one).",
+)
+@click.option(
+    "--old-checkpoint",
+    type=click.Path(dir_okay=False),
+    help="For a consistency proof: the older checkpoint.",
+)
+@click.option(
+    "--public-key",
+    type=click.Path(dir_okay=False),
+    help="Ed25519 public key (PEM); the checkpoints must be signed by it.",
+)
+@click.option(
+    "--unsigned",
+    is_flag=True,
+    help="Without a key: check the proof against the checkpoint anyway, reported as "
+    'untrusted ("trusted": false). Anyone can make an unsigned checkpoint.',
+)
+def verify_proof(
+    proof_file: str,
+    checkpoint_file: str,
+    old_checkpoint: str | None,
+    public_key: str | None,
+    unsigned: bool,
+) -> None:
+    """Check a proof offline: nothing but the proof, checkpoint(s) and the public key.
+
+    Prints what was proven; `"trusted": true` only when the checkpoints' signatures were
+    checked with --public-key. Without a key it refuses unless told --unsigned.
+
+    Example: oncebox verify-proof proof.json --checkpoint cp.json --public-key oncebox.key.pub
+    """
+    if public_key and unsigned:
+        fail("give --public-key or --unsigned, not both")
+    if not public_key and not unsigned:
+        # A checkpoint is only as good as its signature: unchecked, anyone could have
+        # made it up (with a tree size and a root to fit a made-up proof).
+        fail(
+            "no --public-key: the checkpoint's signature cannot be checked, so nothing "
+            "it says can be trusted; give --public-key, or --unsigned to check the proof "
+            "against an untrusted checkpoint"
+        )
+    document = read_json(proof_file)
+    new = Checkpoint.from_json(read_json(checkpoint_file))
+    key = read_bytes(public_key) if public_key else None
+    if isinstance(document, dict) and document.get("type") == "oncebox-consistency-proof":
+        if old_checkpoint is None:
+            fail("a consistency proof needs --old-checkpoint as well")
+        old = Checkpoint.from_json(read_json(old_checkpoint))
+        report = verify_consistency_document(document, old, new, key)
+    else:
+        report = verify_inclusion_document(document, new, key)
+    emit({"ok": True, "trusted": report.signed, **asdict(report)})

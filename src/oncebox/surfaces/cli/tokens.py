@@ -1,0 +1,51 @@
+"""API tokens for the HTTP service: create, list, revoke."""
+
+from __future__ import annotations
+
+import click
+
+from oncebox.surfaces.cli.base import Context, cli, emit
+
+
+@cli.group()
+def token() -> None:
+    """API tokens for the HTTP service (stored hashed; the secret is shown once)."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--inbox", "inboxes", multiple=True, required=True, help="Repeat; '*' for all.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "write", "operator"]),
+    help="Repeat; default write. operator implies read.",
+)
+@click.option("--hmac", "with_hmac", is_flag=True, help="Also require HMAC-signed requests.")
+@click.pass_obj
+def token_create(
+    obj: Context, name: str, inboxes: tuple[str, ...], scopes: tuple[str, ...], with_hmac: bool
+) -> None:
+    """Create a token; prints its secret (and HMAC key) once.
+
+    Example: oncebox token create gateway-1 --inbox ussd --scope write --hmac
+    """
+    created = obj.box.create_token(name, list(inboxes), list(scopes) or ["write"], hmac=with_hmac)
+    emit(created.to_dict())
+
+
+@token.command("list")
+@click.pass_obj
+def token_list(obj: Context) -> None:
+    """Tokens with their inboxes and scopes (never the secrets)."""
+    emit([t.to_dict() for t in obj.box.list_tokens()])
+
+
+@token.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def token_revoke(obj: Context, name: str) -> None:
+    """Revoke the live token NAME (or its id); it is refused from now on."""
+    obj.box.revoke_token(name)
+    emit({"revoked": name})

@@ -1,0 +1,117 @@
+"""What an operator reads and does: stats, triage, inboxes, quarantine, dead letters,
+retention."""
+
+from __future__ import annotations
+
+import click
+
+from oncebox.surfaces.cli.base import Context, cli, emit, inbox_names
+from oncebox.surfaces.views import as_json
+
+
+@cli.command()
+@click.argument("inbox", required=False)
+@click.pass_obj
+def stats(obj: Context, inbox: str | None) -> None:
+    """Counts by verdict and reason, sizes, retention; for one inbox or all."""
+    names = [inbox] if inbox else [a.name for a in obj.box.inboxes]
+    emit([obj.box.stats(name) for name in names])
+
+
+@cli.command()
+@click.argument("inbox")
+@click.pass_obj
+def triage(obj: Context, inbox: str) -> None:
+    """The headcount ledger of a triage inbox: totals and priority ranking."""
+    emit(obj.box.triage(inbox))
+
+
+@cli.group()
+def quarantine() -> None:
+    """Conflicting newcomers kept for an operator."""
+
+
+@quarantine.command("list")
+@click.option("--inbox")
+@click.option(
+    "--status",
+    type=click.Choice(["open", "kept", "accepted", "all"]),
+    default="open",
+    show_default=True,
+)
+@click.option("--limit", default=100, show_default=True)
+@click.pass_obj
+def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) -> None:
+    """List quarantined newcomers, with the original record's content beside each."""
+    rows = obj.box.quarantined(inbox, None if status == "all" else status, limit)
+    names = inbox_names(obj.box)
+    emit(
+        [
+            as_json(
+                row,
+                inbox=names.get(row.inbox_id, f"#{row.inbox_id}"),
+                original=obj.box.original(row),
+            )
+            for row in rows
+        ]
+    )
+
+
+@quarantine.command("resolve")
+@click.argument("quarantine_id", type=int)
+@click.argument("action", type=click.Choice(["keep", "accept"]))
+@click.option("--note", required=True, help="Why; kept with the resolution.")
+@click.pass_obj
+def quarantine_resolve(obj: Context, quarantine_id: int, action: str, note: str) -> None:
+    """keep the original, or accept the newcomer as the record's next revision.
+
+    Example: oncebox quarantine resolve 3 accept --note "field team confirmed 9"
+    """
+    emit(as_json(obj.box.resolve(quarantine_id, action, note)))
+
+
+@cli.command("dead-letters")
+@click.option("--inbox")
+@click.option("--limit", default=100, show_default=True)
+@click.pass_obj
+def dead_letters(obj: Context, inbox: str | None, limit: int) -> None:
+    """Invalid deliveries: a bounded copy, its length, SHA-256 and the reason."""
+    names = inbox_names(obj.box)
+    emit(
+        [
+            as_json(row, inbox=names.get(row.inbox_id, f"#{row.inbox_id}"))
+            for row in obj.box.dead_letters(inbox, limit)
+        ]
+    )
+
+
+@cli.command()
+@click.option("--inbox")
+@click.pass_obj
+def evict(obj: Context, inbox: str | None) -> None:
+    """Evict records past their inbox's retention (age only), keeping tombstones."""
+    emit(
+        [
+            {"inbox": e.inbox, "records": e.records, "tombstones": e.tombstones}
+            for e in obj.box.evict(inbox)
+        ]
+    )
+
+
+@cli.command()
+@click.pass_obj
+def inboxes(obj: Context) -> None:
+    """The declared inboxes."""
+    emit(
+        [
+            {
+                "name": a.name,
+                "codec": a.codec.name,
+                "identity": a.codec.identity,
+                "apply": a.row.apply,
+                "retention_seconds": a.row.retention_seconds,
+                "tombstone_seconds": a.row.tombstone_seconds,
+            }
+            for a in obj.box.inboxes
+        ]
+    )

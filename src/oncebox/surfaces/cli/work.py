@@ -1,0 +1,119 @@
+"""The reconciler: ``reconcile`` through a reader command, and the work keys it keeps."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+from rich.console import Console
+
+from oncebox.engine.reconciler import Outcome, run_workers
+from oncebox.surfaces.cli.base import Context, cli, emit
+from oncebox.surfaces.readers import CommandReader
+from oncebox.surfaces.views import work_key_json
+
+
+@cli.command()
+@click.option("--inbox", default="listing", show_default=True)
+@click.option(
+    "--reader",
+    "command",
+    required=True,
+    metavar="COMMAND",
+    help="Run per key: key JSON on stdin, document JSON on stdout.",
+)
+@click.option("--once", is_flag=True, help="Stop when no dirty key is due.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--claim-ttl", default=30.0, show_default=True, help="Seconds a claim lasts.")
+@click.option(
+    "--max-failures",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Failures in a row before a key goes to operator review.",
+)
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per read.")
+@click.pass_obj
+def reconcile(
+    obj: Context,
+    inbox: str,
+    command: str,
+    once: bool,
+    workers: int,
+    claim_ttl: float,
+    max_failures: int,
+    timeout: float,
+) -> None:
+    """Refresh dirty work keys through a reader command, with N workers.
+
+    Example: oncebox reconcile --reader "python3 fetch_listing.py" --workers 4 --once
+    """
+    box = obj.box
+    reader = CommandReader(command, timeout=timeout)
+    worker = box.reconciler(inbox)
+    counts: dict[str, int] = {o.value: 0 for o in Outcome}
+    console = Console(stderr=True)
+    lock = threading.Lock()
+
+    def line() -> str:
+        figures = worker.figures()
+        return (
+            f"dirty {figures['dirty']}  applied {counts['applied']}  superseded "
+            f"{counts['superseded']}  failed {counts['failed']}  in review "
+            f"{figures['in_review']}"
+        )
+
+    with console.status(line()) as status:
+
+        def seen(outcome: Outcome) -> None:
+            with lock:
+                counts[outcome.value] += 1
+                if outcome is not Outcome.IDLE:
+                    status.update(line())
+
+        run_workers(
+            box,
+            inbox,
+            reader,
+            workers=workers,
+            once=once,
+            on_outcome=seen,
+            claim_ttl=claim_ttl,
+            max_failures=max_failures,
+        )
+    emit({"inbox": inbox, **{k: v for k, v in counts.items() if k != "idle"}, **worker.figures()})
+
+
+@cli.group()
+def work() -> None:
+    """Work keys of the reconciler: list, review, retry."""
+
+
+@work.command("list")
+@click.option("--inbox", default="listing", show_default=True)
+@click.option("--dirty", is_flag=True, help="Only dirty keys.")
+@click.pass_obj
+def work_list(obj: Context, inbox: str, dirty: bool) -> None:
+    """Work keys with their generations, documents and failures."""
+    rows = obj.box.work_keys(inbox)
+    emit([work_key_json(row) for row in rows if row.dirty or not dirty])
+
+
+@work.command("review")
+@click.option("--inbox", default="listing", show_default=True)
+@click.pass_obj
+def work_review(obj: Context, inbox: str) -> None:
+    """Keys that kept failing and wait for an operator, with their last error."""
+    emit([work_key_json(row) for row in obj.box.reconciler(inbox).review()])
+
+
+@work.command("retry")
+@click.argument("seller_id")
+@click.argument("sku")
+@click.argument("marketplace_id")
+@click.option("--inbox", default="listing", show_default=True)
+@click.pass_obj
+def work_retry(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
+    """Send a key back from review to be refreshed again."""
+    obj.box.reconciler(inbox).retry((seller_id, sku, marketplace_id))
+    emit({"retried": [seller_id, sku, marketplace_id]})

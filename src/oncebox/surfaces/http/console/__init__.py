@@ -1,0 +1,50 @@
+"""The operator console: server-rendered HTML pages at ``/console``.
+
+No rule lives here either: every page is one or two engine calls, rendered
+(:mod:`.pages`, on the primitives of :mod:`.html`); the routes (:mod:`.routes`) take the
+session and CSRF checks as dependencies (:mod:`.session`); the stylesheet is a static file
+(``static/console.css``).
+
+Sign-in and scopes. A person signs in with an API token that has the ``operator`` scope
+(which implies ``read``); the console shows and acts on the inboxes that token covers,
+and nothing else. Tokens that sign their requests (HMAC) cannot sign in: a browser
+cannot sign. The full log (entries) is shown only to tokens that cover every inbox,
+since entries of one inbox are not another inbox's business; the checkpoint and verify
+are for all. The session itself is kept on the server (:mod:`.session`).
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from oncebox.engine.box import Oncebox
+from oncebox.engine.sessions import SESSION_SECONDS, Sessions
+from oncebox.surfaces.http.console import routes, session
+from oncebox.surfaces.http.console.html import BASE
+from oncebox.surfaces.http.console.session import MAX_FORM, Console
+
+__all__ = ["BASE", "MAX_FORM", "mount_console"]
+
+
+class Static(StaticFiles):
+    """The console's static files, cached a few minutes and never sniffed."""
+
+    def file_response(self, *args: object, **kwargs: object) -> Response:
+        response = super().file_response(*args, **kwargs)  # type: ignore[arg-type]
+        response.headers["Cache-Control"] = "max-age=300"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+
+def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = None) -> None:
+    """Add the console to ``app`` (left out of the OpenAPI document)."""
+    app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key)
+    app.include_router(routes.router)
+    app.mount(
+        f"{BASE}/static",
+        Static(packages=[("oncebox.surfaces.http.console", "static")]),
+        name="console-static",
+    )
+    session.install(app)

@@ -1,0 +1,176 @@
+"""``POST /v1/inboxes/{inbox}/deliveries``: one delivery in, its decision out.
+
+The hot route. It takes the raw request, so that no per-request validation runs, and
+answers with a pre-encoded body; its parameters are documented here by hand. What a
+status means for a client:
+
+| status | verdict | may_ack | meaning |
+| --- | --- | --- | --- |
+| 201 | accepted | true | a new record |
+| 200 | duplicate | true | seen before; safe to ack |
+| 200 | conflict | true | quarantined for an operator; safe to ack |
+| 422 | rejected (bad input) | true | dead-lettered; safe to ack, resending will not help |
+| 409 | rejected (stale_token, expired_lease) | false | not stored: take a new lease |
+| 503 | (problem document) | - | storage unavailable: retry after Retry-After |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from oncebox.engine.decision import UNSTORED, Decision, Verdict
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.engine.tokens import Token
+from oncebox.errors import OnceboxError
+from oncebox.formats import Delivery
+from oncebox.formats.jsontext import compact_encoder
+from oncebox.surfaces.http.access import BODY_KEY, REQUIRED, Service, admitted
+from oncebox.surfaces.http.gate import bearer_secret, unauthorized
+from oncebox.surfaces.http.groupcommit import Credential
+from oncebox.surfaces.http.models import DecisionOut
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.problems import ProblemError
+
+TAG = {
+    "name": "deliveries",
+    "description": "One delivery at a time, decided exactly once; the answer says whether "
+    "the sender may acknowledge it.",
+}
+JSON = "application/json"
+HEADERS = {
+    "Oncebox-Key": "The identity key the transport gives (a USSD frame id, a message key).",
+    "Oncebox-Snapshot": "The snapshot (export) the delivery came in; recorded, not identity.",
+    "Oncebox-Lease-Token": "The fencing token of the scope's lease (lease-fenced inboxes): "
+    "a non-negative integer.",
+    "Oncebox-Device-Time": "The device's clock, as it said; recorded, never trusted.",
+    "Oncebox-Delivery-Id": "The transport's own delivery id; recorded.",
+}
+BINARY = {"schema": {"type": "string", "format": "binary"}}
+DOCUMENTED: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The delivery exactly as received, in the inbox codec's form "
+        "(a json-event object, an H1 frame, a feed payload). Its Content-Type is not "
+        "interpreted.",
+        "content": {media: BINARY for media in (JSON, "text/plain", "application/octet-stream")},
+    },
+    "parameters": [
+        {
+            "in": "path",
+            "name": "inbox",
+            "required": True,
+            "description": "The inbox's name, as declared.",
+            "schema": {"type": "string"},
+        },
+        *(
+            {
+                "in": "header",
+                "name": name,
+                "required": False,
+                "description": description,
+                "schema": {"type": "string"},
+            }
+            for name, description in HEADERS.items()
+        ),
+    ],
+    "security": [{"HTTPBearer": []}],
+}
+
+router = APIRouter(tags=["deliveries"])
+_ENCODE = compact_encoder(sort_keys=False, ensure_ascii=False)
+
+
+def decision_json(decision: Decision) -> bytes:
+    """``decision.to_dict()`` as JSON (as JSONResponse encodes it), without the deep copy."""
+    data = dict(vars(decision))
+    data["verdict"] = decision.verdict.value
+    return _ENCODE(data).encode()
+
+
+def parse_lease_token(value: str | None) -> int | None:
+    if value is None:
+        return None
+    digits = value.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 19:
+        raise ProblemError(400, "bad-header", "Oncebox-Lease-Token must be a non-negative integer")
+    return int(digits)
+
+
+def status_for(decision: Decision) -> int:
+    if decision.verdict is Verdict.ACCEPTED:
+        return 201
+    if decision.verdict is Verdict.REJECTED:
+        return 409 if decision.reason in UNSTORED else 422
+    return 200  # duplicate, conflict: stored (or counted), safe to ack
+
+
+@router.post(
+    "/v1/inboxes/{inbox}/deliveries",
+    status_code=201,
+    response_model=DecisionOut,
+    summary="Deliver one message; answers with its decision",
+    response_description="accepted: a new record; safe to ack",
+    responses={
+        200: {"model": DecisionOut, "description": "duplicate or conflict: safe to ack"},
+        409: {
+            "model": DecisionOut,
+            "description": "stale token or expired lease: not stored, may_ack false; take a "
+            "new lease and resend",
+        },
+        422: {"model": DecisionOut, "description": "invalid: dead-lettered, safe to ack"},
+        **errors(
+            400,
+            *AUTHENTICATED,
+            404,
+            413,
+            e400="A malformed Oncebox-Lease-Token header; nothing was decided.",
+            e404="No such inbox.",
+        ),
+    },
+    openapi_extra=DOCUMENTED,
+)
+async def deliver(request: Request) -> Response:
+    """Decide one delivery exactly once: a new record (201), a duplicate or a conflict
+    (200), or a rejection (422: dead-lettered; 409: fenced, not stored). Concurrent
+    deliveries to one inbox are decided together in one transaction (group commit), each
+    answered only after that commit."""
+    # Refusals come in the order of the other routes: 401, 403, then 404 (unknown
+    # inbox) or 400 (bad header). The regular case, a declared inbox and good headers,
+    # is authenticated in the group commit turn that decides it (see groupcommit); any
+    # other case authenticates here first, then refuses.
+    svc: Service = request.app.state.service
+    scope = request.scope
+    inbox: str = scope["path_params"]["inbox"]
+    headers = request.headers
+    secret = bearer_secret(headers.get("authorization"))
+    if secret is None:
+        raise unauthorized("send Authorization: Bearer <token>")
+    try:
+        svc.box.inbox(inbox)
+        lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
+    except (OnceboxError, ProblemError):
+        token = await run_in_threadpool(svc.box.authenticate, secret)
+        caller = await run_in_threadpool(admitted, svc, token, scope)
+        caller.require(TokenScope.WRITE, inbox)
+        raise
+
+    def admit(token: Token | None) -> None:
+        admitted(svc, token, scope).require(TokenScope.WRITE, inbox)
+
+    delivery = Delivery(
+        body=scope.get(BODY_KEY, b""),
+        key=headers.get("oncebox-key"),
+        snapshot_id=headers.get("oncebox-snapshot"),
+        device_time=headers.get("oncebox-device-time"),
+        delivery_id=headers.get("oncebox-delivery-id"),
+        lease_token=lease_token,
+    )
+    decision = await svc.group.submit(inbox, delivery, Credential(secret, admit))
+    return Response(decision_json(decision), status_for(decision), media_type=JSON)
+
+
+REQUIRED[deliver] = TokenScope.WRITE

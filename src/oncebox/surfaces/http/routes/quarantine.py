@@ -1,0 +1,114 @@
+"""What an operator looks at: quarantined newcomers (and their resolution), dead letters."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+
+from oncebox.engine.box import Oncebox
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.models import DeadLetterOut, QuarantineOut, ResolveIn
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.views import as_json
+
+TAG = {
+    "name": "quarantine",
+    "description": "Conflicting newcomers kept for an operator beside the original record, "
+    "and invalid deliveries kept as dead letters with their reason.",
+}
+router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
+Limit = Annotated[int, Query(ge=1, le=10_000, description="At most this many rows.")]
+
+
+def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> dict[str, Any]:
+    found = box.get_quarantine(quarantine_id)
+    if found is None:
+        raise ProblemError(404, "not-found", f"no quarantine row {quarantine_id}")
+    inbox, row = found
+    who.require(scope, inbox)
+    return as_json(row, inbox=inbox, original=box.original(row))
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/quarantine",
+    response_model=list[QuarantineOut],
+    summary="Quarantined newcomers, each with the original record",
+    response_description="The rows, each with its original",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+)
+def list_quarantine(
+    inbox: InboxName,
+    who: Reader,
+    svc: Served,
+    status: Annotated[
+        Literal["open", "kept", "accepted", "all"],
+        Query(description="Only rows with this resolution (all: every row)."),
+    ] = "open",
+    limit: Limit = 100,
+) -> list[dict[str, Any]]:
+    """The inbox's quarantine rows, each beside the record it conflicts with."""
+    box = svc.box
+    rows = box.quarantined(inbox, None if status == "all" else status, limit)
+    return [as_json(row, inbox=inbox, original=box.original(row)) for row in rows]
+
+
+@router.get(
+    "/v1/quarantine/{quarantine_id}",
+    response_model=QuarantineOut,
+    summary="One quarantined newcomer beside the original",
+    response_description="The row, with its original",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such quarantine row."),
+)
+def show_quarantine(quarantine_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
+    """One quarantine row (read scope on its inbox)."""
+    return _shown(svc.box, quarantine_id, who, TokenScope.READ)
+
+
+@router.post(
+    "/v1/quarantine/{quarantine_id}/resolve",
+    response_model=QuarantineOut,
+    summary="Keep the original or accept the newcomer, with a note",
+    openapi_extra={"requestBody": {"description": "keep or accept, with a note."}},
+    response_description="The row as resolved, with the original",
+    responses=errors(
+        400,
+        *AUTHENTICATED,
+        404,
+        409,
+        413,
+        422,
+        e400="The body could not be read.",
+        e404="No such quarantine row.",
+        e409="The row is resolved already.",
+    ),
+)
+def resolve_quarantine(
+    quarantine_id: RowId,
+    who: Authed,
+    svc: Served,
+    resolution: ResolveIn,
+) -> dict[str, Any]:
+    """Resolve a quarantine row (operator scope on its inbox): keep the original as it
+    is, or accept the newcomer as the record's next revision. The note is kept."""
+    _shown(svc.box, quarantine_id, who, TokenScope.OPERATOR)
+    row = svc.box.resolve(quarantine_id, resolution.action, resolution.note)
+    return _shown(svc.box, row.id, who, TokenScope.OPERATOR)
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/dead-letters",
+    response_model=list[DeadLetterOut],
+    summary="Invalid deliveries kept with their reason",
+    response_description="The dead letters",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+)
+def dead_letters(
+    inbox: InboxName, who: Reader, svc: Served, limit: Limit = 100
+) -> list[dict[str, Any]]:
+    """The inbox's dead letters: a bounded copy of what arrived, its length, SHA-256
+    and why it was refused."""
+    return [as_json(row, inbox=inbox) for row in svc.box.dead_letters(inbox, limit)]
