@@ -24,6 +24,7 @@ from oncebox.engine.proofs import verify_consistency_document, verify_inclusion_
 from oncebox.engine.reconciler import Outcome, default_worker_name, run_workers
 from oncebox.engine.sealing import Sealer
 from oncebox.errors import OnceboxError
+from oncebox.formats import codec_settings
 from oncebox.surfaces.lines import delivery_from_line
 from oncebox.surfaces.readers import CommandReader
 from oncebox.surfaces.views import as_json, work_key_json
@@ -122,7 +123,7 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
 
     \b
     Line forms (one delivery per line):
-      json-event  the event object itself
+      json-event  the event object itself (json, sp-api-listing: the object too)
       ussd-h1     {"frame_id": "rec1-1", "frame": "H1|1|Kakuma1|MED|3|86|#89"}
       feed        {"payload": "...", "snapshot_id": "S1"}, or the bare payload
       other       {"body": "...", "key": "..."} (or body_b64)
@@ -263,6 +264,7 @@ def inboxes(obj: Context) -> None:
                 "name": a.name,
                 "codec": a.codec.name,
                 "identity": a.codec.identity,
+                "settings": codec_settings(a.codec),
                 "apply": a.row.apply,
                 "retention_seconds": a.row.retention_seconds,
                 "tombstone_seconds": a.row.tombstone_seconds,
