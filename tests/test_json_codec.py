@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import oncebox
 from conftest import BoxFactory
 from oncebox import ConfigError, Delivery, InboxSpec
 from oncebox.formats import Invalid, JsonCodec, get_codec
@@ -325,3 +328,31 @@ def test_the_triage_and_generation_steps_run_on_json_inboxes(make_box: BoxFactor
         )
     [work] = box.work_keys("listings")
     assert (work.seller_id, work.sku, work.marketplace_id, work.generation) == ("S1", "K", "M", 2)
+
+
+EXAMPLES = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def stored() -> Iterator[oncebox.Oncebox]:
+    """One store for every example (each has an identity of its own)."""
+    box = oncebox.open("sqlite:///:memory:", inboxes=[HOOKS])
+    yield box
+    box.close()
+
+
+@PROPERTY
+@given(
+    total=st.integers(0, 10**6),
+    attempts=st.lists(st.one_of(st.none(), values), min_size=1, max_size=3),
+    seed=st.integers(0, 10**6),
+)
+def test_witness_ignore_members_never_change_the_stored_verdict(
+    stored: oncebox.Oncebox, total: int, attempts: list[Any], seed: int
+) -> None:
+    document = {"id": f"p-{next(EXAMPLES)}", "total": total}
+    verdicts = []
+    for attempt in [None, *attempts]:
+        redelivered = dict(document) if attempt is None else {**document, "attempt": attempt}
+        verdicts.append(str(stored.ingest("orders", respell(redelivered, seed)).verdict))
+    assert verdicts == ["accepted"] + ["duplicate"] * len(attempts)

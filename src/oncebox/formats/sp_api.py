@@ -253,9 +253,9 @@ class SpApiListingCodec:
         # Other notifications spell their members in camelCase: name their type all the same.
         kind = notification.get("NotificationType", notification.get("notificationType"))
         if not _text(kind) or kind not in TYPES:
+            named = "no NotificationType" if kind is None else f"notification type {_named(kind)}"
             raise Invalid(
-                "unknown_notification_type",
-                f"notification type {_named(kind)} is not one of {', '.join(sorted(TYPES))}",
+                "unknown_notification_type", f"{named}: not one of {', '.join(sorted(TYPES))}"
             )
         _members(notification, ENVELOPE, "notification")
         version, payload_version = _versions(kind, notification)
