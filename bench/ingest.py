@@ -13,7 +13,7 @@ it. The targets are printed beside the figures; nothing here asserts on a timing
 already stored, and the peak RSS of a duplicate pass at each size, each measurement in
 a subprocess of its own so each peak RSS is that process's alone.
 
-    .venv/bin/python bench/ingest.py                       # N=200,000, both codecs
+    .venv/bin/python bench/ingest.py                       # N=200,000, every codec
     .venv/bin/python bench/ingest.py --n 20000 --single-n 1000 --scale --scale-big 100000
     .venv/bin/python bench/ingest.py --scale --json > figures.json
 
@@ -61,7 +61,6 @@ import budget
 import oncebox
 import slowdisk
 from oncebox.engine.ingest import prepare
-from oncebox.formats import get_codec
 from peers import Naive
 from synthetic import frame_delivery, json_body
 
@@ -71,9 +70,15 @@ SLOW_VFS: str | None = None
 INBOXES = [
     oncebox.InboxSpec("listing", codec="json-event", apply="generation"),
     oncebox.InboxSpec("ussd", codec="ussd-h1", apply="triage"),
+    # The same listing events through the configured json codec, identified by two
+    # pointers (a codec configured, not coded, beside the hand-written one).
+    oncebox.InboxSpec(
+        "events", codec="json", settings={"identity": ["/subscription", "/notification_id"]}
+    ),
 ]
-INBOX_OF = {"json-event": "listing", "ussd-h1": "ussd"}
+INBOX_OF = {"json-event": "listing", "ussd-h1": "ussd", "json": "events"}
 CODECS = tuple(INBOX_OF)
+CONFIGURED = {str(spec.codec): spec.configured_codec() for spec in INBOXES}
 
 # Targets from the issue: printed beside the figures, never asserted.
 TARGET_BATCHED = 0.5  # batched first pass >= 0.5 x the batched baseline
@@ -87,7 +92,7 @@ PRELOAD_BATCH = 10_000
 
 # -- synthetic deliveries (bench/synthetic.py) --------------------------------------------
 def deliveries(codec: str, start: int, count: int) -> list[oncebox.Delivery]:
-    if codec == "json-event":
+    if codec in ("json-event", "json"):
         return [oncebox.Delivery(body=json_body(i)) for i in range(start, start + count)]
     return [frame_delivery(i) for i in range(start, start + count)]
 
@@ -95,7 +100,7 @@ def deliveries(codec: str, start: int, count: int) -> list[oncebox.Delivery]:
 def digests(codec: str, items: Sequence[oncebox.Delivery]) -> list[tuple[bytes, bytes]]:
     """(SHA-256 of the identity, witness digest) per delivery, exactly as oncebox stores
     them: the codec's own decode and identify, run here outside any timed region."""
-    found = get_codec(codec)
+    found = CONFIGURED[codec]
     rows = []
     for item in items:
         prepared = prepare(found, item)
@@ -599,7 +604,7 @@ def add_naive(codec: str, items: list[oncebox.Delivery], cases: list[dict[str, A
     """--naive: the same passes through bench/peers.py's naive sqlite3 inbox, a second
     baseline. Its key is the codec's identity (found untimed, as the floor's digests); the
     payload's SHA-256 and text are made in its timed loop."""
-    found = get_codec(codec)
+    found = CONFIGURED[codec]
     events = []
     for item in items:
         identity = prepare(found, item).identity
@@ -1167,7 +1172,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "PostgreSQL 2,000)")
     p.add_argument("--batch", type=int, default=1_000,
                    help="deliveries per transaction in batched passes (default 1,000)")
-    p.add_argument("--codec", choices=[*CODECS, "both"], default="both")
+    p.add_argument("--codec", choices=[*CODECS, "all", "both"], default="all",
+                   help="one codec, or all of them (both: the old name of all)")
     p.add_argument("--mem-n", type=int, default=20_000,
                    help="duplicate-pass size for the peak-RSS subprocess (default 20,000)")
     p.add_argument("--scale", action="store_true",
@@ -1253,7 +1259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SLOW_VFS = slowdisk.NAME
         log(f"emulated slower disk: every fsync {args.sync_delay_ms:g} ms longer")
     started, load_before = time.perf_counter(), load_average()
-    codecs = list(CODECS) if args.codec == "both" else [args.codec]
+    codecs = list(CODECS) if args.codec in ("all", "both") else [args.codec]
     figures: dict[str, Any] = {"cases": [], "scale": [], "memory": []}
     launcher = Launcher()  # before any synthetic data exists: see LAUNCHER
     with tempfile.TemporaryDirectory(prefix="oncebox-bench-", dir=args.dir) as tmp:
@@ -1302,7 +1308,7 @@ def main_pg(args: argparse.Namespace) -> int:
         SLOW_VFS = slowdisk.NAME
         log(f"emulated slower disk: every fsync {args.sync_delay_ms:g} ms longer")
     started, load_before = time.perf_counter(), load_average()
-    codecs = list(CODECS) if args.codec == "both" else [args.codec]
+    codecs = list(CODECS) if args.codec in ("all", "both") else [args.codec]
     figures: dict[str, Any] = {"cases": [], "multiproc": [], "scale": [], "memory": []}
     launcher = Launcher()  # before any synthetic data exists: see LAUNCHER
     with pg_server(args) as (server, description):

@@ -14,7 +14,7 @@ DEFAULT_INBOXES = (
     InboxSpec("listing", codec="json-event", apply="generation"),
     InboxSpec("feed", codec="feed"),
 )
-_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced"}
+_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook"}
 
 
 def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
@@ -35,13 +35,16 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
     for name, table in tables.items():
         if not isinstance(table, dict):
             raise ConfigError(f"config {path}: inboxes.{name} must be a table")
-        unknown = set(table) - _KEYS
-        if unknown:
-            raise ConfigError(
-                f"config {path}: inboxes.{name}: unknown key(s) {', '.join(sorted(unknown))}"
-            )
         if "codec" not in table:
             raise ConfigError(f"config {path}: inboxes.{name} needs a codec")
-        options: dict[str, Any] = dict(table)
-        specs.append(InboxSpec(name=name, **options))
+        # Keys an inbox does not have are its codec's settings (json's identity, ...);
+        # the codec refuses the ones it does not have either, so a typo still fails.
+        options: dict[str, Any] = {k: v for k, v in table.items() if k in _KEYS}
+        settings = {k: v for k, v in table.items() if k not in _KEYS}
+        spec = InboxSpec(name=name, settings=settings or None, **options)
+        try:
+            spec.configured_codec()
+        except ConfigError as exc:
+            raise ConfigError(f"config {path}: {exc}") from None
+        specs.append(spec)
     return store, specs

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from oncebox.engine.apply import ApplyStep, resolve_apply
 from oncebox.errors import ConfigError
-from oncebox.formats import Codec, get_codec
+from oncebox.formats import Codec, configure, get_codec, parse_webhook
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -46,15 +49,24 @@ def format_duration(seconds: float | None) -> str:
 @dataclass(frozen=True)
 class InboxSpec:
     """A named intake. Retention is by age only; below the 72-hour floor it needs an
-    explicit ``retention_override`` reason, which the store records."""
+    explicit ``retention_override`` reason, which the store records.
+
+    ``settings`` configure the codec (``json``: ``identity``, ``witness_ignore``,
+    ``fields``, bounds; ``sp-api-listing``: the expected application and subscriptions),
+    as the keys beside ``codec`` do in TOML. ``webhook`` says how the sender signs
+    (``{"scheme": ..., "secret": ...}`` or ``"secret_env"``); it is kept out of the repr,
+    so a logged spec never shows a secret. ``codec`` may also be a codec instance.
+    """
 
     name: str
-    codec: str
+    codec: str | Codec
     apply: ApplyStep | str = "none"
     retention: str | float | None = "30d"
     tombstones: str | float | None = "365d"
     retention_override: str | None = None
     fenced: bool | None = None
+    settings: Mapping[str, Any] | None = None
+    webhook: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def retention_seconds(self) -> float | None:
@@ -70,11 +82,29 @@ class InboxSpec:
             return self.fenced
         return bool(getattr(codec, "fenced", False))
 
+    def configured_codec(self, env: Mapping[str, str] | None = None) -> Codec:
+        """This inbox's own codec instance, under its settings and webhook (secrets named
+        by ``secret_env`` are read from ``env``, the process environment by default)."""
+        if not isinstance(self.codec, str):
+            if self.settings or self.webhook is not None:
+                raise ConfigError(
+                    f"inbox {self.name}: a codec instance is configured already; "
+                    f"give settings and webhook with the codec's name instead"
+                )
+            return self.codec
+        try:
+            webhook = None
+            if self.webhook is not None:
+                webhook = parse_webhook(self.webhook, os.environ if env is None else env)
+            return configure(get_codec(self.codec), self.settings or {}, webhook)
+        except ConfigError as exc:
+            raise ConfigError(f"inbox {self.name}: {exc}") from None
+
     def check(self) -> tuple[Codec, ApplyStep]:
         """Validate the declaration; return the codec and apply step it names."""
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
             raise ConfigError(f"inbox name {self.name!r}: use 1 to 64 letters, digits, _ . -")
-        codec = get_codec(self.codec)
+        codec = self.configured_codec()
         step = resolve_apply(self.apply)
         retention = self.retention_seconds
         if retention is not None and retention < RETENTION_FLOOR and not self.retention_override:

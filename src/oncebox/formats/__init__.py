@@ -5,21 +5,29 @@ from oncebox.formats.codec import (
     Decoded,
     Delivery,
     Unreadable,
+    codec_family,
     codec_names,
+    codec_settings,
+    configure,
     get_codec,
     register,
 )
 from oncebox.formats.feed import FeedCodec
 from oncebox.formats.identity import Identity, identify
 from oncebox.formats.invalid import Invalid
+from oncebox.formats.json_codec import JsonCodec
 from oncebox.formats.json_event import JsonEventCodec
 from oncebox.formats.keyed import KeyedCodec
+from oncebox.formats.sp_api import SpApiListingCodec
 from oncebox.formats.ussd_h1 import UssdH1Codec
+from oncebox.formats.webhooks import Unverified, Verified, WebhookConfig, parse_webhook
 
 register(JsonEventCodec())
 register(UssdH1Codec())
 register(FeedCodec())
 register(KeyedCodec())
+register(JsonCodec())
+register(SpApiListingCodec())
 
 __all__ = [
     "Codec",
@@ -28,12 +36,21 @@ __all__ = [
     "FeedCodec",
     "Identity",
     "Invalid",
+    "JsonCodec",
     "JsonEventCodec",
     "KeyedCodec",
+    "SpApiListingCodec",
     "Unreadable",
+    "Unverified",
     "UssdH1Codec",
+    "Verified",
+    "WebhookConfig",
+    "codec_family",
     "codec_names",
+    "codec_settings",
+    "configure",
     "get_codec",
     "identify",
+    "parse_webhook",
     "register",
 ]

@@ -4,6 +4,13 @@ A codec never touches storage. It bounds, decodes and validates a delivery, and 
 the content whose SHA-256 is the witness and (in ``key`` identity mode) the declared
 identity. Users add their own by implementing :class:`Codec` and calling
 :func:`register`.
+
+A codec that takes settings (``json``'s pointers, ``sp-api-listing``'s expected
+application) also has ``configure(settings, webhook)``, which returns the inbox's own
+instance. That instance's ``name`` is what the store keeps for the inbox, so a codec
+whose settings decide identity or witness spells them into its name (``family{...}``):
+the store then refuses an inbox re-declared with other ones, as it refuses another
+codec. Its ``settings`` (a JSON-ready mapping, never a secret) are what operators see.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from oncebox.errors import ConfigError
+from oncebox.formats.webhooks import WebhookConfig
 
 IdentityMode = Literal["content", "key"]
 
@@ -94,3 +102,41 @@ def get_codec(name: str) -> Codec:
 
 def codec_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def configure(codec: Codec, settings: Mapping[str, Any], webhook: WebhookConfig | None) -> Codec:
+    """The inbox's own instance of ``codec`` under ``settings`` (and how its sender
+    signs); a codec without ``configure`` takes neither."""
+    make = getattr(codec, "configure", None)
+    if make is not None:
+        configured = make(settings, webhook)
+        if not isinstance(configured, Codec):
+            raise ConfigError(f"codec {codec.name}: configure() did not return a codec")
+        return configured
+    if webhook is not None:
+        raise ConfigError(f"codec {codec.name} takes no webhook (keyed and json do)")
+    if settings:
+        raise ConfigError(
+            f"codec {codec.name} takes no settings (got {', '.join(sorted(settings))})"
+        )
+    return codec
+
+
+def check_settings(codec: str, settings: Mapping[str, Any], known: frozenset[str]) -> None:
+    """Refuse a setting ``codec`` does not have, naming the ones it does."""
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(
+            f"codec {codec}: unknown setting(s) {', '.join(unknown)} "
+            f"(its settings: {', '.join(sorted(known)) or 'none'})"
+        )
+
+
+def codec_family(name: str) -> str:
+    """The registered codec a (possibly configured) codec's name belongs to."""
+    return name.split("{", 1)[0]
+
+
+def codec_settings(codec: Codec) -> dict[str, Any]:
+    """A codec's settings as operators see them (empty for a codec that has none)."""
+    return dict(getattr(codec, "settings", None) or {})

@@ -3,12 +3,19 @@
 For integrations whose sender names each message (a queue's message id, a webhook's
 delivery id): the key is the identity and the exact bytes are the witness, so the same
 key with other bytes is a conflict, never an overwrite. Nothing about the body is read.
+A keyed inbox may declare how its webhook sender signs; the verified message id is then
+the key.
 """
 
 from __future__ import annotations
 
-from oncebox.formats.codec import Decoded, Delivery, IdentityMode
+from collections.abc import Mapping
+from typing import Any
+
+from oncebox.errors import ConfigError
+from oncebox.formats.codec import Decoded, Delivery, IdentityMode, check_settings
 from oncebox.formats.invalid import Invalid
+from oncebox.formats.webhooks import WebhookConfig
 
 MAX_BYTES = 1_048_576
 MISSING_KEY = "missing_key"
@@ -18,6 +25,22 @@ class KeyedCodec:
     name = "keyed"
     identity: IdentityMode = "key"
     max_bytes = MAX_BYTES
+
+    def __init__(self, webhook: WebhookConfig | None = None) -> None:
+        if webhook is not None and webhook.default_identity != "key":
+            raise ConfigError(
+                f"codec keyed: a {webhook.scheme} webhook sends no message id to key by; "
+                f'use codec "json" (identified by the event\'s /id)'
+            )
+        self.webhook = webhook
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {} if self.webhook is None else {"webhook": self.webhook.describe()}
+
+    def configure(self, settings: Mapping[str, Any], webhook: WebhookConfig | None) -> KeyedCodec:
+        check_settings(self.name, settings, frozenset())
+        return KeyedCodec(webhook)
 
     def decode(self, delivery: Delivery) -> Decoded:
         if not delivery.key:

@@ -1,7 +1,8 @@
 """NDJSON transport adapter: one delivery per line, in each codec's documented form.
 
-- ``json-event``: the line is the event itself (so the raw-size bound and duplicate
-  member checks see exactly what arrived).
+- ``json-event``, ``json`` and ``sp-api-listing``: the line is the object itself (so
+  the raw-size bound and duplicate member checks see exactly what arrived); for
+  ``sp-api-listing``, the SQS message body or the EventBridge event.
 - ``ussd-h1``: ``{"frame_id": "rec1-1", "frame": "H1|1|Kakuma1|MED|3|86|#89"}``.
 - ``feed``: ``{"payload": "...", "snapshot_id": "S1"}`` (or ``payload_b64``); a line
   that is not such an object is the payload itself.
@@ -27,7 +28,7 @@ import binascii
 import re
 from typing import Any
 
-from oncebox.formats import Delivery, Invalid, Unreadable
+from oncebox.formats import Delivery, Invalid, Unreadable, codec_family
 from oncebox.formats.strictjson import JsonNumber, loads
 
 # codec name -> (body field, identity key field)
@@ -35,7 +36,7 @@ ENVELOPES: dict[str, tuple[str, str | None]] = {
     "ussd-h1": ("frame", "frame_id"),
     "feed": ("payload", None),
 }
-BARE = frozenset({"json-event"})
+BARE = frozenset({"json-event", "json", "sp-api-listing"})
 ENVELOPE_DEPTH = 20  # as deep as an event may nest; an envelope needs far less
 _FACTS = ("snapshot_id", "device_time", "delivery_id")
 _TOKEN = re.compile(r"[0-9]{1,19}")
@@ -46,7 +47,7 @@ def delivery_from_line(codec: str, line: bytes) -> Delivery:
     """The delivery one NDJSON line carries for ``codec`` (the module docstring gives
     the forms); never raises."""
     line = line.rstrip(b"\r\n")
-    if codec in BARE:
+    if codec_family(codec) in BARE:  # a configured json inbox's codec is json{...}
         return Delivery(body=line)
     body_field, key_field = ENVELOPES.get(codec, ("body", "key"))
     try:

@@ -56,7 +56,7 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
 
     \b
     Line forms (one delivery per line):
-      json-event  the event object itself
+      json-event  the event object itself (json, sp-api-listing: the object too)
       ussd-h1     {"frame_id": "rec1-1", "frame": "H1|1|Kakuma1|MED|3|86|#89"}
       feed        {"payload": "...", "snapshot_id": "S1"}, or the bare payload
       other       {"body": "...", "key": "..."} (or body_b64)

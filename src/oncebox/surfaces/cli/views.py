@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from oncebox.formats import codec_settings
 from oncebox.surfaces.cli.base import Context, cli, emit, inbox_names
 from oncebox.surfaces.views import as_json
 
@@ -108,6 +109,7 @@ def inboxes(obj: Context) -> None:
                 "name": a.name,
                 "codec": a.codec.name,
                 "identity": a.codec.identity,
+                "settings": codec_settings(a.codec),
                 "apply": a.row.apply,
                 "retention_seconds": a.row.retention_seconds,
                 "tombstone_seconds": a.row.tombstone_seconds,
