@@ -15,6 +15,7 @@ _TIMES = {
     "first_seen",
     "last_seen",
     "resolved_at",
+    "replayed_at",
     "received_at",
     "evicted_at",
     "decided_at",

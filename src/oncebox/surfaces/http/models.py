@@ -143,6 +143,9 @@ class QuarantineOut(BaseModel):
     device_time: str | None = Field(description="The device's clock, as sent.")
     snapshot_id: str | None = Field(description="The snapshot it came in.")
     delivery_id: str | None = Field(description="The transport's delivery id.")
+    resolved_by: str | None = Field(
+        default=None, description="Who resolved it: the API token's name, or null."
+    )
     inbox: str = Field(description="The inbox's name.")
     original: RecordOut | None = Field(description="The original record; null if evicted.")
 
@@ -171,6 +174,15 @@ class DeadLetterOut(BaseModel):
     device_time: str | None = Field(description="The device's clock, as sent.")
     snapshot_id: str | None = Field(description="The snapshot it came in.")
     delivery_id: str | None = Field(description="The transport's delivery id.")
+    replayed_at: str | None = Field(
+        default=None, description="When it was last replayed (ISO 8601), or null."
+    )
+    replayed_by: str | None = Field(
+        default=None, description="Who replayed it last: the API token's name, or null."
+    )
+    replay_verdict: str | None = Field(
+        default=None, description="What its last replay was decided as, such as accepted."
+    )
     inbox: str = Field(description="The inbox's name.")
 
 
