@@ -37,6 +37,9 @@ from typing import Any
 from _history_client import FENCED, read_history, settled
 
 FRAME = re.compile(rb"H1\|[0-9]+\|([A-Za-z0-9]+)\|([A-Z]{3})\|([0-9]+)\|")
+# How store/postgres.py words the refusal of an ingest whose relaxed decision a server
+# restart may have lost before its durable seal (a figure, not a check).
+RESTART_REFUSAL = "PostgreSQL restarted after a commit that was not yet durable"
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,9 @@ class Report:
     resolved_as: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     errors_resolved: int = 0
+    # Ingests the store refused because the server restarted between the relaxed decision
+    # commit and the durable seal meant to cover it (store/postgres.py, _covered).
+    restart_refusals: int = 0
     setup_errors: Counter[str] = field(default_factory=Counter)  # before anything was sent
     fenced_redelivered: int = 0
     leases_taken: int = 0
@@ -270,6 +276,7 @@ def check(
                 ks = [sent["k"] for sent in attempt["items"]]
                 if line["kind"] == "error":
                     report.errors[line["error"]] += 1
+                    report.restart_refusals += RESTART_REFUSAL in line.get("message", "")
                     errored.append((c, line["a"], ks))
                     continue
                 for sent, d in zip(attempt["items"], line["decisions"], strict=True):
@@ -543,6 +550,7 @@ def lines_of(report: Report, extra: Iterable[tuple[str, Any]] = ()) -> list[tupl
         ("attempts failed with an error", sum(r.errors.values())),
         ("  by class", dict(sorted(r.errors.items()))),
         ("  resolved by redelivery", r.errors_resolved),
+        ("  refused: server restarted before the seal", r.restart_refusals),
         ("errors before sending (open, lease, clock read)", dict(sorted(r.setup_errors.items()))),
         ("fenced deliveries redelivered under a new lease", r.fenced_redelivered),
         ("leases taken", r.leases_taken),

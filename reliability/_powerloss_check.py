@@ -5,7 +5,9 @@ beside the record that caused it, exactly once (a record without its ledger row,
 totals that disagree with the ledger, is a half-applied transaction; totals or
 generations above what one application gives are an effect applied twice). Acked ones
 compare the store with what the crashed child reported as ``may_ack``: each of those
-must have survived.
+must have survived. Where the child sealed inline on SQLite, one more structural check:
+every record carries its log entry and nothing waits in the seal queue (a record and
+its seal commit together, so no cut can part them).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import apsw
 
 Key = tuple[str, str, str]
-CATEGORIES = ("integrity", "lost", "half", "twice", "uncovered")
+CATEGORIES = ("integrity", "lost", "half", "twice", "uncovered", "unsealed")
 
 
 @dataclass
@@ -289,6 +291,18 @@ def structure(snap: Snapshot, findings: Findings) -> None:
     _verdicts(snap, findings)
     _revisions(snap, findings)
     _log_events(snap, findings)
+
+
+def unsealed(snap: Snapshot, findings: Findings) -> None:
+    """Where the writer seals its own log events in the deciding transaction (SQLite,
+    inline sealing), no commit can leave a record without its log entry or an event
+    queued for a later seal: any such row after a power cut means a record committed
+    apart from its seal, the window the one-transaction ingest closed."""
+    for rid, record in sorted(snap.records.items()):
+        if record["log_seq"] is None:
+            findings.add("unsealed", f"record {rid} committed without its log entry")
+    for step, state, rid in snap.pending:
+        findings.add("unsealed", f"{step} event queued, not sealed: record {rid}, {state}")
 
 
 def acked(snap: Snapshot, reports: list[dict[str, Any]], findings: Findings) -> int:

@@ -18,6 +18,13 @@ redelivery of it is a duplicate (never a conflict), each record is applied once.
 stream and is killed between a batch's commit and its XACK; a second consumer takes the
 pending entries over.
 
+Recovery's count is checked too. On SQLite, where one writer is let in at a time, the
+writer appends its log entries inside the deciding transaction: no kill can leave a
+committed record unsealed, so recovery must seal nothing at any point. On PostgreSQL
+the decision commits first and its seal follows in a second transaction, so only
+``after_commit`` may leave records for recovery, and over a row's runs it must leave
+some (else the point would not be the window it names).
+
     .venv/bin/python reliability/crashpoints.py                 # 50 runs per point and backend
     .venv/bin/python reliability/crashpoints.py --runs 5 --xack-runs 5 --json
 """
@@ -233,6 +240,7 @@ class RunResult:
     integrity_bad: int = 0  # SQLite PRAGMA integrity_check not ok
     lost_final: int = 0  # an identity missing after everything was redelivered
     unexpected: int = 0  # a record for an identity the child never sent
+    unsealed_committed: int = 0  # records recovery sealed where none can be unsealed
     inflight_committed: int = 0  # 1: the step in flight at the kill had committed (not
     # an anomaly: expected at after_commit, after_seal and before_xack, never before)
     notes: list[str] = field(default_factory=list)
@@ -249,10 +257,21 @@ class RunResult:
         "integrity_bad",
         "lost_final",
         "unexpected",
+        "unsealed_committed",
     )
 
     def anomalies(self) -> int:
         return sum(int(getattr(self, name)) for name in self.ANOMALIES) + (1 - self.killed)
+
+    def check_recovery(self, backend: Backend, point: str) -> None:
+        """Records sealed by recovery where the backend leaves none unsealed."""
+        if self.sealed_at_recovery and point not in backend.unsealed_after:
+            self.note(
+                "unsealed_committed",
+                f"{backend.name}/{point}: recovery sealed {self.sealed_at_recovery} "
+                f"committed records",
+                self.sealed_at_recovery,
+            )
 
     def note(self, counter: str, text: str, n: int = 1) -> None:
         setattr(self, counter, getattr(self, counter) + n)
@@ -266,6 +285,7 @@ class Row:
 
     backend: str
     point: str
+    window: bool = False  # the point lies between a commit and its seal on this backend
     runs: int = 0
     not_reached: int = 0  # the child finished before the k-th reach; run again
     totals: Counter[str] = field(default_factory=Counter)
@@ -284,6 +304,11 @@ class Row:
         return sum(self.totals[name] for name in RunResult.ANOMALIES) + (
             self.runs - self.totals["killed"]
         )
+
+    def window_unseen(self) -> bool:
+        """A point named as the window between a commit and its seal whose runs never
+        left recovery a record to seal: the point does not crash where it says."""
+        return self.window and self.runs > 0 and self.totals["sealed_at_recovery"] == 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -320,9 +345,12 @@ class Admin(Protocol):
 
 
 class Backend(ABC):
-    """Where a run's fresh store lives."""
+    """Where a run's fresh store lives, and the crash points at which a committed record
+    may still wait for its seal (recovery seals it; at any other point it must find
+    nothing to seal)."""
 
     name = "?"
+    unsealed_after: tuple[str, ...] = ()
 
     @abstractmethod
     def fresh(self) -> str: ...
@@ -335,7 +363,8 @@ class Backend(ABC):
 
 
 class SqliteBackend(Backend):
-    """One file per run (WAL, synchronous=FULL: the store's defaults)."""
+    """One file per run (WAL, synchronous=FULL: the store's defaults). One writer at a
+    time: a record and its log entry commit in one transaction, never apart."""
 
     name = "sqlite"
 
@@ -360,9 +389,11 @@ class SqliteBackend(Backend):
 
 
 class PostgresBackend(Backend):
-    """One database per run, copied from a migrated template, on a durable server."""
+    """One database per run, copied from a migrated template, on a durable server. The
+    decision commits first and a second, durable transaction seals it."""
 
     name = "postgres"
+    unsealed_after = (engine_points.AFTER_COMMIT,)
 
     def __init__(self, admin: Admin) -> None:
         self.admin = admin
@@ -440,15 +471,22 @@ def _fork_child(work: Callable[[Callable[[dict[str, Any]], None]], None]) -> tup
 
 
 def _ingest_child(
-    url: str, steps: Sequence[Step], point: str, nth: int, *, ack_early: bool = False
+    url: str,
+    steps: Sequence[Step],
+    point: str,
+    nth: int,
+    *,
+    ack_early: bool = False,
+    seal: bool = True,
 ) -> Callable[[Callable[[dict[str, Any]], None]], None]:
     """The client: ingest each step, report its decisions once ``ingest`` returned.
     ``ack_early`` is the negative control's broken client: it reports the decisions from
-    inside the deciding transaction, before the commit, where CONTROL_POINT then dies."""
+    inside the deciding transaction, before the commit, where CONTROL_POINT then dies.
+    ``seal=False`` leaves every seal queued (the suite's control for recovery's count)."""
 
     def work(say: Callable[[dict[str, Any]], None]) -> None:
         _arm(point, nth, say)
-        box = oncebox.open(url, inboxes=INBOXES)
+        box = oncebox.open(url, inboxes=INBOXES, seal=seal)
         current = -1
         if ack_early:
             real = box.store.atomic
@@ -705,9 +743,12 @@ def _inserting_steps(steps: Sequence[Step]) -> int:
     return count
 
 
-def store_run(backend: Backend, point: str, seed: int, messages: int = 24) -> RunResult | None:
+def store_run(
+    backend: Backend, point: str, seed: int, messages: int = 24, *, seal: bool = True
+) -> RunResult | None:
     """One crash at ``point`` on a fresh store; None when the workload ended first.
-    CONTROL_POINT runs the broken client that acks before the commit."""
+    CONTROL_POINT runs the broken client that acks before the commit; ``seal=False`` a
+    client that leaves its seals queued."""
     rng = random.Random(seed)
     items = workload(seed, messages)
     steps = steps_of(items, rng)
@@ -724,13 +765,15 @@ def store_run(backend: Backend, point: str, seed: int, messages: int = 24) -> Ru
     nth = rng.randint(1, reaches)
     url = backend.fresh()
     try:
-        run = _kill_run(_ingest_child(url, steps, point, nth, ack_early=point == CONTROL_POINT))
+        child = _ingest_child(url, steps, point, nth, ack_early=point == CONTROL_POINT, seal=seal)
+        run = _kill_run(child)
         if run is None:
             return None
         reports, result = run
         attempted = max((r["attempt"] for r in reports if "attempt" in r), default=-1)
         told = [r for r in reports if "decided" in r]
         box = _recover(url, result)
+        result.check_recovery(backend, point)
         try:
             if not backend.integrity_ok(url):
                 result.note("integrity_bad", url)
@@ -796,6 +839,7 @@ def xack_run(backend: Backend, redis_url: str, seed: int, messages: int = 40) ->
             return None
         _, result = run
         box = _recover(url, result)
+        result.check_recovery(backend, XACK_POINT)
         try:
             if not backend.integrity_ok(url):
                 result.note("integrity_bad", url)
@@ -918,6 +962,9 @@ class Campaign:
     def control_blind(self) -> bool:
         return any(row.totals["acked_but_lost"] == 0 for row in self.controls)
 
+    def windows_unseen(self) -> list[Row]:
+        return [row for row in self.rows if row.window_unseen()]
+
 
 def campaign(
     backends: Sequence[Backend],
@@ -938,7 +985,7 @@ def campaign(
     done = Campaign([], [])
     for b, backend in enumerate(backends):
         for p, point in enumerate(STORE_POINTS):
-            row = Row(backend.name, point)
+            row = Row(backend.name, point, window=point in backend.unsealed_after)
             run = functools.partial(_store_run_at, backend, point, messages)
             run_point(row, run, runs, seed * 100 + b * 10 + p, progress)
             done.rows.append(row)
@@ -978,6 +1025,7 @@ COLUMNS = (
     ("integrity_bad", "integ", 5),
     ("lost_final", "final", 5),
     ("unexpected", "unexp", 5),
+    ("unsealed_committed", "unseal", 6),
     ("inflight_committed", "inflight", 8),
     ("sealed_at_recovery", "sealed", 6),
     ("recovery_ms_p50", "rec p50 ms", 10),
@@ -1060,7 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
         }
         print(json.dumps(figures, indent=1))
-    return 1 if result.anomalies() or result.control_blind() else 0
+    return 1 if result.anomalies() or result.control_blind() or result.windows_unseen() else 0
 
 
 def report(result: Campaign, wall: float, seed: int) -> str:
@@ -1073,6 +1121,13 @@ def report(result: Campaign, wall: float, seed: int) -> str:
     )
     for row in rows:
         lines.extend(f"  {row.backend}/{row.point}: {note}" for note in row.notes)
+    for row in result.rows:
+        if row.window and row.runs:
+            seen = "WINDOW NEVER SEEN" if row.window_unseen() else "as it should"
+            lines.append(
+                f"{row.backend}/{row.point} lies between a commit and its seal: recovery "
+                f"sealed {row.totals['sealed_at_recovery']} records over {row.runs} runs, {seen}"
+            )
     for row in result.controls:
         verdict = "harness sees the loss" if row.totals["acked_but_lost"] else "HARNESS BLIND"
         lines.append(

@@ -380,6 +380,20 @@ def render(result: Result, cfg: Config) -> str:
     return "\n".join(out)
 
 
+def figures(result: Result) -> dict[str, Any]:
+    """The printed lines as one mapping; an indented line is keyed under the line above
+    it ("acked ... / checks"), so that labels used twice ("  checks") both stay."""
+    out: dict[str, Any] = {}
+    parent = ""
+    for label, value in result.lines():
+        if label.startswith(" "):
+            out[f"{parent} / {label.strip()}"] = value
+        else:
+            parent = label
+            out[label] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     defaults = Config()
@@ -413,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(base, ignore_errors=True)
     print(render(result, cfg))
     if args.json:
-        print(json.dumps({"config": asdict(cfg), "figures": dict(result.lines())}, default=str))
+        print(json.dumps({"config": asdict(cfg), "figures": figures(result)}, default=str))
     if args.keep:
         print(f"kept: {base}")
     return 0 if result.anomalies == 0 else 1

@@ -4,7 +4,10 @@ Why: fencing (DESIGN.md I3) is only as good as the cases it has met. Here seeded
 take, renew, release and lose leases on a :class:`oncebox.ManualClock`; they pause for
 longer than the TTL and come back writing with the token they held, their device clocks
 run ahead or behind (and ride along with every delivery as ``device_time``), and some
-deliberately write with old, forged or foreign tokens. Every attempt goes into a history
+deliberately write with old, forged or foreign tokens; now and then a relay sends several
+writes at one instant as one batch (its own, an old or a peer's token, a forged one, a
+resend, the same body twice), which the engine decides on its set-based path, each
+delivery against its scope's lease in delivery order. Every attempt goes into a history
 with the server time and the store's answer, and the history is checked against a model
 of the lease that knows only the server clock and the tokens:
 
@@ -77,6 +80,7 @@ class Event:
     body: str | None = None
     device_time: float | None = None
     believed_valid: bool | None = None  # the holder's own view from its device clock
+    batch: int = 0  # the size of the batch the write went in (0: sent on its own)
 
 
 @dataclass
@@ -97,6 +101,8 @@ class Report:
     at_expiry: int = 0  # current-token writes at exactly the expiry instant (valid)
     just_after_expiry: int = 0  # current-token writes at most 1 ms past it (expired)
     outcomes: Counter[str] = field(default_factory=Counter)
+    batched_outcomes: Counter[str] = field(default_factory=Counter)  # of writes in batches
+    in_batches: int = 0  # anomalies flagged on writes that went in a batch
     examples: list[str] = field(default_factory=list)
 
     ANOMALIES = (
@@ -117,6 +123,7 @@ class Report:
 
     def flag(self, name: str, event: Event | None, note: str) -> None:
         setattr(self, name, getattr(self, name) + 1)
+        self.in_batches += bool(event and event.batch)
         if len(self.examples) < 12:
             self.examples.append(f"{name}: {note}" + (f" | {event}" if event else ""))
 
@@ -127,6 +134,8 @@ class Report:
         for name in self.ANOMALIES:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.outcomes.update(other.outcomes)
+        self.batched_outcomes.update(other.batched_outcomes)
+        self.in_batches += other.in_batches
         self.examples.extend(other.examples[: max(0, 12 - len(self.examples))])
 
 
@@ -221,6 +230,8 @@ def check(
         elif event.op == "write":
             report.writes += 1
             report.outcomes[f"{event.kind}:{event.result}"] += 1
+            if event.batch:
+                report.batched_outcomes[event.result] += 1
             expected = decide(state, event)
             if event.token == state.token and not state.released:
                 self_at = event.at - state.expires_at
@@ -401,40 +412,86 @@ def simulate(params: Params, url: str = "sqlite:///:memory:") -> Run:
             )
 
         def write(h: Holder, kind: str, inbox: str, scope: str, token: int, body: str) -> str:
+            return send(h, inbox, [(kind, scope, token, body)])[0]
+
+        def send(h: Holder, inbox: str, writes: Sequence[tuple[str, str, int, str]]) -> list[str]:
+            """Writes (kind, scope, token, body) to ``inbox`` at this instant: one on its
+            own, several as one batch. Returns each one's verdict or refusal reason."""
             nonlocal believed_but_expired, believed_expired_but_valid
             device = clock.now + h.skew
             believed = device <= h.expires_at
-            decision = box.ingest(
-                inbox,
+            deliveries = [
                 Delivery(
                     body.encode(),
                     snapshot_id=scope,
                     lease_token=token,
                     device_time=repr(device),
-                    delivery_id=f"d{seq}",
-                ),
-            )
-            result = decision.reason if decision.reason in REFUSALS else str(decision.verdict)
-            assert result in (*PASSED, *REFUSALS), decision
-            if decision.may_ack != (result in PASSED):
-                raise AssertionError(f"may_ack {decision.may_ack} on {result}: {decision}")
-            if kind == "normal" and result == EXPIRED and believed:
-                believed_but_expired += 1
-            if kind in ("normal", "sloppy") and result in PASSED and not believed:
-                believed_expired_but_valid += 1
-            record(
-                holder=h.id,
-                op="write",
-                inbox=inbox,
-                scope=scope,
-                token=token,
-                result=result,
-                kind=kind,
-                body=body,
-                device_time=device,
-                believed_valid=believed,
-            )
-            return result
+                    delivery_id=f"d{seq}-{j}",
+                )
+                for j, (_, scope, token, body) in enumerate(writes)
+            ]
+            if len(deliveries) == 1:
+                decisions = [box.ingest(inbox, deliveries[0])]
+            else:
+                decisions = box.ingest_batch(inbox, deliveries)
+            results = []
+            for (kind, scope, token, body), decision in zip(writes, decisions, strict=True):
+                result = decision.reason if decision.reason in REFUSALS else str(decision.verdict)
+                assert result in (*PASSED, *REFUSALS), decision
+                if decision.may_ack != (result in PASSED):
+                    raise AssertionError(f"may_ack {decision.may_ack} on {result}: {decision}")
+                if kind == "normal" and result == EXPIRED and believed:
+                    believed_but_expired += 1
+                if kind in ("normal", "sloppy") and result in PASSED and not believed:
+                    believed_expired_but_valid += 1
+                record(
+                    holder=h.id,
+                    op="write",
+                    inbox=inbox,
+                    scope=scope,
+                    token=token,
+                    result=result,
+                    kind=kind,
+                    body=body,
+                    device_time=device,
+                    believed_valid=believed,
+                    batch=len(writes) if len(writes) > 1 else 0,
+                )
+                results.append(result)
+            return results
+
+        def relay(h: Holder, inbox: str, scope: str, token: int, body: str) -> None:
+            """Several writes at one instant in one batch, through one inbox: the
+            holder's own (normal or sloppy), and mixed in an old token's, a peer's, a
+            forged one, a resend and the same new body twice."""
+            own = "normal" if clock.now + h.skew <= h.expires_at else "sloppy"
+            writes: list[tuple[str, str, int, str]] = []
+            fresh: list[str] = []
+            resent: list[str] = []
+            for j in range(rnd.randint(2, 6)):
+                pick = rnd.random()
+                olds = [(s, t) for i, s, t in h.old if i == inbox]
+                peers = [p for p in holders if p is not h and p.token and p.inbox == inbox]
+                if pick < 0.15 and olds:
+                    writes.append(("old", *rnd.choice(olds), f"{body}-b{j}"))
+                elif pick < 0.25 and peers:
+                    peer = rnd.choice(peers)
+                    assert peer.scope is not None and peer.token is not None
+                    writes.append(("borrowed", peer.scope, peer.token, f"{body}-b{j}"))
+                elif pick < 0.32:
+                    writes.append(("forged", scope, highest + rnd.randint(1, 1000), f"{body}-b{j}"))
+                elif pick < 0.42 and h.refused:
+                    again = h.refused.pop(rnd.randrange(len(h.refused)))
+                    writes.append(("resend", scope, token, again))
+                    resent.append(again)
+                elif pick < 0.55 and (fresh or h.sent):
+                    writes.append(("redelivery", scope, token, rnd.choice(fresh or h.sent)))
+                else:
+                    fresh.append(f"{body}-b{j}")
+                    writes.append((own, scope, token, fresh[-1]))
+            for (kind, _, _, sent), result in zip(writes, send(h, inbox, writes), strict=True):
+                if kind in (own, "resend"):
+                    (h.sent if result in PASSED else h.refused).append(sent)
 
         def release(h: Holder, inbox: str, scope: str, token: int) -> None:
             try:
@@ -517,6 +574,8 @@ def simulate(params: Params, url: str = "sqlite:///:memory:") -> Run:
                     write(h, "borrowed", peer.inbox, peer.scope, peer.token, body)
                 else:
                     done -= 1
+            elif 0.21 <= action < 0.24:
+                relay(h, h.inbox, h.scope, h.token, body)
             elif (not believes and action < 0.8) or (believes and action < 0.28):
                 take(h, "renew", h.inbox, h.scope)
             else:
@@ -680,6 +739,8 @@ class Tally:
     server_span: float = 0.0
     believed_but_expired: int = 0
     believed_expired_but_valid: int = 0
+    batches: int = 0
+    batched_writes: int = 0
     failed_seeds: list[int] = field(default_factory=list)
 
     def add(self, run: Run, report: Report) -> None:
@@ -688,6 +749,9 @@ class Tally:
         for event in run.history:
             label = event.op if event.op != "release" else f"release:{event.result}"
             self.ops[label] += 1
+            if event.batch:
+                self.batched_writes += 1
+                self.batches += 1 / event.batch
         self.holders += run.params.holders
         self.scopes += run.params.scopes * len(INBOXES)
         self.pauses += run.pauses
@@ -713,8 +777,9 @@ class Tally:
         return [
             f"  operations: {total_ops:,} (take {self.ops['take']:,}, renew {self.ops['renew']:,}, "
             f"release {self.ops['release:ok']:,} + {self.ops['release:refused']:,} refused, "
-            f"write {self.ops['write']:,}); clock steps {self.clock_steps:,}, server time "
-            f"spanned {self.server_span:,.0f} s",
+            f"write {self.ops['write']:,}, of which {self.batched_writes:,} in "
+            f"{round(self.batches):,} batches of 2 to 6); clock steps {self.clock_steps:,}, "
+            f"server time spanned {self.server_span:,.0f} s",
             f"  holders: {self.holders:,}; scopes: {self.scopes:,} (over {len(INBOXES)} fenced "
             f"inboxes); pauses longer than the TTL: {self.pauses:,}",
             f"  device skews: {len(ahead)} ahead (up to +{max(ahead, default=0):,.1f} s), "
@@ -722,6 +787,8 @@ class Tally:
             f"{len(self.skews) - len(ahead) - len(behind)} none",
             "  writes by kind: " + ", ".join(f"{k} {n:,}" for k, n in sorted(kinds.items())),
             "  write outcomes: " + ", ".join(f"{k} {n:,}" for k, n in sorted(results.items())),
+            "  in batches: "
+            + ", ".join(f"{k} {n:,}" for k, n in sorted(r.batched_outcomes.items())),
             "  outcomes by kind: " + ", ".join(f"{k} {n:,}" for k, n in sorted(r.outcomes.items())),
             f"  current-token writes at exactly the expiry instant {r.at_expiry:,} (valid), "
             f"at most 1 ms past it {r.just_after_expiry:,} (expired)",
@@ -857,7 +924,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"  fence that {name}: stale-token writes accepted {report.stale_accepted}, "
                 f"expired writes accepted {report.expired_accepted}, two holders at once "
-                f"{report.two_holders}, older token after newer {report.token_regressions}"
+                f"{report.two_holders}, older token after newer {report.token_regressions} "
+                f"({report.in_batches} of these findings on writes sent in batches)"
             )
         print(
             f"  a model trusting device clocks disagrees with the store on "

@@ -16,10 +16,17 @@ child acked, checks that every effect sits beside its record exactly once, runs
 sender that never saw its acks would: no redelivery may be accepted a second time
 and the effects must still add up.
 
-Two negative controls show that the figures can fail. ``synchronous=NORMAL`` does not
+Where a variant seals inline, the SQLite writer appends its log entries inside the
+deciding transaction, so a record and its seal commit together: after any cut, no
+record may lack its log entry and nothing may wait in the seal queue ("unsealed").
+
+Three negative controls show that the figures can fail. ``synchronous=NORMAL`` does not
 sync the WAL at commit: it must show acked-but-lost commits. A mutant store whose every
 statement commits on its own (no ``BEGIN``/``COMMIT``, only in the crashing child) must
-show half-applied transactions. If either shows nothing, the harness is broken.
+show half-applied transactions. A mutant that decides and seals in two transactions, as
+the core did before the lean ingest (the store claims to let several writers in, so the
+decision commits unflushed and a durable seal follows), must show records committed
+without their seal. If any shows nothing, the harness is broken.
 
     .venv/bin/python reliability/powerloss.py --runs 2000
 
@@ -67,6 +74,7 @@ from _powerloss_check import (
     integrity,
     load,
     structure,
+    unsealed,
 )
 from _powerloss_vfs import CRASHED, Faults, PowerLossVFS
 from oncebox import Delivery, ManualClock
@@ -88,6 +96,7 @@ MODES = {
     "FULL": ("FULL", "synchronous=FULL"),
     "NORMAL": ("NORMAL", "negative control: synchronous=NORMAL"),
     "AUTOCOMMIT": ("FULL", "negative control: every statement its own transaction"),
+    "TWO_TX": ("FULL", "negative control: the decision and its seal in two transactions"),
 }
 LABELS = {
     "integrity": "integrity failures",
@@ -95,6 +104,7 @@ LABELS = {
     "half": "half-applied transactions",
     "twice": "applied twice",
     "uncovered": "log not covering records after recovery",
+    "unsealed": "records committed apart from their seal (inline sealing)",
 }
 
 
@@ -299,6 +309,16 @@ def split_transactions() -> None:
     sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]
 
 
+def seal_apart() -> None:
+    """The mutant of the third negative control: the SQLite store says it lets several
+    writers in, so the engine commits each decision without a flush and seals it in a
+    second, durable transaction (the core before the lean ingest). Only the crashing
+    child runs it, to show the harness sees a record committed apart from its seal."""
+    from oncebox.store import sqlite
+
+    sqlite.SQLiteStore.single_writer = False  # type: ignore[misc]
+
+
 def checkpoint_often(conn: apsw.Connection) -> None:
     conn.execute(f"PRAGMA wal_autocheckpoint={AUTOCHECKPOINT_PAGES}")
 
@@ -320,6 +340,8 @@ def child(spec: RunSpec, db: Path, report_path: Path) -> NoReturn:
         apsw.connection_hooks.append(checkpoint_often)
         if spec.mode == "AUTOCOMMIT":
             split_transactions()
+        elif spec.mode == "TWO_TX":
+            seal_apart()
         clock = ManualClock(START)
         box = oncebox.open(
             store_url(db, MODES[spec.mode][0], VFS_NAME),
@@ -379,6 +401,8 @@ def inspect(spec: RunSpec, db: Path, reports: list[dict[str, Any]], result: RunR
     finally:
         conn.close()
     structure(snap, findings)
+    if inline_seal(spec.variant):
+        unsealed(snap, findings)
     result.acked = acked(snap, reports, findings)
     try:
         restart(spec, db, snap, findings)
@@ -593,6 +617,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2000, help="runs with synchronous=FULL")
     parser.add_argument("--control-runs", type=int, default=200, help="synchronous=NORMAL runs")
     parser.add_argument("--mutant-runs", type=int, default=100, help="autocommit mutant runs")
+    parser.add_argument(
+        "--two-tx-runs", type=int, default=100, help="runs of the mutant that seals apart"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variants", type=int, default=VARIANTS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -610,6 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("FULL", args.runs),
             ("NORMAL", args.control_runs),
             ("AUTOCOMMIT", args.mutant_runs),
+            ("TWO_TX", args.two_tx_runs),
         ):
             if runs:
                 started = time.monotonic()
@@ -626,7 +654,7 @@ def verdict(summaries: dict[str, Summary]) -> int:
         return 3
     broken = [
         f"{MODES[mode][1]} showed no {LABELS[category]}"
-        for mode, category in (("NORMAL", "lost"), ("AUTOCOMMIT", "half"))
+        for mode, category in (("NORMAL", "lost"), ("AUTOCOMMIT", "half"), ("TWO_TX", "unsealed"))
         if mode in summaries and summaries[mode].anomalies(category)[0] == 0
     ]
     if broken:
@@ -636,7 +664,7 @@ def verdict(summaries: dict[str, Summary]) -> int:
     if full and (sum(full.anomalies(c)[0] for c in CATEGORIES) or full.dry_anomalies()):
         print("ANOMALIES with synchronous=FULL: see above")
         return 1
-    print("result: synchronous=FULL shows no anomaly; both negative controls detect theirs")
+    print("result: synchronous=FULL shows no anomaly; every negative control detects its own")
     return 0
 
 

@@ -59,6 +59,12 @@ def test_sigkill_at_every_point_on_both_backends(
         assert row.runs == row.totals["killed"] == RUNS, shown
         assert row.totals["acked"] > 0, shown
     assert result.anomalies() == 0, shown
+    # Recovery sealed records only at PostgreSQL's after_commit, and there it did.
+    for row in result.rows:
+        window = row.backend == "postgres" and row.point == "after_commit"
+        assert row.window == window
+        assert (row.totals["sealed_at_recovery"] > 0) == window, shown
+    assert not result.windows_unseen(), shown
     # The broken client (acks inside the transaction, dies before the commit) is caught.
     assert [r.backend for r in result.controls] == ["sqlite", "postgres"]
     assert not result.control_blind(), shown
@@ -109,3 +115,24 @@ def test_the_checks_see_loss_double_application_and_wrong_conflicts(tmp_path: Pa
             model, again, {"verdict": "conflict", "may_ack": True}, wrong, redelivery=True
         )
         assert wrong.wrongly_conflict == 1
+
+
+def test_the_recovery_count_sees_records_committed_apart_from_their_seal(
+    tmp_path: Path,
+) -> None:
+    # A client that leaves its seals queued (seal=False) killed after a commit on SQLite:
+    # recovery has records to seal, which the one-transaction ingest never leaves.
+    backend = harness.SqliteBackend(tmp_path)
+    point = harness.engine_points.AFTER_COMMIT
+    apart = harness.store_run(backend, point, 5, 12, seal=False)
+    assert apart is not None and apart.sealed_at_recovery > 0
+    assert apart.unsealed_committed == apart.sealed_at_recovery, apart.notes
+    assert apart.anomalies() == apart.unsealed_committed, apart.notes
+    # The same crash with the store's own sealing leaves recovery nothing to do.
+    inline = harness.store_run(backend, point, 5, 12)
+    assert inline is not None and inline.sealed_at_recovery == 0
+    assert inline.anomalies() == 0, inline.notes
+    # A window row whose runs never left recovery anything is reported.
+    row = harness.Row("postgres", point, window=True)
+    row.add(inline)
+    assert row.window_unseen()

@@ -56,6 +56,10 @@ def test_the_seeds_cover_what_fencing_is_for() -> None:
     assert tally.report.at_expiry > 0 and tally.report.just_after_expiry > 0
     assert tally.believed_but_expired > 0  # a device clock behind did not help
     assert tally.believed_expired_but_valid > 0  # nor did one ahead hurt
+    # Batches (decided on the set-based path) mix refused and accepted writes.
+    batched = tally.report.batched_outcomes
+    assert tally.batches > 10 and batched["stale_token"] > 0 and batched["accepted"] > 0
+    assert batched["duplicate"] + batched["expired_lease"] > 0
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -78,6 +82,7 @@ def test_negative_controls_fail_as_they_must() -> None:
     assert found.failures() == []
     assert found.broken["ignores supersession"].stale_accepted > 0
     assert found.broken["ignores expiry"].expired_accepted > 0
+    assert found.broken["ignores supersession"].in_batches > 0  # caught in batches too
     assert leases.fence is leasesim._original_fence  # put back afterwards
 
 

@@ -1,7 +1,8 @@
 """A bounded power-loss campaign (reliability/powerloss.py): with ``synchronous=FULL`` no
 power cut loses an acked decision or half-applies one (I2, I4, I5). The same harness
-catches ``synchronous=NORMAL`` losing acked commits and a store without transactions
-half-applying them, so its zeros mean something."""
+catches ``synchronous=NORMAL`` losing acked commits, a store without transactions
+half-applying them and a decision sealed in a second transaction leaving records
+without their seal, so its zeros mean something."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reliability"))
 
 import oncebox
 import powerloss
-from _powerloss_check import CATEGORIES, Findings, acked, load, structure
+from _powerloss_check import CATEGORIES, Findings, acked, load, structure, unsealed
 from _powerloss_vfs import SECTOR, Faults, VolatileFile
 
 SEED = 11
@@ -76,6 +77,16 @@ def test_split_transactions_are_caught_half_applied(template: Path, workdir: Pat
     assert half > 0 and runs > 0, "the mutant without transactions must be seen half-applied"
 
 
+def test_sealing_apart_is_caught_unsealed(template: Path, workdir: Path) -> None:
+    summary = powerloss.campaign("TWO_TX", 40, SEED, 6, 24, template, workdir, jobs=2)
+    assert not summary.harness_failures, details(summary)
+    apart, runs = summary.anomalies("unsealed")
+    assert apart > 0 and runs > 0, "a seal in its own transaction must be seen apart"
+    # Recovery still covers what the window left, and nothing acked is lost.
+    for category in ("lost", "uncovered"):
+        assert summary.anomalies(category) == (0, 0), details(summary)
+
+
 def test_a_cut_keeps_each_sector_old_or_new(tmp_path: Path) -> None:
     durable = bytes([1]) * (2 * SECTOR)
     volatile = VolatileFile(str(tmp_path / "f"), "db", durable)
@@ -107,14 +118,21 @@ def test_the_checker_sees_half_applied_doubled_and_lost(workdir: Path) -> None:
     conn = apsw.Connection(str(path))
     clean = Findings()
     structure(load(conn), clean)
+    unsealed(load(conn), clean)
     assert not clean.any()
     conn.execute(
         "DELETE FROM triage_ledger WHERE record_id = (SELECT min(record_id) FROM triage_ledger)"
     )
     conn.execute("UPDATE work_keys SET generation = generation + 1")
+    conn.execute(
+        "INSERT INTO log_pending (step, state, record_id) "
+        "SELECT 'accept', state, NULL FROM log WHERE seq = (SELECT max(seq) FROM log)"
+    )
+    conn.execute("UPDATE records SET log_seq = NULL WHERE id = (SELECT max(id) FROM records)")
     tampered = Findings()
     snap = load(conn)
     structure(snap, tampered)
+    unsealed(snap, tampered)
     gone = {
         "op": "ingest",
         "decisions": [
@@ -136,3 +154,5 @@ def test_the_checker_sees_half_applied_doubled_and_lost(workdir: Path) -> None:
     assert any("totals" in w for w in tampered.found["twice"])
     assert any("generation" in w for w in tampered.found["twice"])
     assert tampered.found["lost"] == ["accepted rec-x (record 999) is not stored"]
+    assert len(tampered.found["unsealed"]) == 2, tampered.found["unsealed"]
+    assert "committed without its log entry" in tampered.found["unsealed"][0]

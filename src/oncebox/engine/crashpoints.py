@@ -11,7 +11,7 @@ import os
 
 BEFORE_INSERT = "before_insert"
 AFTER_INSERT = "after_insert"  # the record and its effects written, not yet committed
-AFTER_COMMIT = "after_commit"  # committed, not yet sealed into the log
+AFTER_COMMIT = "after_commit"  # committed; on PostgreSQL not yet sealed (SQLite seals in it)
 AFTER_SEAL = "after_seal"  # sealed, but the caller never sees the decision (ack lost)
 BEFORE_XACK = "before_xack"  # redis consumer: batch committed, XACK not sent
 POINTS = (BEFORE_INSERT, AFTER_INSERT, AFTER_COMMIT, AFTER_SEAL)
