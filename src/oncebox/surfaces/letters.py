@@ -56,6 +56,15 @@ def page(
     return found[:limit]
 
 
+def unreplayable(letter: DeadLetter) -> str | None:
+    """Why ``letter`` cannot be replayed (kept only in part), or None if it can."""
+    try:
+        replayable(letter)
+    except InvalidOperation as exc:
+        return str(exc)
+    return None
+
+
 def line_of(box: Oncebox, inbox: str, letter: DeadLetter) -> tuple[bytes | None, str]:
     """The NDJSON line that re-delivers ``letter`` (None if none can) and why not."""
     try:
