@@ -8,6 +8,7 @@ resolves it, and sees it leave the list. A screenshot of each page is kept in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -182,16 +183,13 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
     page.click("nav >> text=Quarantine")
     card = page.locator(f"#q-{quarantine_id}")
     assert card.is_visible()
-    sides = card.locator(".side")
-    assert sides.count() == 2
-    original, newcomer = sides.nth(0), sides.nth(1)
+    original = page.locator("article.conflict", has=card).locator(".side.original")
     assert "Original" in original.locator("h3").inner_text()
     assert "H1|1|Kakuma1|MED|3|86|" in original.locator("pre").inner_text()
-    assert "Newcomer" in newcomer.locator("h3").inner_text()
-    assert "H1|1|Kakuma1|MED|9|86|" in newcomer.locator("pre").inner_text()
-    # The differing field is marked on both sides.
-    assert original.locator("tr.differs th").all_inner_texts() == ["headcount"]
-    assert newcomer.locator("tr.differs td").all_inner_texts() == ["9"]
+    assert "Newcomer" in card.locator("h3").inner_text()
+    assert "H1|1|Kakuma1|MED|9|86|" in card.locator("pre").inner_text()
+    # The differing field is marked with its old and new value.
+    assert card.locator("table.changes").inner_text().split("\t") == ["headcount", "3 -> 9"]
     shot(page, "03-quarantine")
 
     # Resolve: keep the original, with a note; the row leaves the open list.
@@ -209,6 +207,7 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
     with served.api() as http:
         row = http.get(f"/v1/quarantine/{quarantine_id}").json()
         assert row["status"] == "kept" and row["note"].startswith("radio operator")
+        assert row["resolved_by"] == "ops"
     assert served.box.stats("ussd")["quarantine_open"] == 0
 
     # Dead letters: what arrived is shown as text, never as markup.
@@ -227,7 +226,9 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
     shot(page, "06-work")
     with page.expect_navigation():
         review.locator("button", has_text="Retry").click()
-    assert "Sent back from review." in page.locator(".notice").inner_text()
+    assert "Sent back from review by ops." in page.locator(".notice").inner_text()
+    [retried] = [e for e in served.box.log_entries() if e.step == "retry"]
+    assert json.loads(retried.state)["actor"] == "ops"  # the token's name
     assert page.locator("#work-listing table.review").count() == 0
     assert page.locator("#work-listing table.dirty tbody tr").count() == 2
     assert served.box.reconciler("listing").review() == []
@@ -245,7 +246,7 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
         page.click("text=Verify the log")
     verification = page.locator("#verification")
     assert "The log verifies." in verification.inner_text()
-    assert re.search(r"entries\s+\d+", verification.inner_text())
+    assert re.search(r"entries replayed\s+\d+", verification.inner_text())
     shot(page, "09-log-verified")
 
     # Sign out: the cookie is gone and the pages lead to the sign-in form again.

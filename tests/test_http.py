@@ -624,7 +624,7 @@ def test_operator_views_and_the_log(
         clash = http.post(
             "/v1/inboxes/ussd/deliveries", content=frame(1, 9), headers={"Oncebox-Key": "k"}
         ).json()
-        http.post("/v1/inboxes/ussd/deliveries", content=b"junk")
+        http.post("/v1/inboxes/ussd/deliveries", content=b"junk", headers={"Oncebox-Key": "j"})
         listed = http.get("/v1/inboxes/ussd/quarantine").json()
         assert [row["id"] for row in listed] == [clash["quarantine_id"]]
         assert listed[0]["original"]["id"] == first["record_id"]

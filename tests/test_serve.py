@@ -58,7 +58,11 @@ def test_oncebox_serve_decides_deliveries_and_stops_on_sigterm(tmp_path: Path) -
     )
     secret = json.loads(made.stdout)["secret"]
     port = _free_port()
-    proc = subprocess.Popen([*ONCEBOX, "serve", "--port", str(port)], env=env)
+    proc = subprocess.Popen(
+        [*ONCEBOX, "serve", "--port", str(port), "--log-format", "json"],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -78,4 +82,13 @@ def test_oncebox_serve_decides_deliveries_and_stops_on_sigterm(tmp_path: Path) -
     finally:
         proc.send_signal(signal.SIGTERM)
         # uvicorn shuts down gracefully, then re-raises the signal it caught.
-        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode in (0, -signal.SIGTERM)
+    # The access log: one JSON line per request, with what happened, never the token.
+    logged = [json.loads(x) for x in stderr.decode().splitlines() if x.startswith("{")]
+    decided = [x for x in logged if x["path"] == "/v1/inboxes/listing/deliveries"]
+    assert [(x["method"], x["status"], x["inbox"], x["verdict"]) for x in decided] == [
+        ("POST", 201, "listing", "accepted"),
+        ("POST", 200, "listing", "duplicate"),
+    ]
+    assert all(x["latency_ms"] >= 0 for x in logged) and secret not in stderr.decode()

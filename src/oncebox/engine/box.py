@@ -239,12 +239,17 @@ class Oncebox(Reads):
         return self.write(decide)
 
     def replay(
-        self, letter_id: int, actor: str | None = None, lease_token: int | None = None
+        self,
+        letter_id: int,
+        actor: str | None = None,
+        lease_token: int | None = None,
+        note: str | None = None,
     ) -> Decision:
         """Deliver a dead letter again, after a sender or configuration fix: decided now,
-        like any delivery (a second refusal is a new dead letter), with the actor and the
-        original dead letter's id in the log. Only a dead letter stored whole can be;
-        ``lease_token`` is for a fenced inbox's (dead letters keep no token)."""
+        like any delivery (a second refusal is a new dead letter), with the actor, the
+        note and the original dead letter's id in the log. Only a dead letter stored
+        whole can be; ``lease_token`` is for a fenced inbox's (dead letters keep no
+        token)."""
 
         def decide(tx: Tx) -> Decided:
             letter = tx.get_dead_letter(letter_id)
@@ -255,7 +260,7 @@ class Oncebox(Reads):
             decided = decide_batch(tx, active, [prepare(active.codec, delivery)], seal=False)
             outcome = decided.decisions()[0]
             tx.mark_replayed(letter_id, tx.now(), actor, replay_verdict(outcome))
-            log.event(tx, "replay", replay_state(letter, outcome, actor))
+            log.event(tx, "replay", replay_state(letter, outcome, actor, note))
             return decided
 
         decisions = self.write(decide).decisions()

@@ -26,6 +26,7 @@ from oncebox.engine.views import (
     view,
     views,
 )
+from oncebox.errors import InvalidOperation
 from oncebox.store.base import DeadLetterFilter, Store
 
 
@@ -87,6 +88,12 @@ class Reads(ABC):
         filters = DeadLetterFilter(reason, since, until, needle or None, after)
         with self.store.reading() as tx:
             return views(DeadLetter, tx.list_dead_letters(inbox_id, limit, filters))
+
+    def get_dead_letter(self, letter_id: int) -> tuple[str, DeadLetter] | None:
+        """A dead letter with its inbox's name (to check who may see or replay it)."""
+        with self.store.reading() as tx:
+            row = tx.get_dead_letter(letter_id)
+        return (self._by_id(row.inbox_id).name, view(DeadLetter, row)) if row else None
 
     def record(self, inbox: str, identity: str) -> Record | None:
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
@@ -159,6 +166,10 @@ class Reads(ABC):
         retransmitted session counted twice is 46, not 23), so that what dedup
         suppressed is in plain sight."""
         active = self.inbox(inbox)
+        if active.row.apply != "triage":
+            raise InvalidOperation(
+                f"inbox {inbox} keeps no triage ledger (its apply step is {active.row.apply})"
+            )
         with self.store.reading() as tx:
             totals = tx.ledger_totals(active.row.id)
             ranking = tx.ledger_ranking(active.row.id)

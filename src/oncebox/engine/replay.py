@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from oncebox.engine.decision import Decision
+from oncebox.engine.views import DeadLetter
 from oncebox.errors import InvalidOperation
 from oncebox.formats import Delivery
 from oncebox.store.base import DeadLetterRow
 
 
-def replayable(letter: DeadLetterRow) -> Delivery:
+def replayable(letter: DeadLetterRow | DeadLetter) -> Delivery:
     """The delivery a dead letter kept, with its transport facts (not its lease token,
-    which dead letters do not keep)."""
+    which dead letters do not keep): what a replay decides, and what a download of it
+    re-delivers."""
     head = bytes(letter.head)
     if letter.length != len(head):
         raise InvalidOperation(
@@ -39,8 +41,10 @@ def replay_verdict(decision: Decision) -> str:
     return f"{decision.verdict}:{decision.reason}" if decision.reason else str(decision.verdict)
 
 
-def replay_state(letter: DeadLetterRow, decision: Decision, actor: str | None) -> dict[str, Any]:
-    """The log entry of a replay: which dead letter, who, and what it became."""
+def replay_state(
+    letter: DeadLetterRow, decision: Decision, actor: str | None, note: str | None = None
+) -> dict[str, Any]:
+    """The log entry of a replay: which dead letter, who and why, and what it became."""
     return {
         "inbox": decision.inbox,
         "dead_letter": letter.id,
@@ -50,4 +54,5 @@ def replay_state(letter: DeadLetterRow, decision: Decision, actor: str | None) -
         "record": decision.record_id,
         "quarantine": decision.quarantine_id,
         "new_dead_letter": decision.dead_letter_id,
+        "note": note,
     }

@@ -10,6 +10,7 @@ from oncebox.formats.codec import (
     codec_settings,
     configure,
     get_codec,
+    needs_key,
     register,
 )
 from oncebox.formats.feed import FeedCodec
@@ -51,6 +52,7 @@ __all__ = [
     "configure",
     "get_codec",
     "identify",
+    "needs_key",
     "parse_webhook",
     "register",
 ]

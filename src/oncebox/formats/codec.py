@@ -137,6 +137,14 @@ def codec_family(name: str) -> str:
     return name.split("{", 1)[0]
 
 
+def needs_key(codec: Codec) -> bool:
+    """Whether the codec's identity is the key its transport gives (``Oncebox-Key``, a
+    line's ``key``), so that a delivery without one is its sender's misconfiguration.
+    A codec says so with ``needs_key = True``; one whose key comes from the body, or
+    from a verified webhook's message id, does not."""
+    return bool(getattr(codec, "needs_key", False))
+
+
 def codec_settings(codec: Codec) -> dict[str, Any]:
     """A codec's settings as operators see them (empty for a codec that has none)."""
     return dict(getattr(codec, "settings", None) or {})

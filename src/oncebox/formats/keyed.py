@@ -38,6 +38,10 @@ class KeyedCodec:
     def settings(self) -> dict[str, Any]:
         return {} if self.webhook is None else {"webhook": self.webhook.describe()}
 
+    @property
+    def needs_key(self) -> bool:
+        return self.webhook is None  # a webhook's verified message id is the key
+
     def configure(self, settings: Mapping[str, Any], webhook: WebhookConfig | None) -> KeyedCodec:
         check_settings(self.name, settings, frozenset())
         return KeyedCodec(webhook)

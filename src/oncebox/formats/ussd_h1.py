@@ -45,6 +45,7 @@ class UssdH1Codec:
     name = "ussd-h1"
     identity: IdentityMode = "key"
     max_bytes = MAX_BYTES
+    needs_key = True  # the gateway's frame_id
 
     def decode(self, delivery: Delivery) -> Decoded:
         frame = delivery.body

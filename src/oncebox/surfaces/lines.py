@@ -19,13 +19,18 @@ lone surrogate escape, NaN) or whose key or facts no store can hold as text (a N
 an :class:`~oncebox.formats.Unreadable` delivery: a ``bad_format`` dead letter of the
 raw line, whatever the codec. :func:`delivery_from_line` never raises, so one hostile
 line cannot fail the batch it came in; the other lines are decided as usual.
+
+:func:`line_for` goes the other way (a dead letter downloaded as a line): the line that
+re-delivers a delivery, when one can.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from oncebox.formats import Delivery, Invalid, Unreadable, codec_family
@@ -72,6 +77,36 @@ def delivery_from_line(codec: str, line: bytes) -> Delivery:
         # PostgreSQL cannot hold a NUL in text: storing it would fail the whole batch.
         return Unreadable(body=line, detail="the line's key or a fact holds a NUL character")
     return Delivery(body=body, lease_token=_lease_token(envelope.get("lease_token")), **facts)
+
+
+def line_for(codec: str, delivery: Delivery) -> bytes | None:
+    """The NDJSON line that :func:`delivery_from_line` reads back as ``delivery`` (its
+    body, key and facts; never a lease token), or None when no line can carry it: a
+    bare-form codec's line is the body itself, so a body spanning lines, or one that
+    came with a key or facts, has no line of its own."""
+    if codec_family(codec) in BARE:
+        line = delivery.body
+    else:
+        body_field, key_field = ENVELOPES.get(codec, ("body", "key"))
+        envelope: dict[str, str] = {}
+        try:
+            envelope[body_field] = delivery.body.decode("utf-8")
+        except UnicodeDecodeError:
+            envelope[f"{body_field}_b64"] = base64.b64encode(delivery.body).decode("ascii")
+        if delivery.key is not None:
+            envelope[key_field or "key"] = delivery.key
+        for name in _FACTS:
+            value = getattr(delivery, name)
+            if value is not None:
+                envelope[name] = value
+        line = json.dumps(envelope, ensure_ascii=True).encode("ascii")
+    # What the line gives back decides: a form that cannot hold this delivery never
+    # writes a line that would re-deliver something else.
+    back = delivery_from_line(codec, line)
+    wanted = replace(delivery, lease_token=None)
+    if b"\n" in line or not line.strip() or type(back) is not Delivery or back != wanted:
+        return None
+    return line
 
 
 def _lease_token(value: Any) -> int | None:

@@ -59,6 +59,14 @@ Seconds = click.FloatRange(min=0, min_open=True)
     show_default=True,
     help="Open connections per worker; one more is answered 503 and closed at once.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["combined", "json", "off"]),
+    default="combined",
+    show_default=True,
+    help="The access log on stderr: the combined format, JSON lines (method, path, "
+    "status, inbox, verdict, latency), or none. Never a token.",
+)
 @click.pass_obj
 def serve(
     obj: Any,
@@ -70,6 +78,7 @@ def serve(
     header_timeout: float,
     body_timeout: float,
     max_connections: int,
+    log_format: str,
 ) -> None:
     """Run the HTTP API (uvicorn).
 
@@ -103,7 +112,13 @@ def serve(
 
     limits = Limits(header_timeout, body_timeout, max_connections)
     server.run_workers(
-        lambda: create_app(obj.box, private_key=key), count, host, port, limits, ready
+        lambda: create_app(obj.box, private_key=key),
+        count,
+        host,
+        port,
+        limits,
+        ready,
+        access_log=None if log_format == "off" else log_format,
     )
 
 

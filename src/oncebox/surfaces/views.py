@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 import sys
 from dataclasses import fields, is_dataclass
@@ -32,6 +34,24 @@ def iso(seconds: float | None) -> str | None:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
+
+
+def parse_when(text: str) -> float:
+    """A time an operator typed, as unix seconds: ISO 8601 (``2030-01-15T08:00``,
+    ``...Z`` or with an offset; without one it is UTC, the clock oncebox shows) or unix
+    seconds. Raises ValueError saying what it takes."""
+    text = text.strip()
+    if len(text) <= 20 and text.isascii() and text.replace(".", "", 1).isdigit():
+        return float(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text[:40]!r} is not a time: give ISO 8601 (2030-01-15T08:00Z) or unix seconds"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 def _content(data: bytes) -> dict[str, Any]:
@@ -86,3 +106,45 @@ def work_key_json(row: WorkItem) -> dict[str, Any]:
         "document": json.loads(row.document, parse_int=_exact_int) if row.document else None,
         "document_generation": row.document_generation,
     }
+
+
+# -- the triage ledger as tables ---------------------------------------------------------------
+TRIAGE_TABLES = ("totals", "ranking")
+TOTALS = ("site", "need", "headcount", "cases", "every_arrival_headcount", "arrivals")
+
+
+Table = tuple[list[str], list[list[Any]]]
+
+
+def triage_table(triage: dict[str, Any], table: str = "totals") -> Table:
+    """The head and rows of one of the triage view's tables: ``totals`` (per site and
+    need, beside what counting every arrival would have given) or ``ranking``."""
+    if table == "ranking":
+        head = ["rank", "pri", "site", "need", "headcount", "record_id"]
+        return head, [
+            [i, r["pri"], r["site"], r["need"], r["headcount"], r["record_id"]]
+            for i, r in enumerate(triage["ranking"], 1)
+        ]
+    head = [*TOTALS, "suppressed_headcount"]
+    return head, [
+        [*(t[name] for name in TOTALS), t["every_arrival_headcount"] - t["headcount"]]
+        for t in triage["totals"]
+    ]
+
+
+def csv_text(head: list[str], rows: list[list[Any]]) -> str:
+    """RFC 4180 CSV. A text cell a spreadsheet would take for a formula (=, +, -, @ and
+    the like first) is quoted with a leading apostrophe: sites and needs come from
+    senders."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(head)
+    for row in rows:
+        writer.writerow([_cell(value) for value in row])
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value

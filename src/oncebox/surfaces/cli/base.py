@@ -6,6 +6,7 @@ lives in the engine. A failure is one line on stderr and an exit status (:func:`
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -16,6 +17,23 @@ import click
 import oncebox
 
 DEFAULT_DB = "sqlite:///oncebox.db"
+
+
+def default_actor() -> str:
+    """Who acts from the command line, when ``--actor`` does not say: ``cli:`` and the
+    operating system's user name."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return "cli"
+
+
+ACTOR = click.option(
+    "--actor",
+    default=default_actor,
+    show_default="cli:$USER",
+    help="Who acts: kept on the row and in the log.",
+)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

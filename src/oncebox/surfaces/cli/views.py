@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from oncebox.formats import codec_settings
-from oncebox.surfaces.cli.base import Context, cli, emit, inbox_names
-from oncebox.surfaces.views import as_json
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, inbox_names
+from oncebox.surfaces.views import TRIAGE_TABLES, as_json, csv_text, triage_table
 
 
 @cli.command()
@@ -21,10 +21,28 @@ def stats(obj: Context, inbox: str | None) -> None:
 
 @cli.command()
 @click.argument("inbox")
+@click.option(
+    "--format", "shape", type=click.Choice(["json", "csv"]), default="json", show_default=True
+)
+@click.option(
+    "--table",
+    type=click.Choice(TRIAGE_TABLES),
+    default="totals",
+    show_default=True,
+    help="With --format csv: per site and need, or the priority ranking.",
+)
 @click.pass_obj
-def triage(obj: Context, inbox: str) -> None:
-    """The headcount ledger of a triage inbox: totals and priority ranking."""
-    emit(obj.box.triage(inbox))
+def triage(obj: Context, inbox: str, shape: str, table: str) -> None:
+    """The headcount ledger of a triage inbox: totals per site and need beside what
+    counting every arrival would have given, and the priority ranking.
+
+    Example: oncebox triage ussd --format csv > totals.csv
+    """
+    ledger = obj.box.triage(inbox)
+    if shape == "csv":
+        click.echo(csv_text(*triage_table(ledger, table)), nl=False)
+    else:
+        emit(ledger)
 
 
 @cli.group()
@@ -62,28 +80,16 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) ->
 @click.argument("quarantine_id", type=int)
 @click.argument("action", type=click.Choice(["keep", "accept"]))
 @click.option("--note", required=True, help="Why; kept with the resolution.")
+@ACTOR
 @click.pass_obj
-def quarantine_resolve(obj: Context, quarantine_id: int, action: str, note: str) -> None:
+def quarantine_resolve(
+    obj: Context, quarantine_id: int, action: str, note: str, actor: str
+) -> None:
     """keep the original, or accept the newcomer as the record's next revision.
 
     Example: oncebox quarantine resolve 3 accept --note "field team confirmed 9"
     """
-    emit(as_json(obj.box.resolve(quarantine_id, action, note)))
-
-
-@cli.command("dead-letters")
-@click.option("--inbox")
-@click.option("--limit", default=100, show_default=True)
-@click.pass_obj
-def dead_letters(obj: Context, inbox: str | None, limit: int) -> None:
-    """Invalid deliveries: a bounded copy, its length, SHA-256 and the reason."""
-    names = inbox_names(obj.box)
-    emit(
-        [
-            as_json(row, inbox=names.get(row.inbox_id, f"#{row.inbox_id}"))
-            for row in obj.box.dead_letters(inbox, limit)
-        ]
-    )
+    emit(as_json(obj.box.resolve(quarantine_id, action, note, actor=actor)))
 
 
 @cli.command()

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 
 from oncebox.engine.reconciler import Outcome, run_workers
-from oncebox.surfaces.cli.base import Context, cli, emit
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit
 from oncebox.surfaces.readers import CommandReader
 from oncebox.surfaces.views import work_key_json
 
@@ -112,8 +112,11 @@ def work_review(obj: Context, inbox: str) -> None:
 @click.argument("sku")
 @click.argument("marketplace_id")
 @click.option("--inbox", default="listing", show_default=True)
+@ACTOR
 @click.pass_obj
-def work_retry(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
-    """Send a key back from review to be refreshed again."""
-    obj.box.reconciler(inbox).retry((seller_id, sku, marketplace_id))
+def work_retry(
+    obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str, actor: str
+) -> None:
+    """Send a key back from review to be refreshed again (who did is kept in the log)."""
+    obj.box.reconciler(inbox).retry((seller_id, sku, marketplace_id), actor=actor)
     emit({"retried": [seller_id, sku, marketplace_id]})

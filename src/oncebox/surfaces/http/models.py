@@ -186,6 +186,68 @@ class DeadLetterOut(BaseModel):
     inbox: str = Field(description="The inbox's name.")
 
 
+class ReplayIn(BaseModel):
+    """An operator's replay of a dead letter, after a sender or configuration fix."""
+
+    note: str | None = Field(
+        default=None, max_length=4096, description="Why it is replayed; kept in the log."
+    )
+    lease_token: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**63 - 1,
+        description="A current fencing token of the inbox's lease (lease-fenced inboxes: "
+        "dead letters keep no token).",
+    )
+
+
+class ReplayedOut(BaseModel):
+    """A dead letter replayed: what it was decided as now, and the dead letter after."""
+
+    decision: DecisionOut = Field(description="The decision, as for any delivery.")
+    dead_letter: DeadLetterOut = Field(description="The dead letter, its replay recorded.")
+
+
+# -- triage ----------------------------------------------------------------------------------
+class TriageTotal(BaseModel):
+    """The headcount of one site and need, beside what counting every arrival gives."""
+
+    site: str = Field(description="The site.")
+    need: str = Field(description="The need (MED, SHE, WAT, ...).")
+    headcount: int = Field(description="The headcount, each record counted once.")
+    cases: int = Field(description="Records counted.")
+    every_arrival_headcount: int = Field(
+        description="What counting every arrival (retransmissions too) would have given."
+    )
+    arrivals: int = Field(description="Arrivals of those records, retransmissions too.")
+
+
+class TriageRank(BaseModel):
+    """One record in the priority ranking (highest pri first, then headcount)."""
+
+    record_id: int = Field(description="The record.")
+    site: str = Field(description="The site.")
+    need: str = Field(description="The need.")
+    headcount: int = Field(description="Its headcount.")
+    pri: int = Field(description="Its priority.")
+
+
+class TriageOut(BaseModel):
+    """A triage inbox's headcount ledger (seed 003): totals and the priority ranking."""
+
+    inbox: str = Field(description="The inbox's name.")
+    headcount: int = Field(description="The total headcount, each record counted once.")
+    cases: int = Field(description="Records counted.")
+    every_arrival_headcount: int = Field(
+        description="What counting every arrival would have given (seed 003: 46, not 23)."
+    )
+    suppressed_headcount: int = Field(
+        description="Headcount that deduplication kept from being counted twice."
+    )
+    totals: list[TriageTotal] = Field(description="Per site and need, by site then need.")
+    ranking: list[TriageRank] = Field(description="Every record, highest priority first.")
+
+
 # -- work keys -------------------------------------------------------------------------------
 class WorkKeyIn(BaseModel):
     """A work key: (seller_id, sku, marketplace_id)."""

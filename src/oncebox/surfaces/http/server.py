@@ -11,12 +11,14 @@ import gc
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from oncebox.errors import OnceboxError
 from oncebox.surfaces import workers
+from oncebox.surfaces.http import accesslog
 from oncebox.surfaces.http.limits import GuardedProtocol, Limits
 
 # Young-generation collections every 20,000 net allocations instead of 700: a server
@@ -44,12 +46,18 @@ def run(
     port: int = 8080,
     sock: socket.socket | None = None,
     limits: Limits | None = None,
+    access_log: str | None = None,
 ) -> None:
     """Serve ``app`` on uvicorn until interrupted, on ``host:port`` or a bound ``sock``,
-    with the head and body deadlines and the connection bound of ``limits``."""
+    with the head and body deadlines and the connection bound of ``limits``, and an
+    access line per request on stderr in ``access_log``'s format (combined, json)."""
+    served: Any = app
+    if access_log is not None:
+        accesslog.install()
+        served = accesslog.AccessLog(app, access_log)
     settle_heap()
     config = uvicorn.Config(
-        app,
+        served,
         host=host,
         port=port,
         log_level="warning",
@@ -67,6 +75,7 @@ def run_workers(
     port: int = 8080,
     limits: Limits | None = None,
     ready: Callable[[int], None] | None = None,
+    access_log: str | None = None,
 ) -> None:
     """Serve ``make_app()`` in ``count`` worker processes on one port until interrupted.
 
@@ -81,7 +90,7 @@ def run_workers(
         with _listenable(family, address) as sock:
             if ready is not None:
                 ready(sock.getsockname()[1])
-            run(make_app(), sock=sock, limits=limits)
+            run(make_app(), sock=sock, limits=limits, access_log=access_log)
         return
     # A plain bind first: it fails if anything listens on the port already (a socket with
     # SO_REUSEPORT alone could join another server's group), and it resolves port 0.
@@ -95,7 +104,7 @@ def run_workers(
         def worker(_index: int) -> None:
             reserved.close()
             sock = _socket(family, address, reuse_port=True)
-            run(make_app(), sock=sock, limits=limits)
+            run(make_app(), sock=sock, limits=limits, access_log=access_log)
 
         workers.run_workers(count, worker)
 

@@ -15,15 +15,17 @@ are for all. The session itself is kept on the server (:mod:`.session`).
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import SESSION_SECONDS, Sessions
-from oncebox.surfaces.http.console import routes, session
+from oncebox.surfaces.http.console import html, routes, session
 from oncebox.surfaces.http.console.html import BASE
-from oncebox.surfaces.http.console.session import MAX_FORM, Console
+from oncebox.surfaces.http.console.session import MAX_FORM, Console, signed_in
+from oncebox.surfaces.http.problems import on_http_error
 
 __all__ = ["BASE", "MAX_FORM", "mount_console"]
 
@@ -48,3 +50,25 @@ def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = Non
         name="console-static",
     )
     session.install(app)
+    _html_errors(app)
+
+
+def _html_errors(app: FastAPI) -> None:
+    """A console URL that leads nowhere gets an HTML page (with the navigation when
+    signed in), not the API's JSON problem; every other path keeps the problem."""
+
+    async def answer(request: Request, exc: Exception) -> Response:
+        path = request.url.path
+        if not (path == BASE or path.startswith(BASE + "/")) or not isinstance(exc, HTTPException):
+            return await on_http_error(request, exc)
+        who = await signed_in(request, request.app.state.console)
+        if exc.status_code == 404:
+            title, text = "Not found", f"There is no console page at {path[:200]}."
+        else:
+            title, text = "Refused", f"{exc.status_code}: {exc.detail}"
+        body = (
+            f'<p class="notice bad">{html.e(text)}</p><p>{html.link(BASE, "To the overview")}</p>'
+        )
+        return html.page(title, body, who, exc.status_code)
+
+    app.add_exception_handler(HTTPException, answer)

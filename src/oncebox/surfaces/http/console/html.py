@@ -3,7 +3,9 @@
 Pages are plain HTML built with f-strings; every value that comes from the store, a
 delivery or a request passes through :func:`e` (:func:`html.escape`) before it reaches
 the page. Presentation is by class only (the stylesheet, ``static/console.css``): the
-Content-Security-Policy allows no inline style or script.
+Content-Security-Policy allows no inline style or script. One small script
+(``static/console.js``) shows times in the browser's own zone; without it every time
+reads in UTC, as served.
 """
 
 from __future__ import annotations
@@ -15,12 +17,22 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from oncebox.engine.sessions import Session
+from oncebox.surfaces.views import iso
+
+NAV = (
+    ("Overview", ""),
+    ("Triage", "/triage"),
+    ("Quarantine", "/quarantine"),
+    ("Dead letters", "/dead-letters"),
+    ("Work keys", "/work"),
+    ("Log", "/log"),
+)
 
 BASE = "/console"
-STYLESHEET = f"{BASE}/static/console.css"
+STATIC = f"{BASE}/static"
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
@@ -54,30 +66,28 @@ def page(
     and ``body``, HTML already; sent with the console's security headers."""
     nav = ""
     if who is not None:
-        links = [
-            ("Overview", BASE),
-            ("Quarantine", f"{BASE}/quarantine"),
-            ("Dead letters", f"{BASE}/dead-letters"),
-            ("Work keys", f"{BASE}/work"),
-            ("Log", f"{BASE}/log"),
-        ]
         items = "".join(
-            f'<a href="{e(href)}"{" aria-current=page" if name == title else ""}>{e(name)}</a>'
-            for name, href in links
+            f'<a href="{BASE}{path}"{" aria-current=page" if title.startswith(name) else ""}>'
+            f"{e(name)}</a>"
+            for name, path in NAV
         )
         nav = (
             f"<nav>{items}</nav>"
             f'<form class="signout" method="post" action="{BASE}/signout">{hidden(who)}'
-            f"<span>signed in as <b>{e(who.token.name)}</b></span> "
+            f'<span>signed in as <b class="nb">{e(who.token.name)}</b></span> '
             f'<button type="submit">Sign out</button></form>'
         )
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{e(title)} · oncebox console</title>"
-        f'<link rel="stylesheet" href="{STYLESHEET}"></head><body>'
+        f'<link rel="icon" href="{STATIC}/favicon.svg" type="image/svg+xml">'
+        f'<link rel="stylesheet" href="{STATIC}/console.css">'
+        f'<script src="{STATIC}/console.js" defer></script></head><body>'
         f'<header><a class="brand" href="{BASE}">oncebox console</a>{nav}</header>'
-        f"<main><h1>{e(title)}</h1>{banner}{body}</main></body></html>"
+        f"<main><h1>{e(title)}</h1>{banner}{body}"
+        '<p class="zone">Times in <span data-zone>UTC</span>; UTC on hover.</p>'
+        "</main></body></html>"
     )
     return HTMLResponse(html, status_code=status, headers=HEADERS)
 
@@ -87,10 +97,33 @@ def notice(text: str, kind: str = "ok") -> str:
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "") -> str:
-    """A table; ``rows`` cells are HTML already (escape before)."""
+    """A table that scrolls sideways inside its card on a narrow screen; ``rows``
+    cells are HTML already (escape before)."""
     th = "".join(f"<th>{e(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{e(cls)}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+    return (
+        f'<div class="scroll"><table class="{e(cls)}"><thead><tr>{th}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def when(seconds: float | None) -> str:
+    """A time: in UTC as served, in the browser's own zone once the script ran, with
+    UTC on hover either way; never broken across lines."""
+    if seconds is None:
+        return "-"
+    at = iso(seconds)
+    return f'<time datetime="{at}" title="{at} UTC">{at}</time>'
+
+
+def name(value: object) -> str:
+    """A name (a token's, an actor's), never broken at its hyphens ("-" for none)."""
+    return "-" if value is None or value == "" else f'<span class="nb">{e(value)}</span>'
+
+
+def code(value: object) -> str:
+    """A reason code, key or hash: monospace, never broken mid-word ("-" for none)."""
+    return "-" if value is None or value == "" else f"<code>{e(value)}</code>"
 
 
 def fields_table(fields: Mapping[str, Any], other: Mapping[str, Any] | None) -> str:

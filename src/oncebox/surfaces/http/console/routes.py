@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
-from starlette.responses import RedirectResponse, Response
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from oncebox.engine.sessions import SESSION_SECONDS
 from oncebox.engine.sessions import refusal as sign_in_refusal
+from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError
+from oncebox.surfaces import letters as shared
 from oncebox.surfaces.http.console import html as h
-from oncebox.surfaces.http.console import pages
+from oncebox.surfaces.http.console import letters, pages, quarantine, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import (
     COOKIE,
@@ -31,8 +34,10 @@ from oncebox.surfaces.http.console.session import (
     refused,
     signed_out,
 )
+from oncebox.surfaces.views import TRIAGE_TABLES, csv_text, triage_table
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
+DOWNLOAD_LIMIT = 100_000  # dead letters in one download
 
 
 def _done(path: str) -> Response:
@@ -114,28 +119,92 @@ async def overview(request: Request, who: Viewer, svc: Served) -> Response:
     return h.page("Overview", body, who)
 
 
+@router.get("/triage")
+async def triage_inboxes(who: Viewer, svc: Served) -> Response:
+    names = svc.triage_inboxes(who)
+    if len(names) == 1:
+        return RedirectResponse(f"{BASE}/triage/{quote(names[0])}", status_code=303)
+    return h.page("Triage", triage.choose(names), who)
+
+
+@router.get("/triage/{inbox}.csv")
+async def triage_csv(inbox: str, request: Request, who: Viewer, svc: Served) -> Response:
+    """A table of the ledger as CSV: ``?table=ranking``, else per site and need."""
+    if inbox not in svc.triage_inboxes(who):
+        return refused(who, f"No triage inbox {inbox} in your inboxes.", 404)
+    table = request.query_params.get("table", "totals")
+    table = table if table in TRIAGE_TABLES else "totals"
+    ledger = await run_in_threadpool(svc.box.triage, inbox)
+    disposition = f'attachment; filename="{inbox}-triage-{table}.csv"'
+    return Response(
+        csv_text(*triage_table(ledger, table)),
+        media_type="text/csv; charset=utf-8",
+        headers={**HEADERS, "Content-Disposition": disposition},
+    )
+
+
+@router.get("/triage/{inbox}")
+async def triage_page(inbox: str, who: Viewer, svc: Served) -> Response:
+    if inbox not in svc.triage_inboxes(who):
+        return refused(who, f"No triage inbox {inbox} in your inboxes.", 404)
+    ledger = await run_in_threadpool(svc.box.triage, inbox)
+    return h.page(f"Triage · {inbox}", triage.page(inbox, ledger), who)
+
+
 @router.get("/quarantine")
-async def quarantine(request: Request, who: Viewer, svc: Served) -> Response:
+async def quarantine_page(request: Request, who: Viewer, svc: Served) -> Response:
     banner = ""
     done = request.query_params.get("resolved", "")
     if done.isdigit() and len(done) < 19:
         found = await run_in_threadpool(svc.box.get_quarantine, int(done))
         if found is not None and who.token.covers(found[0]):
-            banner = h.notice(f"Quarantine #{found[1].id} resolved: {found[1].status}.")
-    body = await run_in_threadpool(pages.quarantine, svc.box, who, svc.chosen(who, request))
+            row = found[1]
+            banner = h.notice(
+                f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
+            )
+    body = await run_in_threadpool(quarantine.page, svc.box, who, svc.chosen(who, request))
     return h.page("Quarantine", body, who, banner=banner)
 
 
 @router.get("/dead-letters")
 async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
-    body = await run_in_threadpool(pages.dead_letters, svc.box, svc.chosen(who, request))
-    return h.page("Dead letters", body, who)
+    covered = svc.covered(who)
+    ask = letters.asked(request.query_params, covered)
+    banner = ""
+    done = request.query_params.get("replayed", "")
+    if done.isdigit() and len(done) < 19:
+        found = await run_in_threadpool(svc.box.get_dead_letter, int(done))
+        if found is not None and who.token.covers(found[0]):
+            letter = found[1]
+            banner = h.notice(
+                f"Dead letter #{letter.id} replayed by {letter.replayed_by or '-'}: "
+                f"{letter.replay_verdict}."
+            )
+    body = await run_in_threadpool(letters.page, svc.box, who, covered, ask)
+    return h.page("Dead letters", body, who, banner=banner)
+
+
+@router.get("/dead-letters.ndjson")
+async def dead_letter_lines(request: Request, who: Viewer, svc: Served) -> Response:
+    """The chosen inbox's dead letters as the lines ``oncebox ingest`` reads."""
+    covered = svc.covered(who)
+    ask = letters.asked(request.query_params, covered)
+    if len(ask.inboxes) != 1 or ask.problems:
+        return refused(who, "Choose one inbox (and times that read) to download.", 422)
+    found = shared.lines(svc.box, ask.inboxes, ask.query, DOWNLOAD_LIMIT, [])
+    disposition = f'attachment; filename="{ask.inboxes[0]}-dead-letters.ndjson"'
+    return StreamingResponse(
+        iterate_in_threadpool(found),
+        media_type="application/x-ndjson",
+        headers={**HEADERS, "Content-Disposition": disposition},
+    )
 
 
 @router.get("/work")
 async def work(request: Request, who: Viewer, svc: Served) -> Response:
     body = await run_in_threadpool(pages.work, svc.box, who, svc.chosen(who, request))
-    banner = h.notice("Sent back from review.") if request.query_params.get("retried") else ""
+    by = request.query_params.get("retried", "")
+    banner = h.notice(f"Sent back from review by {who.token.name}.") if by else ""
     return h.page("Work keys", body, who, banner=banner)
 
 
@@ -158,10 +227,31 @@ async def resolve(quarantine_id: int, form: Actor, svc: Served) -> Response:
     if action not in ("keep", "accept") or not note or len(note) > 4096:
         return refused(who, "Choose keep or accept and write a note (up to 4096 chars).", 422)
     try:
-        await run_in_threadpool(svc.box.resolve, quarantine_id, action, note)
+        await run_in_threadpool(svc.box.resolve, quarantine_id, action, note, who.token.name)
     except OnceboxError as exc:
         return refused(who, f"Not resolved: {exc}", 409)
     return _done(f"/quarantine?resolved={quarantine_id}")
+
+
+@router.post("/dead-letters/{letter_id}/replay")
+async def replay(letter_id: int, form: Actor, svc: Served) -> Response:
+    who, fields = form.who, form.fields
+    found = None
+    if 1 <= letter_id < 2**63:
+        found = await run_in_threadpool(svc.box.get_dead_letter, letter_id)
+    if found is None or not who.token.allows(Scope.OPERATOR, found[0]):
+        return refused(who, f"No dead letter {letter_id} in your inboxes.", 404)
+    note = fields.get("note", "").strip()[:4096] or None
+    token = fields.get("lease_token", "").strip()
+    if token and not (token.isdigit() and len(token) < 19):
+        return refused(who, "A lease token is a whole number.", 422)
+    try:
+        await run_in_threadpool(
+            svc.box.replay, letter_id, who.token.name, int(token) if token else None, note
+        )
+    except OnceboxError as exc:
+        return refused(who, f"Not replayed: {exc}", 409)
+    return _done(f"/dead-letters?inbox={quote(found[0])}&replayed={letter_id}")
 
 
 @router.post("/work/retry")
@@ -172,7 +262,7 @@ async def retry(form: Actor, svc: Served) -> Response:
         return refused(who, "That inbox is not yours.", 404)
     key = (fields.get("seller_id", ""), fields.get("sku", ""), fields.get("marketplace_id", ""))
     try:
-        await run_in_threadpool(svc.box.reconciler(inbox).retry, key)
+        await run_in_threadpool(svc.box.reconciler(inbox).retry, key, who.token.name)
     except OnceboxError as exc:
         return refused(who, f"Not retried: {exc}", 409)
     return _done("/work?retried=1")

@@ -46,6 +46,12 @@ class Console:
         """The declared inboxes the session's token covers: all the console shows."""
         return [a.name for a in self.box.inboxes if who.token.covers(a.name)]
 
+    def triage_inboxes(self, who: Session) -> list[str]:
+        """The covered inboxes that keep a triage ledger."""
+        return [
+            a.name for a in self.box.inboxes if who.token.covers(a.name) and a.row.apply == "triage"
+        ]
+
     def chosen(self, who: Session, request: Request) -> list[str]:
         """The one inbox asked for (``?inbox=``) if covered, else every covered one."""
         wanted = request.query_params.get("inbox")

@@ -5,9 +5,11 @@ from oncebox.surfaces.http.routes import (
     deliveries,
     health,
     leases,
+    letters,
     log,
     metrics,
     quarantine,
+    triage,
     work,
 )
 
@@ -17,6 +19,8 @@ ROUTERS = (
     leases.router,
     log.router,
     quarantine.router,
+    letters.router,
+    triage.router,
     work.router,
     health.router,
     metrics.router,
@@ -27,6 +31,7 @@ TAGS = [
     leases.TAG,
     log.TAG,
     quarantine.TAG,
+    triage.TAG,
     work.TAG,
     health.TAG,
     metrics.TAG,

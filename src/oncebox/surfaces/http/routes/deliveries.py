@@ -26,7 +26,7 @@ from oncebox.engine.decision import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
-from oncebox.formats import Delivery
+from oncebox.formats import Delivery, needs_key
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.surfaces.http.access import BODY_KEY, REQUIRED, Service, admitted
 from oncebox.surfaces.http.gate import bearer_secret, unauthorized
@@ -127,7 +127,8 @@ def status_for(decision: Decision) -> int:
             *AUTHENTICATED,
             404,
             413,
-            e400="A malformed Oncebox-Lease-Token header; nothing was decided.",
+            e400="A malformed Oncebox-Lease-Token header, or no Oncebox-Key for an inbox "
+            "identified by it; nothing was decided or stored.",
             e404="No such inbox.",
         ),
     },
@@ -150,8 +151,12 @@ async def deliver(request: Request) -> Response:
     if secret is None:
         raise unauthorized("send Authorization: Bearer <token>")
     try:
-        svc.box.inbox(inbox)
+        codec = svc.box.inbox(inbox).codec
         lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
+        if not headers.get("oncebox-key") and needs_key(codec):
+            # The sender's misconfiguration, not bad content: refused, nothing stored.
+            detail = f"inbox {inbox} is identified by the Oncebox-Key header: send it"
+            raise ProblemError(400, "missing-key", detail)
     except (OnceboxError, ProblemError):
         token = await run_in_threadpool(svc.box.authenticate, secret)
         caller = await run_in_threadpool(admitted, svc, token, scope)

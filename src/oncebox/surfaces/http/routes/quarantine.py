@@ -1,4 +1,4 @@
-"""What an operator looks at: quarantined newcomers (and their resolution), dead letters."""
+"""What an operator looks at: quarantined newcomers, and their resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
-from oncebox.surfaces.http.models import DeadLetterOut, QuarantineOut, ResolveIn
+from oncebox.surfaces.http.models import QuarantineOut, ResolveIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
@@ -93,22 +93,10 @@ def resolve_quarantine(
     resolution: ResolveIn,
 ) -> dict[str, Any]:
     """Resolve a quarantine row (operator scope on its inbox): keep the original as it
-    is, or accept the newcomer as the record's next revision. The note is kept."""
+    is, or accept the newcomer as the record's next revision. The note is kept, and the
+    token's name as who resolved it (on the row and in the log)."""
     _shown(svc.box, quarantine_id, who, TokenScope.OPERATOR)
-    row = svc.box.resolve(quarantine_id, resolution.action, resolution.note)
+    row = svc.box.resolve(
+        quarantine_id, resolution.action, resolution.note, actor=who.token.name
+    )
     return _shown(svc.box, row.id, who, TokenScope.OPERATOR)
-
-
-@router.get(
-    "/v1/inboxes/{inbox}/dead-letters",
-    response_model=list[DeadLetterOut],
-    summary="Invalid deliveries kept with their reason",
-    response_description="The dead letters",
-    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
-)
-def dead_letters(
-    inbox: InboxName, who: Reader, svc: Served, limit: Limit = 100
-) -> list[dict[str, Any]]:
-    """The inbox's dead letters: a bounded copy of what arrived, its length, SHA-256
-    and why it was refused."""
-    return [as_json(row, inbox=inbox) for row in svc.box.dead_letters(inbox, limit)]

@@ -77,6 +77,8 @@ def work_retry(
     svc: Served,
     key: WorkKeyIn,
 ) -> RetriedOut:
-    """Send a key that waits in review back to be refreshed again (operator scope)."""
-    svc.box.reconciler(inbox).retry((key.seller_id, key.sku, key.marketplace_id))
+    """Send a key that waits in review back to be refreshed again (operator scope); the
+    token's name is kept in the log as who sent it."""
+    work_key = (key.seller_id, key.sku, key.marketplace_id)
+    svc.box.reconciler(inbox).retry(work_key, actor=who.token.name)
     return RetriedOut(retried=key)

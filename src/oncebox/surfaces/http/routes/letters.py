@@ -1,0 +1,159 @@
+"""Dead letters: filtered and paged, downloaded as ``oncebox ingest`` lines, replayed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+from starlette.concurrency import iterate_in_threadpool
+from starlette.responses import StreamingResponse
+
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces import letters
+from oncebox.surfaces.http.access import Authed, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.views import as_json
+
+router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
+NDJSON = "application/x-ndjson"
+WHEN = "ISO 8601 (without an offset it is UTC) or unix seconds, on the server clock"
+Reason = Annotated[
+    str | None, Query(max_length=64, description="Only dead letters refused for this reason.")
+]
+Since = Annotated[datetime | None, Query(description=f"Received at or after this: {WHEN}.")]
+Until = Annotated[datetime | None, Query(description=f"Received before this: {WHEN}.")]
+Search = Annotated[
+    str | None,
+    Query(max_length=1024, description="Only those whose kept head holds this text (UTF-8)."),
+]
+After = Annotated[
+    int, Query(ge=0, le=2**63 - 1, description="The last id of the page before (paging).")
+]
+
+
+def _seconds(when: datetime | None) -> float | None:
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _query(
+    reason: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    search: str | None,
+    after: int,
+) -> letters.Query:
+    return letters.Query(reason, _seconds(since), _seconds(until), search or None, after)
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/dead-letters",
+    response_model=list[DeadLetterOut],
+    summary="Invalid deliveries kept with their reason, filtered and paged",
+    response_description="The dead letters, in id order",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+)
+def dead_letters(
+    inbox: InboxName,
+    who: Reader,
+    svc: Served,
+    reason: Reason = None,
+    since: Since = None,
+    until: Until = None,
+    search: Search = None,
+    after: After = 0,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="At most this many rows.")] = 100,
+) -> list[dict[str, Any]]:
+    """The inbox's dead letters, oldest first: a bounded copy of what arrived, its
+    length, SHA-256 and why it was refused. The next page: ``after`` the last id."""
+    query = _query(reason, since, until, search, after)
+    return [as_json(row, inbox=name) for name, row in letters.page(svc.box, [inbox], query, limit)]
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/dead-letters/lines",
+    summary="Dead letters as NDJSON lines that oncebox ingest reads",
+    description="The dead letters the filters select, one NDJSON line each in the line "
+    "form of the inbox's codec (those of `oncebox ingest` and the batch route): fed back, "
+    "each line re-delivers the delivery a replay would decide (body, key, device time, "
+    "snapshot and delivery ids). One kept only in part, or one its codec's line cannot "
+    "carry, is left out.",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The lines",
+            "content": {NDJSON: {"schema": {"type": "string"}}},
+        },
+        **errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+    },
+)
+def dead_letter_lines(
+    inbox: InboxName,
+    who: Reader,
+    svc: Served,
+    reason: Reason = None,
+    since: Since = None,
+    until: Until = None,
+    search: Search = None,
+    after: After = 0,
+    limit: Annotated[int, Query(ge=1, le=1_000_000, description="At most this many.")] = 100_000,
+) -> StreamingResponse:
+    svc.box.inbox(inbox)  # an unknown inbox is a 404 before the answer starts
+    query = _query(reason, since, until, search, after)
+    found = letters.lines(svc.box, [inbox], query, limit, [])
+    disposition = f'attachment; filename="{inbox}-dead-letters.ndjson"'
+    return StreamingResponse(
+        iterate_in_threadpool(found),
+        media_type=NDJSON,
+        headers={"Content-Disposition": disposition},
+    )
+
+
+@router.post(
+    "/v1/dead-letters/{letter_id}/replay",
+    response_model=ReplayedOut,
+    summary="Deliver a dead letter again, after a sender or configuration fix",
+    openapi_extra={
+        "requestBody": {"description": "An optional note and lease token.", "required": False}
+    },
+    response_description="The decision, and the dead letter with its replay recorded",
+    responses=errors(
+        400,
+        *AUTHENTICATED,
+        404,
+        409,
+        413,
+        422,
+        e400="The body could not be read.",
+        e404="No such dead letter.",
+        e409="The dead letter was kept only in part, so it cannot be replayed: its detail "
+        "says so; ask its sender to send it again.",
+    ),
+)
+def replay_dead_letter(
+    letter_id: RowId,
+    who: Authed,
+    svc: Served,
+    replay: Annotated[ReplayIn | None, Body()] = None,
+) -> ReplayedOut:
+    """Decide a dead letter's delivery again now, like any delivery (operator scope on
+    its inbox): a second refusal is a new dead letter. The token's name, the note and
+    the dead letter's id are kept in the log."""
+    box = svc.box
+    found = box.get_dead_letter(letter_id)
+    if found is None:
+        raise ProblemError(404, "not-found", f"no dead letter {letter_id}")
+    who.require(TokenScope.OPERATOR, found[0])
+    asked = replay or ReplayIn()
+    decision = box.replay(letter_id, who.token.name, asked.lease_token, asked.note)
+    after = box.get_dead_letter(letter_id)
+    assert after is not None
+    return ReplayedOut(
+        decision=DecisionOut(**decision.to_dict()),
+        dead_letter=DeadLetterOut(**as_json(after[1], inbox=after[0])),
+    )

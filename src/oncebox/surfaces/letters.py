@@ -1,0 +1,103 @@
+"""Dead letters as every surface pages and downloads them: one query, several inboxes.
+
+The engine filters and pages one inbox (or all); a console session or a token may cover
+only some, so :func:`page` merges the covered inboxes' pages by id (ids are global and
+grow). A download is one NDJSON line per dead letter, in the line form ``oncebox
+ingest`` reads for its inbox's codec (:func:`oncebox.surfaces.lines.line_for`): fed back
+to ``oncebox ingest`` or the batch route it re-delivers the very delivery a replay
+would decide. A dead letter kept only in part, or one its codec's line form cannot
+carry, has no line and is left out (:func:`line_of` says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from oncebox.engine.box import Oncebox
+from oncebox.engine.replay import replayable
+from oncebox.engine.views import DeadLetter
+from oncebox.errors import InvalidOperation
+from oncebox.surfaces.lines import line_for
+
+PAGE = 200  # dead letters read per engine call while downloading
+
+
+@dataclass(frozen=True)
+class Query:
+    """Which dead letters: each unset filter lets any through (``since <= t < until``,
+    server-clock seconds; ``search``: bytes the kept head contains)."""
+
+    reason: str | None = None
+    since: float | None = None
+    until: float | None = None
+    search: str | None = None
+    after: int = 0
+
+
+def page(
+    box: Oncebox, inboxes: Sequence[str], query: Query, limit: int
+) -> list[tuple[str, DeadLetter]]:
+    """Up to ``limit`` dead letters of ``inboxes`` after id ``query.after``, in id order,
+    each with its inbox's name."""
+    found: list[tuple[str, DeadLetter]] = []
+    for name in inboxes:
+        rows = box.dead_letters(
+            name,
+            limit,
+            reason=query.reason,
+            since=query.since,
+            until=query.until,
+            search=query.search,
+            after=query.after,
+        )
+        found += [(name, row) for row in rows]
+    found.sort(key=lambda pair: pair[1].id)
+    return found[:limit]
+
+
+def unreplayable(letter: DeadLetter) -> str | None:
+    """Why ``letter`` cannot be replayed (kept only in part), or None if it can."""
+    try:
+        replayable(letter)
+    except InvalidOperation as exc:
+        return str(exc)
+    return None
+
+
+def line_of(box: Oncebox, inbox: str, letter: DeadLetter) -> tuple[bytes | None, str]:
+    """The NDJSON line that re-delivers ``letter`` (None if none can) and why not."""
+    try:
+        delivery = replayable(letter)
+    except InvalidOperation as exc:
+        return None, str(exc)
+    line = line_for(box.inbox(inbox).codec.name, delivery)
+    if line is None:
+        return None, (
+            f"dead letter {letter.id} has no {inbox} line: its body spans lines, or it came "
+            "with a key or facts that the codec's line (the object itself) cannot carry"
+        )
+    return line, ""
+
+
+def lines(
+    box: Oncebox, inboxes: Sequence[str], query: Query, limit: int, left_out: list[int]
+) -> Iterator[bytes]:
+    """Up to ``limit`` downloadable dead letters as NDJSON lines (each ending in a
+    newline), reading a page at a time; the ids of those without a line are appended
+    to ``left_out`` as the download goes."""
+    after, sent = query.after, 0
+    while sent < limit:
+        batch = page(box, inboxes, Query(**{**vars(query), "after": after}), PAGE)
+        if not batch:
+            return
+        for name, letter in batch:
+            line, _ = line_of(box, name, letter)
+            if line is None:
+                left_out.append(letter.id)
+                continue
+            yield line + b"\n"
+            sent += 1
+            if sent >= limit:
+                return
+        after = batch[-1][1].id
