@@ -11,10 +11,13 @@ and nothing at all is stored (records, duplicates, quarantine and dead letters c
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -235,3 +238,21 @@ def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> Non
     plain = hooks.post("plain", GH_BODY, github)
     assert plain.status_code == 401 and "reason" not in plain.json()
     assert hooks.stored() == before
+
+
+README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+
+
+def test_the_readmes_curl_example_works_as_written(hooks: Hooks) -> None:
+    if not (shutil.which("curl") and shutil.which("openssl")):
+        pytest.skip("the README's example needs curl and openssl")
+    [block] = [
+        b.split("```", 1)[0] for b in README.split("```sh\n") if "webhook-signature: v1," in b
+    ]
+    script = block.replace("http://127.0.0.1:8080", hooks.base)
+    answers = []
+    for _ in range(2):
+        ran = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30, check=True)
+        answers.append(json.loads(ran.stdout))
+    assert [a["verdict"] for a in answers] == ["accepted", "duplicate"]
+    assert answers[0]["identity"] == "msg_p5jXN8AQM9LWM0D4loKWxJek"
