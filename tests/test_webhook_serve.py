@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,18 @@ class Hooks:
         url = f"{self.base}/v1/inboxes/{inbox}/deliveries"
         return httpx.post(url, content=body, headers=headers, timeout=10)
 
+    def refusals(self) -> Counter[tuple[str, str]]:
+        """``oncebox_webhook_refusals_total`` by (inbox, reason), as /metrics shows it."""
+        auth = {"Authorization": f"Bearer {self.writer}"}
+        text = httpx.get(f"{self.base}/metrics", headers=auth, timeout=10).text
+        found: Counter[tuple[str, str]] = Counter()
+        for line in text.splitlines():
+            if line.startswith("oncebox_webhook_refusals_total{"):
+                labels, value = line.split("{", 1)[1].split("} ")
+                named = dict(part.split("=") for part in labels.split(","))
+                found[(named["inbox"].strip('"'), named["reason"].strip('"'))] = int(float(value))
+        return found
+
     def stored(self) -> dict[str, Any]:
         """Everything each inbox keeps: records, duplicates, quarantine, dead letters."""
         return {name: self.box.stats(name) for name in ("hooks", "gh", "st", "plain")}
@@ -104,7 +117,9 @@ def hooks(
         box = oncebox.open(url, config=config)
     writer = box.create_token("writer", ["*"], ["read", "write"]).secret
     try:
-        with serving(url, env={"ONCEBOX_CONFIG": str(config), **ENV}) as served:
+        # One worker: the refusal counters are each process's own.
+        config_env = {"ONCEBOX_CONFIG": str(config), **ENV}
+        with serving(url, "--workers", "1", env=config_env) as served:
             yield Hooks(served.base, box, writer)
     finally:
         box.close()
@@ -210,7 +225,7 @@ def test_a_missing_bad_or_stale_signature_is_401_and_stores_nothing(hooks: Hooks
          "stale_signature"),
         ("st", body, {"Stripe-Signature": f"t={now},v0={'0' * 64}"}, "bad_signature"),
     ]  # fmt: skip
-    before = hooks.stored()
+    before, counted = hooks.stored(), hooks.refusals()
     for inbox, sent, headers, reason in cases:
         response = hooks.post(inbox, sent, headers)
         assert response.status_code == 401, (inbox, reason, response.text)
@@ -218,6 +233,11 @@ def test_a_missing_bad_or_stale_signature_is_401_and_stores_nothing(hooks: Hooks
         assert response.headers["www-authenticate"] == "Bearer"
         assert response.json()["reason"] == reason, (inbox, headers, response.text)
     assert hooks.stored() == before
+    # Stored nowhere, but counted for operators, head refusals and body refusals alike.
+    after = hooks.refusals()
+    for inbox, _, _, reason in cases:
+        after[(inbox, reason)] -= 1
+    assert after == counted
 
 
 def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> None:

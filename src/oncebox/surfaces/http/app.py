@@ -99,6 +99,7 @@ def create_app(
         form_prefix=CONSOLE,
         form_limit=MAX_FORM,
         senders=lambda inbox: sender_of(box, inbox, max_body),
+        on_refused=metrics.refused,
     )
     app.add_middleware(Timing, metrics=metrics)
     openapi.install(app)

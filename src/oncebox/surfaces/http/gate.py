@@ -130,6 +130,7 @@ class Gate:
         form_prefix: str,
         form_limit: int,
         senders: Callable[[str], Sender | None] = lambda _inbox: None,
+        on_refused: Callable[[str, str], None] = lambda _inbox, _reason: None,
         cache_seconds: float = 2.0,
         cache_size: int = 4096,
     ) -> None:
@@ -139,6 +140,7 @@ class Gate:
         self.form_prefix = form_prefix
         self.form_limit = form_limit
         self.senders = senders
+        self.on_refused = on_refused
         self.cache_seconds = cache_seconds
         self.cache_size = cache_size
         self._live: dict[str, tuple[float, Token]] = {}
@@ -192,10 +194,11 @@ class Gate:
         body bounded to what its inbox takes), refuse anything else."""
         need = self.needs(scope)
         sender = self.senders(need.inbox) if need.signed and need.inbox is not None else None
-        if sender is None:
+        if sender is None or need.inbox is None:
             return unauthorized("send Authorization: Bearer <token>")
         present = {name for name, _ in scope["headers"]}
         if not all(name in present for name in sender.headers):
+            self.on_refused(need.inbox, "missing_signature")
             return missing_headers(sender)
         scope[BODY_LIMIT_KEY] = sender.max_body
         return None

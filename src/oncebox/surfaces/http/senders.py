@@ -14,7 +14,7 @@ so that the gate and the route read one rule:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from oncebox.engine.box import Oncebox
@@ -67,14 +67,21 @@ def missing_headers(sender: Sender) -> ProblemError:
     return refused("missing_signature", f"send Authorization: Bearer <token>, or sign ({names})")
 
 
-def signed(webhook: WebhookConfig, headers: Mapping[str, str], body: bytes) -> Signed:
+def signed(
+    webhook: WebhookConfig,
+    headers: Mapping[str, str],
+    body: bytes,
+    count: Callable[[str], None] = lambda _reason: None,
+) -> Signed:
     """The group commit's check of one signed request: the delivery it stands for
-    (the webhook's own id as its key, the signature's facts recorded beside it)."""
+    (the webhook's own id as its key, the signature's facts recorded beside it).
+    ``count`` hears each refusal's reason, for operators (nothing else records it)."""
 
     def verify(now: float) -> Delivery:
         try:
             verified = webhook.verify(headers, body, now)
         except Unverified as exc:
+            count(exc.reason)
             raise refused(exc.reason, exc.detail) from None
         return Delivery(body=body, key=verified.key, signature=verified)
 

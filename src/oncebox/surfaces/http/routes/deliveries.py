@@ -198,7 +198,7 @@ async def deliver(request: Request) -> Response:
         if webhook is None:
             raise unauthorized("send Authorization: Bearer <token>")
         body = scope.get(BODY_KEY, b"")
-        check = signed(webhook, headers, body)
+        check = signed(webhook, headers, body, lambda why: svc.metrics.refused(inbox, why))
         decision = await svc.group.submit(inbox, Delivery(body=body), check)
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
     try:
