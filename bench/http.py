@@ -13,6 +13,11 @@ Cases:
 * **single**: the same clients POST ``--n`` distinct json-event deliveries one by one to
   ``/v1/inboxes/listing/deliveries`` (bearer token, group commit). Every answer must be
   201 ``accepted``.
+* **webhook, bearer** and **webhook, signed**: the same clients POST ``--n`` distinct
+  deliveries each to a ``json`` inbox that declares a Standard Webhooks sender, first
+  with the bearer token and an ``Oncebox-Key``, then as the sender would, with no token
+  and a ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature`` each (signed
+  before the clock starts): what verifying a signature costs against a token.
 * **raw commit**: the disk's rate of one commit per event through the same SQLite library
   (APSW, WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE``; one ``INSERT`` per transaction),
   in this process. Single ingest above it means group commit shares commits.
@@ -61,11 +66,19 @@ import apsw
 
 import oncebox
 import slowdisk
+from oncebox.formats.webhooks import sign_standard_webhooks, standard_secret
 from synthetic import json_body
 
-INBOXES = [oncebox.InboxSpec("listing", codec="json-event", apply="generation")]
+HOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # Standard Webhooks' test secret
+INBOXES = [
+    oncebox.InboxSpec("listing", codec="json-event", apply="generation"),
+    oncebox.InboxSpec(
+        "hooks", codec="json", webhook={"scheme": "standard-webhooks", "secret": HOOK_SECRET}
+    ),
+]
 INBOX = "listing"
 NDJSON = "application/x-ndjson"
+DELIVERIES = "/v1/inboxes/{inbox}/deliveries"
 
 # Targets from the issue: printed beside the figures, never asserted.
 TARGET_SINGLE_VS_NOOP = 0.6  # single-message ingest >= 0.6 x the no-op ceiling
@@ -109,12 +122,20 @@ def serve_child(db: str, delay_ms: float, workers: int) -> None:
         # Routes are matched in order: the no-op goes right after the delivery route, so
         # that finding it costs what finding that route costs (at the end it would cost more).
         routes = app.router.routes
-        paths = [getattr(route, "path", None) for route in routes]
-        routes.insert(paths.index("/v1/inboxes/{inbox}/deliveries") + 1, routes.pop())
+        after = next(i for i, route in enumerate(routes) if _holds_deliveries(route))
+        routes.insert(after + 1, routes.pop())
         return app
 
     # As `oncebox serve` runs it: one process, or N workers on SO_REUSEPORT sockets.
     server.run_workers(make_app, workers, port=0, ready=lambda port: print(port, flush=True))
+
+
+def _holds_deliveries(route: Any) -> bool:
+    """The delivery route, or (FastAPI 0.165 and later) the included router holding it."""
+    if getattr(route, "path", None) == DELIVERIES:
+        return True
+    inner = getattr(route, "original_router", None)
+    return inner is not None and any(getattr(r, "path", None) == DELIVERIES for r in inner.routes)
 
 
 @contextlib.contextmanager
@@ -241,24 +262,28 @@ async def load(
     port: int,
     path: str,
     bodies: Sequence[bytes],
-    headers: dict[str, str],
+    headers: dict[str, str] | list[dict[str, str]],
     clients: int,
     per_body: int = 1,
     check: Any = None,
 ) -> Run:
     """``clients`` connections send ``bodies`` between them, each as soon as the last
-    answer came; the clock runs from the first send to the last answer."""
+    answer came; the clock runs from the first send to the last answer. ``headers`` is
+    one set for all, or a list with each body's own."""
     conns = [await Conn.open(port) for _ in range(min(clients, len(bodies)))]
-    work = iter(bodies)
+    own = headers if isinstance(headers, list) else None
+    work = iter(enumerate(bodies))
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     workers: dict[str, int] = {}
     problems: list[str] = []
 
     async def client(conn: Conn) -> None:
-        for body in work:  # one event loop: next() is never contended
+        for index, body in work:  # one event loop: next() is never contended
             sent = time.perf_counter()
-            status, answer = await conn.request("POST", path, body, headers)
+            sending = own[index] if own is not None else headers
+            assert isinstance(sending, dict)
+            status, answer = await conn.request("POST", path, body, sending)
             latencies.append((time.perf_counter() - sent) * 1000)
             statuses[status] = statuses.get(status, 0) + 1
             workers[conn.worker] = workers.get(conn.worker, 0) + 1
@@ -454,6 +479,24 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
                 group["transactions"] = commits
                 group["per_transaction"] = round(per, 1)
                 say(f"  group commit: {commits:.0f} transactions, {per:.1f} deliveries each")
+            for name, ids, signed in (
+                ("webhook, bearer", range(30_000_000, 30_000_000 + args.n), False),
+                ("webhook, signed", range(50_000_000, 50_000_000 + args.n), True),
+            ):
+                bodies = [json_body(i) for i in ids]
+                each = [webhook_headers(i, json_body(i), signed, auth) for i in ids]
+                runs[name] = await load(
+                    name,
+                    port,
+                    "/v1/inboxes/hooks/deliveries",
+                    bodies,
+                    each,
+                    args.clients,
+                    check=expect_accepted,
+                )
+                say(line(runs[name]))
+            share = ratio(runs["webhook, signed"].rate, runs["webhook, bearer"].rate)
+            say(f"  signed / bearer: {share:.2f}")
             batches = [
                 b"\n".join(
                     json_body(i) for i in range(s, min(s + args.batch, batch_start + args.batch_n))
@@ -537,6 +580,20 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
         "targets": checks,
         "load_before": load_before,
         "load_after": load_after,
+    }
+
+
+def webhook_headers(i: int, body: bytes, signed: bool, auth: dict[str, str]) -> dict[str, str]:
+    """Delivery ``i``'s headers: a bearer token and its key, or as its sender signs it."""
+    if not signed:
+        return {**auth, "Oncebox-Key": f"msg_{i}"}
+    now = int(time.time())
+    secret = standard_secret(HOOK_SECRET)
+    return {
+        "Content-Type": "application/json",
+        "webhook-id": f"msg_{i}",
+        "webhook-timestamp": str(now),
+        "webhook-signature": sign_standard_webhooks(secret, f"msg_{i}", now, body),
     }
 
 

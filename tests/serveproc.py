@@ -12,7 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import oncebox
@@ -62,10 +62,13 @@ def get(url: str, secret: str | None = None, body: bytes | None = None) -> tuple
 
 
 @contextlib.contextmanager
-def serving(url: str, *args: str, started: float = 30.0) -> Iterator[Served]:
-    """``oncebox --db URL serve --port P ARGS`` until the block ends (then SIGTERM)."""
+def serving(
+    url: str, *args: str, started: float = 30.0, env: Mapping[str, str] | None = None
+) -> Iterator[Served]:
+    """``oncebox --db URL serve --port P ARGS`` until the block ends (then SIGTERM), with
+    ``env`` added to the environment (``ONCEBOX_CONFIG``, a webhook's secret)."""
     port = free_port()
-    env = {**os.environ, "ONCEBOX_DB": url}
+    env = {**os.environ, **(env or {}), "ONCEBOX_DB": url}
     proc = subprocess.Popen([*ONCEBOX, "serve", "--port", str(port), *args], env=env)
     served = Served(proc, port)
     try:

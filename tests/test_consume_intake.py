@@ -1,6 +1,7 @@
 """The Redis consumer as an intake desk runs it: a malformed envelope is a dead letter
-that is acked (never re-decided for ever), a keyless entry is ``missing_key``, and
-consumers keep stable names and leave the group when they exit with nothing pending."""
+that is acked (never re-decided for ever), a keyless entry is ``missing_key``, consumers
+keep stable names and leave the group when they exit with nothing pending, and configured
+``keyed`` and ``json`` inboxes decide stream entries end to end."""
 
 from __future__ import annotations
 
@@ -44,10 +45,13 @@ def client(server: RedisServer) -> Iterator[redis.Redis]:
     c.close()
 
 
-def consume(db: Path, url: str, stream: str, inbox: str, *extra: str) -> dict[str, Any]:
+def consume(
+    db: Path, url: str, stream: str, inbox: str, *extra: str, config: Path | None = None
+) -> dict[str, Any]:
+    configured = ["--config", str(config)] if config is not None else []
     done = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{db}", "consume", url,
-         "--stream", stream, "--group", "G", "--inbox", inbox, "--once", *extra],
+        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{db}", *configured, "consume",
+         url, "--stream", stream, "--group", "G", "--inbox", inbox, "--once", *extra],
         capture_output=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
@@ -104,3 +108,53 @@ def test_a_consumer_keeps_its_name_across_restarts_so_names_do_not_pile_up(
         assert summary["group_pending"] == 1
     names = [c["name"] for c in client.xinfo_consumers(stream, "G")]
     assert names == [f"{socket.gethostname()}-1".encode()]
+
+
+CONFIGURED = """
+[inboxes.queue]
+codec = "keyed"
+
+[inboxes.orders]
+codec = "json"
+identity = ["/id"]
+witness_ignore = ["/attempt"]
+"""
+
+
+def test_keyed_and_json_inboxes_from_redis_end_to_end(
+    tmp_path: Path, server: RedisServer, client: redis.Redis
+) -> None:
+    config = tmp_path / "oncebox.toml"
+    config.write_text(CONFIGURED)
+    queue, orders = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("queue", "orders"))
+    for fields in (
+        {"body": b"payload-1", "key": b"m-1"},
+        {"body": b"payload-1", "key": b"m-1"},  # redelivered: a duplicate
+        {"body": b"payload-X", "key": b"m-1"},  # the same key over other bytes: a conflict
+        {"line": b'{"body": "payload-2", "key": "m-2"}'},  # the NDJSON line form
+        {"body": b"keyless"},  # missing_key
+    ):
+        client.xadd(queue, fields)
+    for fields in (
+        {"body": b'{"id": "o-1", "attempt": 1, "n": 5}'},
+        {"body": b'{"attempt": 2, "n": 5, "id": "o-1"}'},  # noise moved: a duplicate
+        {"line": b'{"id": "o-2", "n": 1}'},  # a json line is the object itself
+        {"body": b'{"id": "o-3", "id": "o-4"}'},  # duplicate_member
+    ):
+        client.xadd(orders, fields)
+    db = tmp_path / "c.db"
+    keyed = consume(db, server.url, queue, "queue", config=config)
+    assert keyed["verdicts"] == {"accepted": 2, "duplicate": 1, "conflict": 1, "rejected": 1}
+    pointers = consume(db, server.url, orders, "orders", config=config)
+    assert pointers["verdicts"] == {"accepted": 2, "duplicate": 1, "rejected": 1}
+    for summary in (keyed, pointers):
+        assert summary["acked"] == summary["entries"] and summary["group_pending"] == 0
+    with oncebox.open(f"sqlite:///{db}", config=config) as box:
+        assert [d.reason for d in box.dead_letters("queue")] == ["missing_key"]
+        assert [d.reason for d in box.dead_letters("orders")] == ["duplicate_member"]
+        assert len(box.quarantined("queue")) == 1
+        first = box.record("queue", "m-1")
+        assert first is not None and first.seen_count == 2 and first.content == b"payload-1"
+        assert first.delivery_id is not None  # the stream entry's id, recorded
+        order = box.record("orders", '["o-1"]')
+        assert order is not None and order.seen_count == 2

@@ -607,6 +607,12 @@ def test_openapi_lists_the_routes(serve: Callable[..., Served], file_box: Oncebo
         "Oncebox-Delivery-Id",
         "Oncebox-Timestamp",  # the signing headers, on every authenticated operation
         "Oncebox-Signature",
+        "webhook-id",  # what a webhook inbox's sender signs with instead of a token
+        "webhook-timestamp",
+        "webhook-signature",
+        "X-Hub-Signature-256",
+        "X-GitHub-Delivery",
+        "Stripe-Signature",
     }
     assert "HTTPValidationError" not in json.dumps(doc)
     assert "HTTPBearer" in doc["components"]["securitySchemes"]

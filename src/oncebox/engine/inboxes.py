@@ -105,6 +105,9 @@ class InboxSpec:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
             raise ConfigError(f"inbox name {self.name!r}: use 1 to 64 letters, digits, _ . -")
         codec = self.configured_codec()
+        if getattr(codec, "webhook", None) is not None and self.is_fenced(codec):
+            # Its sender holds no lease: every signed delivery would be fenced out.
+            raise ConfigError(f"inbox {self.name}: a webhook inbox cannot be lease-fenced")
         step = resolve_apply(self.apply)
         retention = self.retention_seconds
         if retention is not None and retention < RETENTION_FLOOR and not self.retention_override:

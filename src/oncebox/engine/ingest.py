@@ -6,13 +6,23 @@ everything inside it is :mod:`oncebox.engine.decide`.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from oncebox.engine.apply import ApplyStep
 from oncebox.engine.decision import Decision
-from oncebox.formats import Codec, Decoded, Delivery, Identity, Invalid, Unreadable, identify
+from oncebox.formats import (
+    Codec,
+    Decoded,
+    Delivery,
+    Identity,
+    Invalid,
+    Unreadable,
+    Verified,
+    identify,
+)
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.store.base import Arrival, InboxRow
 
@@ -74,9 +84,29 @@ _NO_ARRIVAL = Arrival()
 def arrival(delivery: Delivery) -> Arrival:
     """The transport facts a delivery leaves beside its record; never identity."""
     facts = (delivery.device_time, delivery.snapshot_id, delivery.delivery_id)
+    if delivery.signature is not None:
+        return Arrival(*facts, signature_fact(delivery.signature))
     if facts == (None, None, None):
         return _NO_ARRIVAL  # the common case; Arrival is immutable, so one serves all
     return Arrival(*facts)
+
+
+def signature_fact(signature: Verified) -> str:
+    """What a verified signature vouched for, as the store keeps it: the scheme, the
+    time the sender signed (None for GitHub, which signs none) and whether the signature
+    covers the key. Not the signature itself and never the secret: a record must not
+    help anyone forge the next one."""
+    fact = {"scheme": signature.scheme, "signed_at": signature.timestamp,
+            "key_signed": signature.key_signed}  # fmt: skip
+    return json.dumps(fact, separators=(",", ":"))
+
+
+def signature_of_fact(fact: str | None, key: str | None) -> Verified | None:
+    """The :class:`Verified` a stored fact records (for a dead letter's replay)."""
+    if fact is None:
+        return None
+    found = json.loads(fact)
+    return Verified(found["scheme"], key, found["signed_at"], found["key_signed"])
 
 
 _FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)

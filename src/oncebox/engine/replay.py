@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from oncebox.engine.decision import Decision
+from oncebox.engine.ingest import signature_of_fact
 from oncebox.engine.views import DeadLetter
 from oncebox.errors import InvalidOperation
 from oncebox.formats import Delivery
@@ -18,8 +19,8 @@ from oncebox.store.base import DeadLetterRow
 
 def replayable(letter: DeadLetterRow | DeadLetter) -> Delivery:
     """The delivery a dead letter kept, with its transport facts (not its lease token,
-    which dead letters do not keep): what a replay decides, and what a download of it
-    re-delivers."""
+    which dead letters do not keep) and the signature it was verified with on arrival:
+    what a replay decides, and what a download of it re-delivers."""
     head = bytes(letter.head)
     if letter.length != len(head):
         raise InvalidOperation(
@@ -33,6 +34,7 @@ def replayable(letter: DeadLetterRow | DeadLetter) -> Delivery:
         snapshot_id=letter.snapshot_id,
         device_time=letter.device_time,
         delivery_id=letter.delivery_id,
+        signature=signature_of_fact(letter.signature, letter.key),
     )
 
 

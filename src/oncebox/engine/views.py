@@ -50,6 +50,7 @@ class Record:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None  # JSON text: see signature_of
     log_seq: int | None = None
     revised_at: float | None = None
 
@@ -80,6 +81,7 @@ class Quarantined:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None  # JSON text: see signature_of
     resolved_by: str | None = None  # the actor: an API token's name
 
 
@@ -99,6 +101,7 @@ class DeadLetter:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None  # JSON text: see signature_of
     replayed_at: float | None = None
     replayed_by: str | None = None
     replay_verdict: str | None = None
@@ -187,3 +190,10 @@ class WorkItem:
 def fields_of(item: Record | Quarantined | Revision) -> dict[str, Any]:
     """A record's (or newcomer's) named values."""
     return json.loads(item.fields) if item.fields else {}
+
+
+def signature_of(item: Record | Quarantined | DeadLetter) -> dict[str, Any] | None:
+    """What the sender's verified webhook signature vouched for when it arrived:
+    ``scheme``, ``signed_at`` (the signed unix time, or None for a scheme that signs
+    none) and ``key_signed``; None for a delivery its sender did not sign."""
+    return json.loads(item.signature) if item.signature else None

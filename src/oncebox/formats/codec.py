@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from oncebox.errors import ConfigError
-from oncebox.formats.webhooks import WebhookConfig
+from oncebox.formats.webhooks import Verified, WebhookConfig
 
 IdentityMode = Literal["content", "key"]
 
@@ -32,6 +32,7 @@ class Delivery:
 
     None of the transport facts is identity: a snapshot id is provenance, a device time
     is recorded but never trusted, a transport delivery id changes on every redelivery.
+    ``signature`` is what a verified webhook signature vouched for, recorded beside them.
     """
 
     body: bytes
@@ -40,6 +41,7 @@ class Delivery:
     device_time: str | None = None
     delivery_id: str | None = None
     lease_token: int | None = None
+    signature: Verified | None = None
 
 
 @dataclass(frozen=True)

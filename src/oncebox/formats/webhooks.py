@@ -31,6 +31,12 @@ from typing import Any, NamedTuple
 from oncebox.errors import ConfigError, OnceboxError
 
 SCHEMES = ("github", "standard-webhooks", "stripe")
+# The headers each scheme cannot verify without (lower case, as HTTP/2 and ASGI send them).
+SIGNATURE_HEADERS = {
+    "github": ("x-hub-signature-256", "x-github-delivery"),
+    "standard-webhooks": ("webhook-id", "webhook-timestamp", "webhook-signature"),
+    "stripe": ("stripe-signature",),
+}
 TOLERANCE = 300  # seconds; both Standard Webhooks and Stripe use five minutes
 MAX_TOLERANCE = 3600
 STANDARD_PREFIX = "whsec_"
@@ -222,6 +228,12 @@ class WebhookConfig:
         if self.scheme == "stripe":
             return verify_stripe(headers, body, self.secrets, now, self.tolerance)
         return verify_standard_webhooks(headers, body, self.secrets, now, self.tolerance)
+
+    @property
+    def headers(self) -> tuple[str, ...]:
+        """The headers a request must carry to be verified at all (see
+        :data:`SIGNATURE_HEADERS`): without them, it can be refused from its head."""
+        return SIGNATURE_HEADERS[self.scheme]
 
     @property
     def default_identity(self) -> str | tuple[str, ...]:

@@ -24,11 +24,14 @@ class InboxRow:
 
 @dataclass(frozen=True)
 class Arrival:
-    """Transport facts kept beside what a delivery left behind; never identity."""
+    """Transport facts kept beside what a delivery left behind; never identity.
+    ``signature`` is what a sender's verified webhook signature vouched for (JSON text
+    the engine writes), never the secret."""
 
     device_time: str | None = None
     snapshot_id: str | None = None
     delivery_id: str | None = None
+    signature: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class RecordRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None
     log_seq: int | None = None
     revised_at: float | None = None
 
@@ -128,6 +132,7 @@ class QuarantineRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None
     resolved_by: str | None = None  # the actor: an API token's name
 
 
@@ -145,6 +150,7 @@ class DeadLetterRow:
     device_time: str | None
     snapshot_id: str | None
     delivery_id: str | None
+    signature: str | None = None
     replayed_at: float | None = None
     replayed_by: str | None = None
     replay_verdict: str | None = None

@@ -121,9 +121,15 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
         # again every idle period for ever.
         detail = "a transport fact is malformed (lease_token an integer, facts UTF-8 text)"
         return Unreadable(body=raw, delivery_id=entry_id, detail=detail, reason="bad_envelope")
-    token = facts.pop("lease_token", None)
-    facts.setdefault("delivery_id", entry_id)
-    return Delivery(body=body, lease_token=int(token) if token is not None else None, **facts)
+    token = facts.get("lease_token")
+    return Delivery(
+        body=body,
+        key=facts.get("key"),
+        snapshot_id=facts.get("snapshot_id"),
+        device_time=facts.get("device_time"),
+        delivery_id=facts.get("delivery_id", entry_id),
+        lease_token=int(token) if token is not None else None,
+    )
 
 
 def _facts(fields: Mapping[bytes, bytes]) -> dict[str, str] | None:

@@ -76,7 +76,14 @@ def delivery_from_line(codec: str, line: bytes) -> Delivery:
     if any("\x00" in value for value in facts.values()):
         # PostgreSQL cannot hold a NUL in text: storing it would fail the whole batch.
         return Unreadable(body=line, detail="the line's key or a fact holds a NUL character")
-    return Delivery(body=body, lease_token=_lease_token(envelope.get("lease_token")), **facts)
+    return Delivery(
+        body=body,
+        key=facts.get("key"),
+        snapshot_id=facts.get("snapshot_id"),
+        device_time=facts.get("device_time"),
+        delivery_id=facts.get("delivery_id"),
+        lease_token=_lease_token(envelope.get("lease_token")),
+    )
 
 
 def line_for(codec: str, delivery: Delivery) -> bytes | None:

@@ -70,7 +70,7 @@ def as_json(row: Any, **extra: Any) -> dict[str, Any]:
             value = value.hex()
         elif field.name in ("content", "head") and isinstance(value, bytes):
             value = _content(value)
-        elif field.name == "fields" and isinstance(value, str):
+        elif field.name in ("fields", "signature") and isinstance(value, str):
             value = json.loads(value)
         elif field.name in _TIMES and value is not None:
             value = iso(value)

@@ -25,7 +25,8 @@ class RecordsSql(SqlBase):
             "insert_records",
             [
                 (r.id, inbox_id, r.ident, r.identity, r.witness, r.content, r.fields, now, now,
-                 r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id, r.log_seq)
+                 r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
+                 r.arrival.signature, r.log_seq)
                 for r in records
             ],
         )  # fmt: skip

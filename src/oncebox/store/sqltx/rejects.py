@@ -20,7 +20,7 @@ class RejectsSql(SqlBase):
                 "quarantine_insert",
                 (inbox_id, n.ident, n.identity, n.record_id, n.witness, n.content, n.fields,
                  reason, now, now, n.times, arrival.device_time, arrival.snapshot_id,
-                 arrival.delivery_id),
+                 arrival.delivery_id, arrival.signature),
             )  # fmt: skip
             if row is not None:
                 kept.append((int(row[0]), True))
@@ -47,7 +47,8 @@ class RejectsSql(SqlBase):
     def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:
         rows = [
             (inbox_id, x.reason, x.detail, x.head, x.length, x.sha256, x.key, now,
-             x.arrival.device_time, x.arrival.snapshot_id, x.arrival.delivery_id)
+             x.arrival.device_time, x.arrival.snapshot_id, x.arrival.delivery_id,
+             x.arrival.signature)
             for x in letters
         ]  # fmt: skip
         return [int(row[0]) for row in self._many_rows("dead_letter", rows)]

@@ -116,6 +116,8 @@ Authed = Annotated[Caller, Depends(caller)]
 
 # The scope each check asks for, by the callable that checks it (routes and dependencies).
 REQUIRED: dict[Callable[..., object], TokenScope] = {}
+# The routes that take a webhook sender's signature instead of a token (webhook inboxes).
+SIGNED: set[Callable[..., object]] = set()
 
 
 def _on_inbox(scope: TokenScope) -> Callable[[str, Caller], Awaitable[Caller]]:

@@ -18,7 +18,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import ReplayGuard
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.http import openapi, problems
-from oncebox.surfaces.http.access import REQUIRED, Service
+from oncebox.surfaces.http.access import REQUIRED, SIGNED, Service
 from oncebox.surfaces.http.console import BASE as CONSOLE
 from oncebox.surfaces.http.console import MAX_FORM, mount_console
 from oncebox.surfaces.http.gate import Gate, RouteNeeds
@@ -27,6 +27,7 @@ from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.middleware import BoundedBody, Timing
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
+from oncebox.surfaces.http.senders import sender_of
 
 DESCRIPTION = (
     "oncebox turns at-least-once, out-of-order and sometimes corrupted deliveries into "
@@ -92,9 +93,13 @@ def create_app(
     app.add_middleware(
         Gate,
         authenticate=box.authenticate,
-        needs=RouteNeeds(app.router.routes, REQUIRED),
+        # The routers' own routes: FastAPI 0.165 wraps included routers in a route that
+        # matches without giving its path parameters, which would hide every inbox.
+        needs=RouteNeeds([r for router in ROUTERS for r in router.routes], REQUIRED, SIGNED),
         form_prefix=CONSOLE,
         form_limit=MAX_FORM,
+        senders=lambda inbox: sender_of(box, inbox, max_body),
+        on_refused=metrics.refused,
     )
     app.add_middleware(Timing, metrics=metrics)
     openapi.install(app)

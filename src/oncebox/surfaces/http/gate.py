@@ -9,6 +9,12 @@ and none of its body is read (uvicorn's flow control stops reading the socket on
 wait unread, and closing drops those). The console's forms are the one exception: they
 are signed in by a form, so their bodies are bounded to a form's size instead.
 
+A webhook inbox's deliveries are the other: their sender holds no token but signs each
+request (:mod:`oncebox.surfaces.http.senders`), and a signature can only be checked over
+the whole body. Such a request must carry every header its scheme signs with; then its
+body is read, bounded by what the inbox's codec could take (and by the server's bound),
+under the same head and body deadlines as any other, and the route verifies it.
+
 The gate only keeps unauthenticated bytes out; it does not admit anything. Every request
 is still authenticated and authorized where it always was (the route's dependencies, the
 group commit turn), so the gate may remember a live token for a moment: a token known to
@@ -19,7 +25,7 @@ the hot path. A token revoked meanwhile gets its body read, and is then refused.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from fastapi.dependencies.models import Dependant
@@ -33,6 +39,7 @@ from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.http import problems
+from oncebox.surfaces.http.senders import Sender, missing_headers
 
 BODY_LIMIT_KEY = "oncebox.body_limit"  # read by BoundedBody: this request's own bound
 CLOSE = {"Connection": "close"}
@@ -59,6 +66,7 @@ class Need:
 
     scope: TokenScope | None = None
     inbox: str | None = None
+    signed: bool = False  # the route takes a webhook sender's signature for a token
 
 
 class RouteNeeds:
@@ -66,14 +74,19 @@ class RouteNeeds:
 
     ``required`` maps a route's endpoint, or a dependency it uses, to the scope it
     checks: the same callables that do the checking, so there is no second table of
-    rules to keep in step.
+    rules to keep in step. ``signed`` holds the endpoints that take a webhook sender's
+    signature instead of a token.
     """
 
     def __init__(
-        self, routes: list[BaseRoute], required: Mapping[Callable[..., object], TokenScope]
+        self,
+        routes: list[BaseRoute],
+        required: Mapping[Callable[..., object], TokenScope],
+        signed: Collection[Callable[..., object]] = (),
     ):
         self.routes = routes
         self.required = required
+        self.signed = signed
         self._scopes: dict[int, TokenScope | None] = {}
 
     def __call__(self, scope: Scope) -> Need:
@@ -82,7 +95,8 @@ class RouteNeeds:
             if match is Match.FULL:
                 params = child.get("path_params", {})
                 inbox = params.get("inbox")
-                return Need(self._scope(route), inbox if isinstance(inbox, str) else None)
+                signed = isinstance(route, APIRoute) and route.endpoint in self.signed
+                return Need(self._scope(route), inbox if isinstance(inbox, str) else None, signed)
         return Need()
 
     def _scope(self, route: BaseRoute) -> TokenScope | None:
@@ -115,6 +129,8 @@ class Gate:
         needs: Callable[[Scope], Need],
         form_prefix: str,
         form_limit: int,
+        senders: Callable[[str], Sender | None] = lambda _inbox: None,
+        on_refused: Callable[[str, str], None] = lambda _inbox, _reason: None,
         cache_seconds: float = 2.0,
         cache_size: int = 4096,
     ) -> None:
@@ -123,6 +139,8 @@ class Gate:
         self.needs = needs
         self.form_prefix = form_prefix
         self.form_limit = form_limit
+        self.senders = senders
+        self.on_refused = on_refused
         self.cache_seconds = cache_seconds
         self.cache_size = cache_size
         self._live: dict[str, tuple[float, Token]] = {}
@@ -153,7 +171,7 @@ class Gate:
                 authorization = value.decode("latin-1")
         secret = bearer_secret(authorization)
         if secret is None:
-            return unauthorized("send Authorization: Bearer <token>")
+            return self._unsigned(scope)
         try:
             token = await self._token(secret)
         except OnceboxError as exc:
@@ -169,6 +187,20 @@ class Gate:
             return problems.ProblemError(
                 403, "forbidden", f"this token may not use inbox {need.inbox!r}"
             )
+        return None
+
+    def _unsigned(self, scope: Scope) -> problems.ProblemError | None:
+        """Without a token: let a webhook sender's request through to be verified (its
+        body bounded to what its inbox takes), refuse anything else."""
+        need = self.needs(scope)
+        sender = self.senders(need.inbox) if need.signed and need.inbox is not None else None
+        if sender is None or need.inbox is None:
+            return unauthorized("send Authorization: Bearer <token>")
+        present = {name for name, _ in scope["headers"]}
+        if not all(name in present for name in sender.headers):
+            self.on_refused(need.inbox, "missing_signature")
+            return missing_headers(sender)
+        scope[BODY_LIMIT_KEY] = sender.max_body
         return None
 
     async def _token(self, secret: str) -> Token | None:

@@ -19,6 +19,10 @@ the same turn that decides the batch, one store lookup per distinct secret per t
 before anything of the batch is decided. Every request is thus authenticated after it
 arrived, as if it had been authenticated alone: a token revoked before a request came
 is refused, and a refused request is not decided.
+
+A request its sender signed instead (a webhook, :class:`Signed`) is verified in that same
+turn, against the server clock read once for the turn (the database's, on PostgreSQL):
+an unverified one is refused like a bad token, and nothing of it is decided.
 """
 
 from __future__ import annotations
@@ -51,9 +55,21 @@ class Credential:
 
 
 @dataclass(frozen=True)
+class Signed:
+    """A request its sender signed: ``verify`` runs in the worker thread with the
+    server clock's time and returns the delivery to decide (its key and the signature
+    it was verified with), or raises to refuse the request (401)."""
+
+    verify: Callable[[float], Delivery]
+
+
+Proof = Credential | Signed
+
+
+@dataclass(frozen=True)
 class _Entry:
     delivery: Delivery
-    credential: Credential | None
+    credential: Proof | None
     future: asyncio.Future[Decision]
 
 
@@ -86,12 +102,13 @@ class GroupCommit:
             self.largest = max(self.largest, size)
 
     async def submit(
-        self, inbox: str, delivery: Delivery, credential: Credential | None = None
+        self, inbox: str, delivery: Delivery, credential: Proof | None = None
     ) -> Decision:
         """The delivery's decision, once the transaction that holds it committed.
 
-        With a ``credential``, whatever its ``admit`` raises instead (and nothing is
-        decided for the delivery). ``inbox`` must be a declared inbox.
+        With a ``credential``, whatever its ``admit`` (or a signed request's ``verify``)
+        raises instead, and nothing is decided for the delivery; a verified one is
+        decided as ``verify`` returned it. ``inbox`` must be a declared inbox.
         """
         lane = self._lanes.get(inbox)
         if lane is None:
@@ -145,14 +162,24 @@ class GroupCommit:
                 entry.future.set_result(outcome)
 
     def _decide(
-        self, inbox: str, work: Sequence[tuple[Delivery, Credential | None]]
+        self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]
     ) -> list[Outcome]:
         """In a worker thread: admit the requests, then decide the admitted ones."""
         outcomes: list[Outcome | None] = [None] * len(work)
+        deliveries = [delivery for delivery, _ in work]
         tokens: dict[str, Token | None] = {}
+        now: float | None = None
         try:
             for i, (_, credential) in enumerate(work):
                 if credential is None:
+                    continue
+                if isinstance(credential, Signed):
+                    if now is None:
+                        now = self.box.store.now()
+                    try:
+                        deliveries[i] = credential.verify(now)
+                    except Exception as exc:
+                        outcomes[i] = exc
                     continue
                 if credential.secret not in tokens:
                     tokens[credential.secret] = self.box.authenticate(credential.secret)
@@ -163,7 +190,7 @@ class GroupCommit:
         except Exception as exc:  # the store failed: nobody is admitted, nothing decided
             return [exc] * len(work)
         admitted = [i for i, outcome in enumerate(outcomes) if outcome is None]
-        decided = self._ingest(inbox, [work[i][0] for i in admitted]) if admitted else []
+        decided = self._ingest(inbox, [deliveries[i] for i in admitted]) if admitted else []
         for i, decision in zip(admitted, decided, strict=True):
             outcomes[i] = decision
         done: list[Outcome] = []

@@ -1,8 +1,8 @@
 """Prometheus metrics: store figures read at scrape time, plus request latency.
 
 The delivery, quarantine, dead-letter and work-key figures come from the store, so they
-count every process writing to it and survive restarts. Only request latency and the
-group-commit figures are this process's own.
+count every process writing to it and survive restarts. Only request latency, the
+group-commit figures and the webhook refusals (which store nothing) are this process's own.
 
 Who sees what: the per-inbox series only for the inboxes the scraping token covers. The
 series without an inbox label (seal lag, group commit, latency by route, the console's
@@ -13,6 +13,8 @@ A scrape that asks for OpenMetrics (``Accept: application/openmetrics-text``) ge
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -36,9 +38,11 @@ class StoreCollector(Collector):
         group: GroupCommit,
         visible: Callable[[str], bool],
         everything: bool,
+        refusals: Counter[tuple[str, str]] | None = None,
     ) -> None:
         self.box = box
         self.group = group
+        self.refusals = refusals or Counter()
         self.visible = visible
         self.everything = everything
 
@@ -75,7 +79,16 @@ class StoreCollector(Collector):
             work = self.box.work_figures(active.name)
             dirty.add_metric([active.name], work["dirty"])
             review.add_metric([active.name], work["in_review"])
-        yield from (deliveries, quarantine, dead, dirty, review)
+        refused = CounterMetricFamily(
+            "oncebox_webhook_refusals",
+            "Webhook requests refused for their signature, by inbox and reason (this "
+            "process; a refusal stores nothing, so the store cannot count it).",
+            labels=["inbox", "reason"],
+        )
+        for (inbox, reason), n in sorted(self.refusals.items()):
+            if self.visible(inbox):
+                refused.add_metric([inbox, reason], n)
+        yield from (deliveries, quarantine, dead, dirty, review, refused)
         if not self.everything:
             return
         yield GaugeMetricFamily(
@@ -107,6 +120,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.refusals: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def refused(self, inbox: str, reason: str) -> None:
+        """Count a webhook request refused for its signature (any thread)."""
+        with self._lock:
+            self.refusals[(inbox, reason)] += 1
 
     def render(
         self, visible: Callable[[str], bool], everything: bool, accept: str | None = None
@@ -115,7 +135,9 @@ class Metrics:
         figures only for the inboxes ``visible`` admits, the process-wide series only
         when ``everything`` (the token covers every inbox)."""
         scrape = CollectorRegistry(auto_describe=False)
-        scrape.register(StoreCollector(self.box, self.group, visible, everything))
+        with self._lock:
+            refusals = self.refusals.copy()
+        scrape.register(StoreCollector(self.box, self.group, visible, everything, refusals))
         if everything:
             scrape.register(self.latency)
         encode, content_type = choose_encoder(accept or "")

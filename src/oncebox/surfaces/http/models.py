@@ -99,6 +99,25 @@ class Base64Content(BaseModel):
 Content = TextContent | Base64Content
 
 
+class SignatureOut(BaseModel):
+    """What the sender's webhook signature vouched for when it was verified on arrival
+    (never the secret, nor the signature)."""
+
+    scheme: Literal["github", "standard-webhooks", "stripe"] = Field(
+        description="The signing scheme the inbox declares."
+    )
+    signed_at: int | None = Field(
+        description="The unix time the sender signed; null for github, which signs none."
+    )
+    key_signed: bool = Field(
+        description="Whether the signature covers the message id used as the key "
+        "(standard-webhooks: yes; github's X-GitHub-Delivery: no)."
+    )
+
+
+SIGNATURE = "The sender's verified webhook signature; null if the sender did not sign it."
+
+
 class RecordOut(BaseModel):
     """A record: what the first valid arrival of an identity left (or its tombstone)."""
 
@@ -118,6 +137,7 @@ class RecordOut(BaseModel):
     device_time: str | None = Field(description="The device's clock, as sent (not trusted).")
     snapshot_id: str | None = Field(description="The snapshot it came in.")
     delivery_id: str | None = Field(description="The transport's delivery id.")
+    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
     log_seq: int | None = Field(description="The log entry that sealed it.")
     revised_at: float | None = Field(description="When an operator last revised it (unix s).")
 
@@ -143,6 +163,7 @@ class QuarantineOut(BaseModel):
     device_time: str | None = Field(description="The device's clock, as sent.")
     snapshot_id: str | None = Field(description="The snapshot it came in.")
     delivery_id: str | None = Field(description="The transport's delivery id.")
+    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
     resolved_by: str | None = Field(
         default=None, description="Who resolved it: the API token's name, or null."
     )
@@ -174,6 +195,7 @@ class DeadLetterOut(BaseModel):
     device_time: str | None = Field(description="The device's clock, as sent.")
     snapshot_id: str | None = Field(description="The snapshot it came in.")
     delivery_id: str | None = Field(description="The transport's delivery id.")
+    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
     replayed_at: str | None = Field(
         default=None, description="When it was last replayed (ISO 8601), or null."
     )

@@ -26,18 +26,19 @@ WHERE inbox_id = %s
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+       signature, log_seq, revised_at
 FROM records WHERE id = %s;
 
 -- name: insert_records
 -- columnar; ids reserved by reserve_record_ids. DO NOTHING: one a concurrent writer
 -- inserted first is not counted, and the engine decides again.
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id, log_seq)
+                     last_seen, device_time, snapshot_id, delivery_id, signature,
+                     log_seq)
 OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
-                     %b::text[], %b::text[], %b::bigint[])
+                     %b::text[], %b::text[], %b::text[], %b::bigint[])
 ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING;
 
 -- name: reserve_record_ids
@@ -77,8 +78,8 @@ FROM revisions WHERE record_id = %s ORDER BY revision;
 -- name: quarantine_insert
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
                         reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
-                        delivery_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        delivery_id, signature)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT ON CONSTRAINT quarantine_one_per_newcomer DO NOTHING
 RETURNING id;
 
@@ -90,13 +91,13 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine WHERE id = %s;
 
 -- name: get_quarantine_for_update
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: close_quarantine
@@ -107,7 +108,7 @@ WHERE id = %s AND status = 'open';
 -- Named parameters: inbox, status, limit.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine
 WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND (%(status)s::text IS NULL OR status = %(status)s)
@@ -115,15 +116,15 @@ ORDER BY id LIMIT %(limit)s;
 
 -- name: dead_letter
 INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
-                          device_time, snapshot_id, delivery_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                          device_time, snapshot_id, delivery_id, signature)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
 -- name: list_dead_letters
 -- Named parameters, every filter optional (NULL: any); after: the last id of the page
 -- before (paging by id).
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
 FROM dead_letters
 WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND (%(reason)s::text IS NULL OR reason = %(reason)s)
@@ -135,7 +136,7 @@ ORDER BY id LIMIT %(limit)s;
 
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
 FROM dead_letters WHERE id = %s FOR UPDATE;
 
 -- name: mark_replayed
@@ -392,7 +393,7 @@ SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[]);
 -- name: unsealed_records
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+       signature, log_seq, revised_at
 FROM records
 WHERE log_seq IS NULL
   AND id NOT IN (SELECT record_id FROM log_pending WHERE record_id IS NOT NULL)

@@ -9,15 +9,16 @@ FROM records WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+       signature, log_seq, revised_at
 FROM records WHERE id = ?;
 
 -- name: insert_records
 -- Run once per row, ids reserved by reserve_record_ids. DO NOTHING: one a concurrent
 -- writer inserted first is not counted, and the engine decides again.
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
-                     last_seen, device_time, snapshot_id, delivery_id, log_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     last_seen, device_time, snapshot_id, delivery_id, signature,
+                     log_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
@@ -63,8 +64,8 @@ FROM revisions WHERE record_id = ? ORDER BY revision;
 -- name: quarantine_insert
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
                         reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
-                        delivery_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        delivery_id, signature)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident, witness) DO NOTHING
 RETURNING id;
 
@@ -76,14 +77,14 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine WHERE id = ?;
 
 -- name: get_quarantine_for_update
 -- BEGIN IMMEDIATE already holds the database's one write lock.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine WHERE id = ?;
 
 
@@ -94,21 +95,21 @@ WHERE id = ? AND status = 'open';
 -- name: list_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, resolved_by
+       delivery_id, signature, resolved_by
 FROM quarantine
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:status IS NULL OR status = :status)
 ORDER BY id LIMIT :limit;
 
 -- name: dead_letter
 INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
-                          device_time, snapshot_id, delivery_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                          device_time, snapshot_id, delivery_id, signature)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id;
 
 -- name: list_dead_letters
 -- Every filter optional (NULL: any); after: the last id of the page before (paging by id).
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
 FROM dead_letters
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
   AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
@@ -118,7 +119,7 @@ ORDER BY id LIMIT :limit;
 
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
 FROM dead_letters WHERE id = ?;
 
 -- name: mark_replayed
@@ -350,7 +351,7 @@ INSERT INTO merkle_nodes (level, idx, hash) VALUES (?, ?, ?);
 -- name: unsealed_records
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       log_seq, revised_at
+       signature, log_seq, revised_at
 FROM records
 WHERE log_seq IS NULL
   AND id NOT IN (SELECT record_id FROM log_pending WHERE record_id IS NOT NULL)

@@ -12,6 +12,13 @@ status means for a client:
 | 422 | rejected (bad input) | true | dead-lettered; safe to ack, resending will not help |
 | 409 | rejected (stale_token, expired_lease) | false | not stored: take a new lease |
 | 503 | (problem document) | - | storage unavailable: retry after Retry-After |
+
+On an inbox whose codec declares a webhook, a request without a bearer token is
+authenticated by its sender's signature instead (:mod:`oncebox.surfaces.http.senders`):
+a missing, malformed, stale or wrong one is 401 with its ``reason``, and nothing is
+stored. A bearer token still works there (an operator's own resend, a test): it is our
+own credential, it must cover the inbox with the write scope, and what it delivers is
+recorded without a signature, so the two stay apart.
 """
 
 from __future__ import annotations
@@ -28,12 +35,13 @@ from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery, needs_key
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.surfaces.http.access import BODY_KEY, REQUIRED, Service, admitted
+from oncebox.surfaces.http.access import BODY_KEY, REQUIRED, SIGNED, Service, admitted
 from oncebox.surfaces.http.gate import bearer_secret, unauthorized
 from oncebox.surfaces.http.groupcommit import Credential
 from oncebox.surfaces.http.models import DecisionOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.senders import signed, webhook_of
 
 TAG = {
     "name": "deliveries",
@@ -49,6 +57,21 @@ HEADERS = {
     "Oncebox-Device-Time": "The device's clock, as it said; recorded, never trusted.",
     "Oncebox-Delivery-Id": "The transport's own delivery id; recorded.",
 }
+# What a webhook sender sends instead of a token, on an inbox that declares its scheme.
+WEBHOOK_HEADERS = {
+    "webhook-id": "standard-webhooks: the message id, the same on every retry; the key "
+    "(unless the inbox's identity says otherwise), and signed.",
+    "webhook-timestamp": "standard-webhooks: unix seconds, signed; refused "
+    "(stale_signature) beyond the inbox's tolerance of the server clock, 300 s by default.",
+    "webhook-signature": "standard-webhooks: space-separated `v1,<base64>` values, "
+    "HMAC-SHA256 over `id.timestamp.body` with the base64 secret after `whsec_`; any one "
+    "matching any of the inbox's secrets will do.",
+    "X-Hub-Signature-256": "github: `sha256=` and the hex HMAC-SHA256 of the body.",
+    "X-GitHub-Delivery": "github: the delivery's GUID; the key (not signed).",
+    "Stripe-Signature": "stripe: `t=<unix>,v1=<hex>[,v1=...]`, HMAC-SHA256 over `t.body`; "
+    "the event's `id` is the identity.",
+}
+SENDER_ONLY = " Read only on a webhook inbox, from a request without a bearer token."
 BINARY = {"schema": {"type": "string", "format": "binary"}}
 DOCUMENTED: dict[str, Any] = {
     "requestBody": {
@@ -75,6 +98,16 @@ DOCUMENTED: dict[str, Any] = {
                 "schema": {"type": "string"},
             }
             for name, description in HEADERS.items()
+        ),
+        *(
+            {
+                "in": "header",
+                "name": name,
+                "required": False,
+                "description": description + SENDER_ONLY,
+                "schema": {"type": "string"},
+            }
+            for name, description in WEBHOOK_HEADERS.items()
         ),
     ],
     "security": [{"HTTPBearer": []}],
@@ -129,7 +162,14 @@ def status_for(decision: Decision) -> int:
             413,
             e400="A malformed Oncebox-Lease-Token header, or no Oncebox-Key for an inbox "
             "identified by it; nothing was decided or stored.",
+            e401="No token, an unknown or revoked one, or (for a signing token) a bad, stale "
+            "or replayed signature; on a webhook inbox without a token, a missing, malformed, "
+            "stale or wrong sender signature, named by the problem's `reason` "
+            "(missing_signature, bad_signature_header, stale_signature, bad_signature). "
+            "Nothing was decided or stored.",
             e404="No such inbox.",
+            e413="The body is over the bound (for a webhook sender, the inbox codec's own "
+            "bound); the connection is closed and nothing was stored.",
         ),
     },
     openapi_extra=DOCUMENTED,
@@ -138,7 +178,11 @@ async def deliver(request: Request) -> Response:
     """Decide one delivery exactly once: a new record (201), a duplicate or a conflict
     (200), or a rejection (422: dead-lettered; 409: fenced, not stored). Concurrent
     deliveries to one inbox are decided together in one transaction (group commit), each
-    answered only after that commit."""
+    answered only after that commit. On an inbox that declares a webhook, its sender may
+    authenticate with its signature instead of a bearer token (Standard Webhooks,
+    GitHub or Stripe headers, below): a good one is decided like any delivery, keyed by
+    the webhook's own id, with the signature recorded (never the secret); a missing,
+    bad or stale one is 401 and nothing is stored."""
     # Refusals come in the order of the other routes: 401, 403, then 404 (unknown
     # inbox) or 400 (bad header). The regular case, a declared inbox and good headers,
     # is authenticated in the group commit turn that decides it (see groupcommit); any
@@ -149,7 +193,15 @@ async def deliver(request: Request) -> Response:
     headers = request.headers
     secret = bearer_secret(headers.get("authorization"))
     if secret is None:
-        raise unauthorized("send Authorization: Bearer <token>")
+        # No token: only a webhook inbox's sender may deliver, verified in the group
+        # commit turn at the server clock's time.
+        webhook = webhook_of(svc.box, inbox)
+        if webhook is None:
+            raise unauthorized("send Authorization: Bearer <token>")
+        body = scope.get(BODY_KEY, b"")
+        check = signed(webhook, headers, body, lambda why: svc.metrics.refused(inbox, why))
+        decision = await svc.group.submit(inbox, Delivery(body=body), check)
+        return Response(decision_json(decision), status_for(decision), media_type=JSON)
     try:
         codec = svc.box.inbox(inbox).codec
         lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
@@ -179,3 +231,4 @@ async def deliver(request: Request) -> Response:
 
 
 REQUIRED[deliver] = TokenScope.WRITE
+SIGNED.add(deliver)
