@@ -9,14 +9,13 @@ import sys
 import click
 
 from oncebox.errors import OnceboxError
-from oncebox.surfaces.cli import intake, letters, log, tokens, views, work
+from oncebox.surfaces.cli import intake, letters, log, stream, tokens, views, work
 from oncebox.surfaces.cli.base import cli, fail
-from oncebox.surfaces.consume import consume  # the Redis Streams adapter
 from oncebox.surfaces.serve import serve  # the HTTP service
 
-cli.add_command(consume)
 cli.add_command(serve)
-COMMANDS = (intake, letters, log, tokens, views, work)  # imported for the commands they add to cli
+# Imported for the commands they add to cli.
+COMMANDS = (intake, letters, log, stream, tokens, views, work)
 __all__ = ["cli", "main"]
 
 
