@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -123,6 +124,27 @@ def test_dead_letters_are_filtered_and_paged_over_http(api: Api) -> None:
     assert [d["head"] for d in found] == [{"text": "junk"}]
     assert [d["key"] for d in first + rest] == [*(f"b-{i}" for i in range(5)), "j-1"]
     is_problem(bad, 422)
+
+
+def test_the_published_schema_says_what_the_operator_routes_take(api: Api) -> None:
+    """What /openapi.json declares is what the service takes: unix seconds as a time
+    filter (documented, so they must be in the schema), and no number with a fraction
+    where an integer is declared (schemathesis found both, ST201)."""
+    with api.client() as http:
+        doc = http.get("/openapi.json").json()
+        by_seconds = http.get("/v1/inboxes/ussd/dead-letters", params={"until": "1800001800.0"})
+        letter = http.get("/v1/inboxes/ussd/dead-letters", params={"reason": "bad_format"})
+        url = f"/v1/dead-letters/{letter.json()[0]['id']}/replay"
+        fraction = http.post(url, json={"lease_token": 26059.0})
+        ttl_text = http.post("/v1/inboxes/ussd/leases", json={"scope": "S", "ttl": "60"})
+    params = doc["paths"]["/v1/inboxes/{inbox}/dead-letters"]["get"]["parameters"]
+    until = next(p for p in params if p["name"] == "until")["schema"]
+    checker = jsonschema.FormatChecker()  # schemathesis checks formats too
+    jsonschema.validate("1800001800.0", until, format_checker=checker)  # seconds admitted
+    jsonschema.validate("2027-01-15T08:30:00Z", until, format_checker=checker)
+    assert by_seconds.status_code == 200 and len(by_seconds.json()) == 5
+    assert is_problem(fraction, 422)["status"] == 422  # an integer is declared
+    assert is_problem(ttl_text, 422)["status"] == 422  # a number is declared, not text
 
 
 def test_downloaded_lines_fed_back_re_deliver_the_same_deliveries(api: Api, tmp_path: Path) -> None:

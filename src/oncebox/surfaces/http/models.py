@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 Hex = str  # documented per field: SHA-256 digests as 64 lowercase hex digits
 JsonObject = dict[str, JsonValue]
+# Request bodies take exactly the JSON types they declare: no 26059.0 for an integer,
+# no "60" for a number (pydantic's lax mode converts both).
+STRICT = ConfigDict(strict=True)
 
 
 # -- decisions -------------------------------------------------------------------------------
@@ -61,6 +64,8 @@ class BatchOut(BaseModel):
 # -- leases ----------------------------------------------------------------------------------
 class LeaseIn(BaseModel):
     """A lease request: the scope to fence, and for how long."""
+
+    model_config = STRICT
 
     scope: str = Field(min_length=1, max_length=256, description="The scope to lease.")
     ttl: float = Field(default=60.0, gt=0, le=86_400 * 366, description="Seconds the lease lasts.")
@@ -174,6 +179,8 @@ class QuarantineOut(BaseModel):
 class ResolveIn(BaseModel):
     """An operator's resolution of a quarantine row."""
 
+    model_config = STRICT
+
     action: Literal["keep", "accept"] = Field(
         description="keep the original, or accept the newcomer as the next revision."
     )
@@ -210,6 +217,8 @@ class DeadLetterOut(BaseModel):
 
 class ReplayIn(BaseModel):
     """An operator's replay of a dead letter, after a sender or configuration fix."""
+
+    model_config = STRICT
 
     note: str | None = Field(
         default=None, max_length=4096, description="Why it is replayed; kept in the log."
@@ -273,6 +282,8 @@ class TriageOut(BaseModel):
 # -- work keys -------------------------------------------------------------------------------
 class WorkKeyIn(BaseModel):
     """A work key: (seller_id, sku, marketplace_id)."""
+
+    model_config = STRICT
 
     seller_id: str = Field(description="The seller.")
     sku: str = Field(description="The SKU.")

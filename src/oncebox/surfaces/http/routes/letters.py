@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
+from pydantic import WithJsonSchema
 from starlette.concurrency import iterate_in_threadpool
 from starlette.responses import StreamingResponse
 
@@ -24,8 +25,21 @@ WHEN = "ISO 8601 (without an offset it is UTC) or unix seconds, on the server cl
 Reason = Annotated[
     str | None, Query(max_length=64, description="Only dead letters refused for this reason.")
 ]
-Since = Annotated[datetime | None, Query(description=f"Received at or after this: {WHEN}.")]
-Until = Annotated[datetime | None, Query(description=f"Received before this: {WHEN}.")]
+# Published as it is read: an ISO 8601 date-time, or unix seconds (which the default
+# schema, date-time alone, would call invalid).
+WHEN_SCHEMA = WithJsonSchema(
+    {
+        "anyOf": [
+            {"type": "string", "format": "date-time"},
+            {"type": "string", "pattern": r"^[0-9]{1,12}(\.[0-9]{1,9})?$"},
+            {"type": "null"},
+        ]
+    }
+)
+Since = Annotated[
+    datetime | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")
+]
+Until = Annotated[datetime | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
 Search = Annotated[
     str | None,
     Query(max_length=1024, description="Only those whose kept head holds this text (UTF-8)."),
