@@ -51,7 +51,8 @@ HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 ONCEBOX = str(Path(PYTHON).parent / "oncebox")
 SCHEMATHESIS = str(Path(PYTHON).parent / "schemathesis")
-MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096, "ndjson-lines": 8_192}
+MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096, "ndjson-lines": 8_192,
+           "json-codec": 8_192, "sp-api": 8_192, "webhook-signatures": 4_096}  # fmt: skip
 PROBLEM = "application/problem+json"
 
 
