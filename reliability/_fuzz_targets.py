@@ -1,5 +1,6 @@
-"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check
-and the NDJSON line adapter in front of every codec.
+"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check,
+the NDJSON line adapter in front of every codec, the configured json codec,
+sp-api-listing and the webhook signature verifiers.
 
 Why a module of its own: the same byte-level targets run under atheris (libFuzzer,
 coverage-guided, in a subprocess) and under the seeded mutation fuzzer below (for when
@@ -9,6 +10,9 @@ refuse only with :class:`Invalid` and a documented reason, and every target also
 an oracle on what it accepts (canonical form is a fixed point, the strict reader is never
 laxer than the standard one, a frame's trailer really is its cksum, the signature check
 accepts exactly the fresh, matching signatures, a line is never lost to the adapter).
+The newer targets check against a model of their own: the document as the standard
+library reads it, with the JSON Pointers resolved by hand, and each webhook scheme as
+its documentation defines it, with the HMAC recomputed here.
 """
 
 from __future__ import annotations
