@@ -1,5 +1,6 @@
-"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check
-and the NDJSON line adapter in front of every codec.
+"""Fuzz targets for reliability/fuzz.py: the JSON event codec, the H1 codec, the HMAC check,
+the NDJSON line adapter in front of every codec, the configured json codec,
+sp-api-listing and the webhook signature verifiers.
 
 Why a module of its own: the same byte-level targets run under atheris (libFuzzer,
 coverage-guided, in a subprocess) and under the seeded mutation fuzzer below (for when
@@ -9,14 +10,22 @@ refuse only with :class:`Invalid` and a documented reason, and every target also
 an oracle on what it accepts (canonical form is a fixed point, the strict reader is never
 laxer than the standard one, a frame's trailer really is its cksum, the signature check
 accepts exactly the fresh, matching signatures, a line is never lost to the adapter).
+The newer targets check against a model of their own: the document as the standard
+library reads it, with the JSON Pointers resolved by hand, and each webhook scheme as
+its documentation defines it, with the HMAC recomputed here.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import random
 import re
 import signal
+import string
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,7 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from oncebox.engine.tokens import SIGNATURE_WINDOW, SignatureRefused, check_signature, sign
-from oncebox.formats import Delivery, Invalid, JsonEventCodec, Unreadable, UssdH1Codec, get_codec
+from oncebox.formats import (
+    Delivery,
+    Invalid,
+    JsonEventCodec,
+    KeyedCodec,
+    Unreadable,
+    Unverified,
+    UssdH1Codec,
+    Verified,
+    WebhookConfig,
+    get_codec,
+    json_event,
+    parse_webhook,
+)
 from oncebox.formats.canonical import canonical
 from oncebox.formats.cksum import cksum
 from oncebox.formats.strictjson import loads
@@ -38,6 +60,16 @@ USSD = UssdH1Codec()
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent.parent / "shared" / "testdata" / "JSONTestSuite" / "test_parsing"
 HANG_SECONDS = 1.0  # an input slower than this is a hang
+
+
+class _Absent:
+    """What a pointer names in the oracles' model when there is no such member."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
 
 # The documented rejection reasons (README "Rules, in brief"), plus bad_shape, which the
 # codec raises for a JSON text that is not an object.
@@ -207,8 +239,607 @@ def signature_target(data: bytes) -> str:
     )
 
 
+# -- a shared model of JSON, for the oracles ---------------------------------------------------
+class Num(str):
+    """A JSON number in the oracles' model, kept as spelled (never equal to a string)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Num and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return str.__hash__(self)
+
+
+class Obj(list):  # type: ignore[type-arg]
+    """A JSON object in the model: its members in the order they came (for respelling)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def model(text: bytes | str) -> Any:
+    """``text`` read by the standard library into the oracles' model: objects keep their
+    member order, numbers their spelling. Only for texts the strict reader accepted."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    return json.loads(text, object_pairs_hook=Obj, parse_int=Num, parse_float=Num,
+                      parse_constant=refuse)  # fmt: skip
+
+
+def plain_model(value: Any) -> Any:
+    """The model with objects as dicts (order no longer matters), for comparison."""
+    if isinstance(value, Obj):
+        return {k: plain_model(v) for k, v in value}
+    if isinstance(value, list):
+        return [plain_model(v) for v in value]
+    return value
+
+
+def write_model(value: Any, rnd: random.Random | None = None, ascii_only: bool = False) -> str:
+    """A JSON text of a model value; with ``rnd``, members reordered and whitespace
+    sprinkled between tokens (what a sender's serializer might do)."""
+
+    def gap() -> str:
+        return "" if rnd is None else rnd.choice(["", "", " ", "\n", "\t", "\r\n  "])
+
+    if isinstance(value, Num):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=ascii_only)
+    if value is True or value is False or value is None:
+        return json.dumps(value)
+    if isinstance(value, Obj):
+        members = list(value)
+        if rnd is not None:
+            rnd.shuffle(members)
+        inner = ",".join(
+            f"{gap()}{json.dumps(k, ensure_ascii=ascii_only)}{gap()}:{gap()}"
+            f"{write_model(v, rnd, ascii_only)}{gap()}"
+            for k, v in members
+        )
+        return "{" + inner + gap() + "}"
+    return "[" + ",".join(gap() + write_model(v, rnd, ascii_only) + gap() for v in value) + "]"
+
+
+def _member(value: Any, token: str) -> Any:
+    """RFC 6901 evaluation of one reference token (the oracles' own, not jsonpointer.py)."""
+    if isinstance(value, Obj):
+        for k, v in value:
+            if k == token:
+                return v
+        return ABSENT
+    if isinstance(value, list) and re.fullmatch(r"0|[1-9][0-9]*", token):
+        return value[int(token)] if int(token) < len(value) else ABSENT
+    return ABSENT
+
+
+def _at(value: Any, tokens: tuple[str, ...]) -> Any:
+    for token in tokens:
+        value = _member(value, token)
+        if value is ABSENT:
+            break
+    return value
+
+
+def _without(value: Any, tokens: tuple[str, ...]) -> Any:
+    """A copy of the model without the object member ``tokens`` names (if there is one)."""
+    if not tokens or not isinstance(value, Obj):
+        return value
+    head, rest = tokens[0], tokens[1:]
+    if not rest:
+        return Obj((k, v) for k, v in value if k != head)
+    return Obj((k, _without(v, rest) if k == head else v) for k, v in value)
+
+
+def _with(value: Obj, tokens: tuple[str, ...], new: Any) -> Obj:
+    """A copy of the model with the object member ``tokens`` names set to ``new`` (its
+    parent must be an object); ``ABSENT`` removes it."""
+    head, rest = tokens[0], tokens[1:]
+    if rest:
+        inner = _at(value, (head,))
+        assert isinstance(inner, Obj)
+        return Obj((k, _with(inner, rest, new) if k == head else v) for k, v in value)
+    kept = Obj((k, v) for k, v in value if k != head)
+    if new is not ABSENT:
+        kept.append((head, new))
+    return kept
+
+
+def _respelled(data: bytes) -> random.Random:
+    """A generator seeded by the input, so a failing respelling replays."""
+    return random.Random(hashlib.sha256(data).digest())
+
+
+# -- the configured json codec ---------------------------------------------------------------------
+# Two identity pointers, one with both escapes: "~01" must read as "~1" (not "/"), so a
+# reader that unescapes in the wrong order names another member. The oracle spells the
+# tokens out itself instead of parsing the pointers.
+JSON_SETTINGS: dict[str, Any] = {
+    "identity": ["/id", "/ref/a~01b~1c"],
+    "witness_ignore": ["/attempt", "/meta/seen~1at"],
+    "fields": {"site": "/site", "first": "/items/0"},
+}
+IDENTITY_TOKENS = (("id",), ("ref", "a~1b/c"))
+IGNORED_TOKENS = (("attempt",), ("meta", "seen/at"))
+FIELD_TOKENS = {"site": ("site",), "first": ("items", "0")}
+JSON_CODEC: Any = get_codec("json").configure(JSON_SETTINGS, None)
+# The strict reader's reasons, then the json codec's own (README "Codecs configured").
+READER_REASONS = frozenset(
+    {"bad_json", "duplicate_member", "invalid_unicode", "non_finite_number", "too_deep"}
+)
+JSON_CODEC_REASONS = READER_REASONS | {
+    "too_large", "bad_shape", "missing_identity", "missing_field", "bad_field"
+}  # fmt: skip
+_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+INT_DIGITS = sys.get_int_max_str_digits() or 4300
+
+
+def _identity_value(value: Any) -> bool:
+    """What may be part of an identity: a number, a boolean or a non-empty string."""
+    return isinstance(value, bool) or (isinstance(value, str) and value != "")
+
+
+def _too_long(value: Any) -> bool:
+    """Whether a field value holds an integer past Python's conversion limit."""
+    if isinstance(value, Num):
+        return bool(_INTEGER.fullmatch(value)) and len(value.lstrip("-")) > INT_DIGITS
+    if isinstance(value, Obj):
+        return any(_too_long(v) for _, v in value)
+    if isinstance(value, list):
+        return any(_too_long(v) for v in value)
+    return False
+
+
+def _plain_field(value: Any) -> Any:
+    if isinstance(value, Num):
+        return int(value) if _INTEGER.fullmatch(value) else float(value)
+    if isinstance(value, Obj):
+        return {k: _plain_field(v) for k, v in value}
+    if isinstance(value, list):
+        return [_plain_field(v) for v in value]
+    return value
+
+
+def _expected_json(doc: Any) -> str:
+    """What the configured codec must answer for a document the strict reader took:
+    ``accepted`` or the reason it must refuse with (the order the README gives)."""
+    if not isinstance(doc, Obj):
+        return "bad_shape"
+    if not all(_identity_value(_at(doc, t)) for t in IDENTITY_TOKENS):
+        return "missing_identity"
+    for tokens in FIELD_TOKENS.values():  # field by field, in the order configured
+        value = _at(doc, tokens)
+        if value is ABSENT:
+            return "missing_field"
+        if (isinstance(value, str) and "\x00" in value) or _too_long(value):
+            return "bad_field"
+    return "accepted"
+
+
+def json_codec_target(data: bytes) -> str:
+    """The configured json codec on one input, against a model of the document."""
+    codec = JSON_CODEC
+    try:
+        decoded = codec.decode(Delivery(body=data))
+    except Invalid as exc:
+        _oracle(exc.reason in JSON_CODEC_REASONS, f"json refused with {exc.reason!r}")
+        _oracle(str(exc).startswith(exc.reason), "Invalid's message does not lead with its reason")
+        refused: str | None = exc.reason
+    else:
+        refused = None
+    # Never laxer than the strict reader json-event uses, nor than the standard grammar.
+    try:
+        loads(data, max_depth=json_event.MAX_DEPTH)
+    except Invalid as exc:
+        if len(data) <= codec.max_bytes:
+            _oracle(refused == exc.reason, f"the reader said {exc.reason}, json said {refused}")
+        else:
+            _oracle(refused == "too_large", f"{len(data)} bytes and json said {refused}")
+        return f"invalid:{refused}"
+    if len(data) > codec.max_bytes:
+        _oracle(refused == "too_large", f"{len(data)} bytes and json said {refused}")
+        return "invalid:too_large"
+    _oracle(_stdlib_accepts(data), "the json codec took what json.loads refuses")
+    doc = model(data.decode("utf-8"))
+    expected = _expected_json(doc)
+    said = refused or "accepted"
+    _oracle(said == expected, f"json said {said}, not {expected}")
+    if refused is not None:
+        return f"invalid:{refused}"
+    assert isinstance(doc, Obj)
+    # The identity: the values at the pointers, typed, in the order of the pointers.
+    key = model(decoded.key)
+    _oracle(
+        plain_model(key) == [plain_model(_at(doc, t)) for t in IDENTITY_TOKENS],
+        f"identity {decoded.key[:200]!r} is not the pointers' values",
+    )
+    # The witness: the document without the ignored members, and nothing else removed.
+    kept = doc
+    for tokens in IGNORED_TOKENS:
+        kept = _without(kept, tokens)
+    _oracle(plain_model(model(decoded.content)) == plain_model(kept), "content is not the document")
+    fields = {name: _plain_field(_at(doc, t)) for name, t in FIELD_TOKENS.items()}
+    _oracle(dict(decoded.fields) == fields, "the fields are not the values at their pointers")
+    _oracle(codec.decode(Delivery(body=decoded.content)) == decoded, "content not a fixed point")
+    # The same object re-serialized: members reordered, whitespace and escaping changed.
+    rnd = _respelled(data)
+    again = write_model(doc, rnd, ascii_only=rnd.random() < 0.5).encode()
+    if len(again) <= codec.max_bytes:
+        _oracle(codec.decode(Delivery(body=again)) == decoded, "a respelling moved identity")
+    # Only an ignored member changed (or added, or removed): the same witness and identity.
+    noise = rnd.choice([Num(str(rnd.randrange(10**6))), "x" * rnd.randrange(9), None, Obj(),
+                        Obj([("n", [Num("1")])]), ABSENT])  # fmt: skip
+    changed = _with(doc, IGNORED_TOKENS[0], noise)
+    if isinstance(_at(doc, ("meta",)), Obj):
+        changed = _with(changed, IGNORED_TOKENS[1], Num(str(rnd.randrange(10**9))))
+    text = write_model(changed, rnd).encode()
+    if len(text) <= codec.max_bytes:
+        other = codec.decode(Delivery(body=text))
+        _oracle(other.content == decoded.content, "an ignored member changed the witness")
+        _oracle(other.key == decoded.key, "an ignored member changed the identity")
+    # Any other member changed: another witness, the same identity.
+    name = "zz\u00e9-not-ignored"
+    while _at(doc, (name,)) is not ABSENT:
+        name += "+"
+    text = write_model(_with(doc, (name,), Num("1")), rnd).encode()
+    if len(text) <= codec.max_bytes:
+        other = codec.decode(Delivery(body=text))
+        _oracle(other.content != decoded.content, "a member outside witness_ignore was ignored")
+        _oracle(other.key == decoded.key, "a member outside the identity changed it")
+    return "accepted"
+
+
+# -- the sp-api-listing codec ------------------------------------------------------------------
+SP_FIXTURES = HERE.parent / "tests" / "fixtures" / "sp_api"
+SP_APP = "amzn1.sellerapps.app.5f0c2d4e-8b1a-4c3e-9d7f-2a6b8e0c4f19"
+SP_SUBS = ("d3b07384-5c2a-4f1e-8a9b-3c4d5e6f7a80", "7e2f9a41-0c8d-4b6e-a35f-9d1c7b2e4a66")
+SP_SETTINGS = {"expected_application_id": SP_APP, "expected_subscription_id": list(SP_SUBS)}
+SP_CODEC: Any = get_codec("sp-api-listing").configure(SP_SETTINGS, None)
+# The same codec expecting another application, and the same application's other
+# subscriptions: neither may take what the real one takes.
+SP_OTHER_APP: Any = get_codec("sp-api-listing").configure(
+    {**SP_SETTINGS, "expected_application_id": SP_APP.replace("5f0c", "0000")}, None
+)
+SP_OTHER_SUB: Any = get_codec("sp-api-listing").configure(
+    {**SP_SETTINGS, "expected_subscription_id": ["3f2a-other-subscription"]}, None
+)
+SP_TYPES = {"LISTINGS_ITEM_STATUS_CHANGE": {"1.0"},
+            "LISTINGS_ITEM_ISSUES_CHANGE": {"1.0", "2023-12-13"}}  # fmt: skip
+SP_BRIDGE = "aws.partner/sellingpartnerapi.amazon.com"
+# README "Codecs configured": the codec's own reasons, the strict reader's, and the
+# json-event rules the normalized event must pass.
+SP_REASONS = READER_REASONS | {
+    "too_large", "bad_envelope", "unknown_field", "missing_field", "source_mismatch",
+    "subscription_mismatch", "missing_scope", "unknown_notification_type",
+    "unknown_notification_version", "unknown_payload_version", "bad_payload",
+    "bad_event_time", "bad_field",
+}  # fmt: skip
+# What a transport adds and a redelivery changes: never identity, never witness.
+TRANSPORT = {
+    "id": "8c1d-redelivered",
+    "time": "2031-01-02T03:04:05Z",
+    "account": "999988887777",
+    "region": "eu-west-1",
+    "resources": ["arn:aws:redelivery"],
+    "version": "0",
+}
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and not isinstance(value, Num)
+
+
+def sp_api_target(data: bytes) -> str:
+    """The sp-api-listing codec on one envelope, against a model of it."""
+    try:
+        decoded = SP_CODEC.decode(Delivery(body=data))
+    except Invalid as exc:
+        _oracle(exc.reason in SP_REASONS, f"sp-api-listing refused with {exc.reason!r}")
+        _oracle(str(exc).startswith(exc.reason), "Invalid's message does not lead with its reason")
+        return f"invalid:{exc.reason}"
+    _oracle(len(data) <= SP_CODEC.max_bytes, "an envelope over the bound passed")
+    _oracle(_stdlib_accepts(data), "sp-api-listing took what json.loads refuses")
+    message = model(data.decode("utf-8"))
+    _oracle(isinstance(message, Obj), "a notification that is not an object passed")
+    detail = _at(message, ("detail",))
+    bridged = detail is not ABSENT and _at(message, ("NotificationType",)) is ABSENT
+    notification = detail if bridged else message
+    if bridged:
+        source = _at(message, ("source",))
+        _oracle(_text(source) and f"{source}/".startswith(SP_BRIDGE + "/"), "not SP-API's bus")
+        _oracle(_at(message, ("detail-type",)) == _at(notification, ("NotificationType",)),
+                "detail-type is not the detail's type")  # fmt: skip
+    kind = _at(notification, ("NotificationType",))
+    _oracle(_text(kind) and kind in SP_TYPES, f"notification type {kind!r:.80} passed")
+    _oracle(_at(notification, ("NotificationVersion",)) == "1.0", "another NotificationVersion")
+    _oracle(_at(notification, ("PayloadVersion",)) in SP_TYPES[kind], "another PayloadVersion")
+    meta = _at(notification, ("NotificationMetadata",))
+    application = _at(meta, ("ApplicationId",))
+    subscription = _at(meta, ("SubscriptionId",))
+    _oracle(_text(application) and application == SP_APP, f"ApplicationId {application!r:.80}")
+    _oracle(_text(subscription) and subscription in SP_SUBS, f"SubscriptionId {subscription!r:.80}")
+    # The identity is (application, subscription, NotificationId): never a transport id.
+    notification_id = _at(meta, ("NotificationId",))
+    _oracle(
+        model(decoded.key) == [SP_APP, subscription, notification_id],
+        f"identity {decoded.key[:200]!r} is not the NotificationId's",
+    )
+    event = plain_model(model(decoded.content))
+    payload = _at(notification, ("Payload",))
+    _oracle(event["payload"]["Payload"] == plain_model(payload), "the Payload changed")
+    scope = [event[n] for n in ("seller_id", "sku", "marketplace_id")]
+    wanted = [_at(payload, (n,)) for n in ("SellerId", "Sku", "MarketplaceId")]
+    _oracle(scope == wanted, "the work key is not the Payload's")
+    again = JSON_EVENT.decode(Delivery(body=decoded.content))
+    _oracle((again.content, again.key) == (decoded.content, decoded.key), "not a json-event")
+    for other in (SP_OTHER_APP, SP_OTHER_SUB):
+        try:
+            other.decode(Delivery(body=data))
+        except Invalid as exc:
+            want = "source_mismatch" if other is SP_OTHER_APP else "subscription_mismatch"
+            _oracle(exc.reason == want, f"another inbox refused it with {exc.reason}, not {want}")
+        else:
+            _oracle(False, "an inbox expecting another application or subscription took it")
+    # Redelivered: new transport facts, members reordered, whitespace changed.
+    rnd = _respelled(data)
+    moved = _with(meta, ("PublishTime",), f"2031-0{rnd.randrange(1, 10)}-11T12:13:14.5Z")
+    redelivered = _with(notification, ("NotificationMetadata",), moved)
+    if bridged:
+        outer = _with(message, ("detail",), redelivered)
+        for name, value in TRANSPORT.items():
+            if rnd.random() < 0.5:
+                outer = _with(outer, (name,), value)
+        redelivered = outer
+    text = write_model(redelivered, rnd, ascii_only=rnd.random() < 0.5).encode()
+    if len(text) <= SP_CODEC.max_bytes:
+        _oracle(SP_CODEC.decode(Delivery(body=text)) == decoded, "a redelivery read differently")
+    return "accepted"
+
+
+def _sp_fixtures() -> list[dict[str, Any]]:
+    found = [json.loads(p.read_text("utf-8")) for p in sorted(SP_FIXTURES.glob("*.json"))]
+    if not found:  # the fixtures live in tests/; without them, one built here
+        found = [{
+            "NotificationVersion": "1.0", "NotificationType": "LISTINGS_ITEM_STATUS_CHANGE",
+            "PayloadVersion": "1.0", "EventTime": "2025-03-14T09:26:53.589Z",
+            "Payload": {"SellerId": "A2SYNTH", "MarketplaceId": "ATVPDKIKX0DER",
+                        "Sku": "SYN-1", "Status": ["BUYABLE"]},
+            "NotificationMetadata": {"ApplicationId": SP_APP, "SubscriptionId": SP_SUBS[0],
+                                     "PublishTime": "2025-03-14T09:26:54.102Z",
+                                     "NotificationId": "0b6f9c3e-synthetic"},
+        }]  # fmt: skip
+    return found
+
+
+# -- the webhook signature verifiers ----------------------------------------------------------
+WEBHOOK_NOW = 1_800_000_000
+WEBHOOK_SCHEMES = ("standard-webhooks", "github", "stripe")
+_RAW_SECRETS = (b"fuzz-secret-one-not-a-secret", b"fuzz-secret-two-rotated-in")
+WRONG_SECRET = b"fuzz-secret-never-configured"
+
+
+def _webhook_config(scheme: str, tolerance: int) -> WebhookConfig:
+    if scheme == "standard-webhooks":
+        texts = ["whsec_" + base64.b64encode(s).decode() for s in _RAW_SECRETS]
+    else:
+        texts = [s.decode() for s in _RAW_SECRETS]
+    table: dict[str, Any] = {"scheme": scheme, "secret": texts}
+    if scheme != "github":
+        table["tolerance"] = tolerance
+    return parse_webhook(table, {})
+
+
+WEBHOOKS = {(s, t): _webhook_config(s, t) for s in WEBHOOK_SCHEMES for t in (300, 5)}
+WEBHOOK_REASONS = frozenset(
+    {"missing_signature", "bad_signature_header", "stale_signature", "bad_signature"}
+)
+WEBHOOK_HEADERS = {
+    "standard-webhooks": ("webhook-id", "webhook-timestamp", "webhook-signature"),
+    "github": ("x-hub-signature-256", "x-github-delivery"),
+    "stripe": ("stripe-signature",),
+}
+# The json codec a Stripe inbox gets by default (identified by the event's /id), and
+# keyed for the schemes that send a message id: what serve decodes a verified body with.
+STRIPE_JSON: Any = get_codec("json").configure({}, WEBHOOKS[("stripe", 300)])
+_B64 = string.ascii_uppercase + string.ascii_lowercase + string.digits + "+/"
+
+
+def _mac(secret: bytes, message: bytes) -> bytes:
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+def _b64(text: str) -> bytes | None:
+    """RFC 4648 base64 with its padding, decoded by hand (None if it is not that)."""
+    body = text.rstrip("=")
+    pad = len(text) - len(body)
+    if not text or len(text) % 4 or pad > 2 or any(c not in _B64 for c in body):
+        return None
+    bits = "".join(f"{_B64.index(c):06b}" for c in body)
+    size = len(bits) // 8
+    return int(bits[: size * 8] or "0", 2).to_bytes(size, "big")
+
+
+def _plain_id(value: str) -> bool:
+    return (
+        1 <= len(value) <= 256
+        and value == value.strip()
+        and not any(ord(c) < 0x20 or c == "\x7f" for c in value)
+    )
+
+
+def _unix(text: str) -> bool:
+    """A unix time as ``str(int)`` spells it, in at most 12 digits."""
+    return text.isascii() and text.isdigit() and str(int(text)) == text and len(text) <= 12
+
+
+def reference_verdict(
+    scheme: str, headers: dict[str, str], body: bytes, now: float, tolerance: int
+) -> tuple[str, str | None, int | None]:
+    """The scheme as its documentation defines it, checked with hmac here: (``good`` or
+    the kind of failure, the message id, the signed time)."""
+    found = {k.lower(): v for k, v in headers.items()}
+    need = WEBHOOK_HEADERS[scheme]
+    if not all(found.get(name) for name in need):
+        return "missing", None, None
+    secrets = _RAW_SECRETS
+    if scheme == "github":
+        signature, delivery = found[need[0]], found[need[1]]
+        hexed = signature[7:]
+        if not (_plain_id(delivery) and signature.startswith("sha256=") and len(hexed) == 64
+                and all(c in string.hexdigits for c in hexed)):  # fmt: skip
+            return "malformed", None, None
+        good = any(hmac.compare_digest(_mac(s, body), bytes.fromhex(hexed)) for s in secrets)
+        return ("good" if good else "mismatch"), delivery, None
+    if scheme == "standard-webhooks":
+        msg_id, stamp, signature = (found[n] for n in need)
+        if not _plain_id(msg_id) or "." in msg_id or not _unix(stamp):
+            return "malformed", None, None
+        if abs(now - int(stamp)) > tolerance:
+            return "stale", None, None
+        signed = f"{msg_id}.{stamp}.".encode() + body
+        given = [_b64(e[3:]) for e in signature.split(" ") if e.startswith("v1,")]
+        good = any(_mac(s, signed) == g for s in secrets for g in given)
+        return ("good" if good else "mismatch"), msg_id, int(stamp)
+    elements = [e.strip().partition("=") for e in found[need[0]].split(",")]
+    stamps = [value for name, _, value in elements if name == "t"]
+    if len(stamps) != 1 or not _unix(stamps[0]):
+        return "malformed", None, None
+    if abs(now - int(stamps[0])) > tolerance:
+        return "stale", None, None
+    signed = f"{stamps[0]}.".encode() + body
+    given = [v.lower() for name, _, v in elements if name == "v1"]
+    good = any(_mac(s, signed).hex() in given for s in secrets)
+    return ("good" if good else "mismatch"), None, int(stamps[0])
+
+
+def _signed_request(
+    scheme: str, secret: bytes, msg_id: str, stamp: int, body: bytes
+) -> dict[str, str]:
+    """A request as the sender signs it (computed here, not with the module's helpers)."""
+    if scheme == "github":
+        digest = _mac(secret, body).hex()
+        return {"X-Hub-Signature-256": "sha256=" + digest, "X-GitHub-Delivery": msg_id}
+    if scheme == "stripe":
+        digest = _mac(secret, f"{stamp}.".encode() + body).hex()
+        return {"Stripe-Signature": f"t={stamp},v1={digest}"}
+    mac = _mac(secret, f"{msg_id}.{stamp}.".encode() + body)
+    return {"webhook-id": msg_id, "webhook-timestamp": str(stamp),
+            "webhook-signature": "v1," + base64.b64encode(mac).decode()}  # fmt: skip
+
+
+def webhook_target(data: bytes) -> str:
+    """A scheme byte, a mode byte, two offset bytes, then message id, body and a spare
+    on lines: a correctly signed request, then changed as the mode says.
+
+    Mode bits: 1 signed with a secret not configured, 2 with the rotated-in one, 4 the
+    body changed after signing, 8 the signature header replaced by the spare, 16 the
+    spare spliced into the signature header, 32 a header dropped, 64 header names in
+    other cases, 128 the signed time (GitHub: the delivery id) respelled as the spare.
+    The offset bytes move the signed time either side of the tolerance (and the clock
+    by half a second). Header values are text as an ASGI server decodes them (latin-1).
+    """
+    head = data[:4].ljust(4, b"\0")
+    scheme = WEBHOOK_SCHEMES[head[0] % 3]
+    mode = head[1]
+    tolerance = 5 if head[0] & 128 else 300
+    parts = data[4:].split(b"\n", 2)
+    parts += [b""] * (3 - len(parts))
+    id_raw, body, spare_raw = parts
+    spare = spare_raw.decode("latin-1")
+    spread = tolerance * 2 + 40
+    stamp = WEBHOOK_NOW + int.from_bytes(head[2:4], "big") % spread - spread // 2
+    now = WEBHOOK_NOW + (0.5 if head[3] & 1 else 0.0)
+    secret = WRONG_SECRET if mode & 1 else _RAW_SECRETS[1] if mode & 2 else _RAW_SECRETS[0]
+    msg_id = id_raw.decode("latin-1") or "msg_2mYfuzz"
+    headers = _signed_request(scheme, secret, msg_id, stamp, body)
+    names = list(headers)
+    sig_name = names[0] if scheme != "standard-webhooks" else "webhook-signature"
+    if mode & 4:
+        at = (head[2] % len(body)) if body else 0
+        body = body[:at] + bytes([(body[at] ^ 1) if body else 0x41]) + body[at + 1 :]
+    if mode & 8:
+        headers[sig_name] = spare
+    if mode & 16:
+        glue = " " if scheme == "standard-webhooks" else "," if scheme == "stripe" else ""
+        headers[sig_name] = (spare + glue + headers[sig_name] if head[3] & 2
+                             else headers[sig_name] + glue + spare)  # fmt: skip
+    if mode & 128:
+        if scheme == "standard-webhooks":
+            headers["webhook-timestamp"] = spare
+        elif scheme == "stripe":
+            headers[sig_name] = re.sub(r"^t=[0-9]*", lambda _: "t=" + spare, headers[sig_name])
+        else:
+            headers["X-GitHub-Delivery"] = spare
+    if mode & 32:
+        del headers[names[head[2] % len(names)]]
+    if mode & 64:
+        headers = {(k.upper() if head[3] & 4 else k.title()): v for k, v in headers.items()}
+    config = WEBHOOKS[(scheme, tolerance)]
+    try:
+        verified: Verified | None = config.verify(headers, body, now)
+        reason = ""
+    except Unverified as exc:
+        verified, reason = None, exc.reason
+        _oracle(reason in WEBHOOK_REASONS, f"{scheme} refused with {reason!r}")
+        _oracle(str(exc).startswith(reason), "Unverified's message does not lead with its reason")
+    want, want_key, want_stamp = reference_verdict(scheme, headers, body, now, tolerance)
+    _oracle(
+        (verified is not None) == (want == "good"),
+        f"{scheme} said {reason or 'good'} where the reference says {want}",
+    )
+    if verified is None:
+        # A header missing is missing_signature, unless one checked before it is malformed.
+        consistent = {"missing": {"missing_signature", "bad_signature_header"},
+                      "stale": {"stale_signature"}, "mismatch": {"bad_signature"}}  # fmt: skip
+        _oracle(reason in consistent.get(want, WEBHOOK_REASONS - {"missing_signature"}),
+                f"{scheme} refused {reason} where the reference says {want}")  # fmt: skip
+        return f"{scheme}:refused:{reason}"
+    _oracle(
+        verified == Verified(scheme, want_key, want_stamp, scheme == "standard-webhooks"),
+        f"verified {verified} is not the request's",
+    )
+    # What serve then decodes: keyed by the verified id, or Stripe's event /id.
+    delivery = Delivery(body=body, key=verified.key, signature=verified)
+    if scheme == "stripe":
+        try:
+            decoded = STRIPE_JSON.decode(delivery)
+        except Invalid as exc:
+            _oracle(exc.reason in JSON_CODEC_REASONS, f"stripe's json refused {exc.reason}")
+        else:
+            event = model(body.decode("utf-8"))
+            _oracle(model(decoded.key) == [_at(event, ("id",))], "stripe identity is not /id")
+    else:
+        decoded = KeyedCodec(config).decode(delivery)
+        _oracle((decoded.content, decoded.key) == (body, verified.key), "keyed moved the id")
+    return f"{scheme}:accepted"
+
+
 # -- the NDJSON line adapter ---------------------------------------------------------------------
-LINE_CODECS = ("ussd-h1", "feed", "keyed", "json-event", "custom")  # custom: the generic form
+# custom: the generic form; then a configured json inbox (its codec is json{...}) and SP-API.
+LINE_CODECS = ("ussd-h1", "feed", "keyed", "json-event", "custom", JSON_CODEC.name,
+               "sp-api-listing")  # fmt: skip
+LINE_DECODERS: dict[str, Any] = {
+    **{name: get_codec(name) for name in ("ussd-h1", "feed", "keyed", "json-event")},
+    "custom": get_codec("keyed"),
+    JSON_CODEC.name: JSON_CODEC,
+    "sp-api-listing": SP_CODEC,
+}
+LINE_REASONS: dict[str, frozenset[str]] = {
+    "ussd-h1": H1_REASONS,
+    "feed": frozenset({"bad_format", "too_large"}),
+    "keyed": frozenset({"missing_key"}),
+    "custom": frozenset({"missing_key"}),
+    "json-event": JSON_REASONS,
+    JSON_CODEC.name: JSON_CODEC_REASONS,
+    "sp-api-listing": SP_REASONS,
+}
 LINE_FIELDS = ("frame", "frame_id", "payload", "payload_b64", "body", "body_b64", "key",
                "lease_token", "snapshot_id", "device_time", "delivery_id")  # fmt: skip
 
@@ -243,8 +874,9 @@ def lines_target(data: bytes) -> str:
         _oracle(delivery.body == line.rstrip(b"\r\n"), "an unreadable line was not kept whole")
         return "unreadable"
     try:
-        get_codec("keyed" if codec == "custom" else codec).decode(delivery)
+        LINE_DECODERS[codec].decode(delivery)
     except Invalid as exc:
+        _oracle(exc.reason in LINE_REASONS[codec], f"{codec} refused a line with {exc.reason!r}")
         return f"invalid:{exc.reason}"
     return "accepted"
 
@@ -254,6 +886,9 @@ TARGETS: dict[str, Callable[[bytes], str]] = {
     "ussd-h1": h1_target,
     "hmac-signature": signature_target,
     "ndjson-lines": lines_target,
+    "json-codec": json_codec_target,
+    "sp-api": sp_api_target,
+    "webhook-signatures": webhook_target,
 }
 
 
@@ -273,6 +908,96 @@ def _event(**changes: Any) -> dict[str, Any]:
     }
     base.update(changes)
     return base
+
+
+def _json_doc(**changes: Any) -> dict[str, Any]:
+    """A document for the configured json codec: both identity pointers, the ignored
+    members and the fields there; "ref" also holds the members a wrong unescaping of
+    "/ref/a~01b~1c" would name, each with another value."""
+    base: dict[str, Any] = {
+        "id": "order-1",
+        "ref": {"a~1b/c": 7, "a/b/c": "wrong", "a~1b~1c": "wrong too", "a/b~c": False},
+        "attempt": 3,
+        "meta": {"seen/at": "2030-01-01T00:00:00Z", "seen~1at": "not ignored"},
+        "site": "Kakuma1",
+        "items": [{"n": 1}, 2],
+        "extra": [1.0, -0.0, 1e300, "\u00e9\U0001f600", None, True],
+    }
+    base.update(changes)
+    return base
+
+
+def _json_codec_seeds() -> list[bytes]:
+    docs = [
+        _json_doc(),
+        _json_doc(id=1),
+        _json_doc(id=True, items=["first"]),
+        _json_doc(ref={"a~1b/c": "x"}, meta="not an object"),
+        _json_doc(id=""),
+        _json_doc(id=None),
+        _json_doc(ref={"a/b/c": 1}),
+        _json_doc(items={"0": "an object member named 0"}),
+        _json_doc(items=[]),
+        _json_doc(site="nul\u0000inside"),
+        _json_doc(attempt={"deep": [[[]]]}),
+    ]
+    out = [json.dumps(d).encode() for d in docs]
+    out.append(json.dumps(_json_doc(), indent=2, ensure_ascii=False).encode())
+    text = json.dumps(_json_doc(items=[0]))
+    out.append(text.replace('"items": [0]', '"items": [' + "7" * 4_301 + "]").encode())
+    out.append(text.replace('"id": "order-1"', '"id": "order-1", "id": "order-2"').encode())
+    # The reader's own corpus (JSONTestSuite) is json-event's: these reach the pointers.
+    return [*out, b"[]", b'"x"', b'{"id": NaN}', b"{" * 30, b'{"id": "\\ud800"}']
+
+
+def _sp_api_seeds() -> list[bytes]:
+    found = _sp_fixtures()
+    sqs = [m for m in found if "NotificationType" in m]
+    variants: list[Any] = list(found)
+    for message in sqs:
+        meta = message["NotificationMetadata"]
+        variants += [
+            {**message, "NotificationMetadata": {**meta, "ApplicationId": "amzn1.other"}},
+            {**message, "NotificationMetadata": {**meta, "SubscriptionId": SP_SUBS[::-1][0]}},
+            {**message, "NotificationMetadata": {**meta, "SubscriptionId": 7}},
+            {**message, "NotificationMetadata": {**meta, "NotificationId": "\u00e9" * 257}},
+            {**message, "EventTime": "2025-03-14T09:26:53+05:30"},
+            {**message, "EventTime": "2025-02-29T09:26:53Z"},
+            {**message, "NotificationVersion": "2.0"},
+            {**message, "PayloadVersion": "1.0"},
+            {**message, "Payload": {**message["Payload"], "MarketplaceId": None}},
+            {**message, "Unexpected": 1},
+            {"notificationType": "ANY_OFFER_CHANGED", "payload": {}},
+            {
+                "version": "0",
+                "id": "0f3e-transport-id",
+                "detail-type": message["NotificationType"],
+                "source": f"{SP_BRIDGE}/{SP_APP}",
+                "detail": message,
+            },
+        ]
+    out = [json.dumps(v).encode() for v in variants]
+    out += [json.dumps(v, indent=1).encode() for v in found]
+    return out + [p.read_bytes() for p in sorted(SP_FIXTURES.glob("*.json"))]
+
+
+def _webhook_seeds() -> list[bytes]:
+    out = []
+    bodies = [b'{"id":"evt_1NfuzzStripe","type":"charge.succeeded","data":{}}', b"", b"x" * 300]
+    spares = ["v1,AAAA", "t=1800000000", "v1=" + "0" * 64, " ", "\xa0", "0123", "1800000000 "]
+    for scheme in range(3):
+        for tolerance_bit in (0, 128):
+            spread = (5 if tolerance_bit else 300) * 2 + 40
+            for delta in (0, 1, -1, 5, -5, 6, 300, -300, 301, -301):
+                offset = (spread // 2 + delta) % spread
+                for mode in (0, 2, 1, 4, 16, 32, 64, 128, 8):
+                    spare = spares[(mode + delta) % len(spares)]
+                    body = bodies[(mode + abs(delta)) % len(bodies)]
+                    out.append(
+                        bytes([scheme | tolerance_bit, mode, offset >> 8, offset & 0xFF])
+                        + b"msg_2mYfuzz\n" + body + b"\n" + spare.encode("latin-1")
+                    )
+    return out
 
 
 def seeds(target: str) -> list[bytes]:
@@ -298,6 +1023,12 @@ def seeds(target: str) -> list[bytes]:
                 (7, "a1B2c3D4", "FOO", 0, 999999999),
             ]
         ] + [b"k\nH1|1|x|ABC|1|1|#ZZ", b"H1|", b"rec-1\nH1|01|S|MED|3|86|#00"]
+    if target == "json-codec":
+        return _json_codec_seeds()
+    if target == "sp-api":
+        return _sp_api_seeds()
+    if target == "webhook-signatures":
+        return _webhook_seeds()
     if target == "ndjson-lines":
         frame = make_frame(1, "Kakuma1", "MED", 3, 86)
         lines = [
@@ -308,6 +1039,8 @@ def seeds(target: str) -> list[bytes]:
             frame,
             "[" * 3_000,
             '{"frame_id": "r\\u0000", "frame": "x", "payload": "\\ud800"}',
+            json.dumps(_json_doc()),
+            json.dumps(_sp_fixtures()[-1]),
         ]
         return [bytes([i]) + line.encode() for i in range(len(LINE_CODECS)) for line in lines]
     body = b'{"scope": "S1", "ttl": 60}'
@@ -316,6 +1049,15 @@ def seeds(target: str) -> list[bytes]:
         for mode in (0, 1, 2, 3, 4, 5, 9, 18, 31, 33, 35, 67, 99)
     ]
 
+
+SP_WORDS = (
+    *("NotificationVersion", "NotificationType", "PayloadVersion", "EventTime", "Payload"),
+    *("NotificationMetadata", "ApplicationId", "SubscriptionId", "PublishTime"),
+    *("NotificationId", "SellerId", "Sku", "MarketplaceId", "Status", "Severities"),
+    *("EnforcementActions", "detail", "detail-type", "source", "id", "notificationType"),
+    *(SP_APP, *SP_SUBS, *SP_TYPES, SP_BRIDGE, "1.0", "2023-12-13", "BUYABLE", "DELETED"),
+    *("ERROR", "SEARCH_SUPPRESSED"),
+)
 
 DICTIONARY: dict[str, list[bytes]] = {
     "json-event": [
@@ -340,6 +1082,54 @@ DICTIONARY: dict[str, list[bytes]] = {
     ],
     "ussd-h1": [b"H1|", b"|#", b"|MED|", b"\n", b"|00", b"999999999", b"1000000000"],
     "hmac-signature": [b"sha256=", b"\n", b" ", b"\xa0", b"GET", b"?a=1", b"1800000300"],
+    "json-codec": [
+        *(f'"{name}"'.encode() for name in _json_doc()),
+        *(f'"{name}"'.encode() for name in _json_doc()["ref"]),
+        b'"seen/at"',
+        b'"seen~1at"',
+        b'"0"',
+        b"~0",
+        b"~1",
+        b"null",
+        b"true",
+        b'""',
+        b"1.0",
+        b"-0",
+        b"1e999",
+        b'"\\u0000"',
+        b'"\\ud800"',
+        b"{}",
+        b"[]",
+        b"9" * 4_301,
+    ],
+    "sp-api": [
+        *(f'"{word}"'.encode() for word in SP_WORDS),
+        b'"2025-03-14T09:26:53.589Z"',
+        b'"2025-03-14T09:26:53-23:59"',
+        b'"9999-12-31T23:59:59+00:00"',
+        b"null",
+        b'""',
+        b"[]",
+        b"{}",
+    ],
+    "webhook-signatures": [
+        b"v1,",
+        b"v1a,",
+        b" ",
+        b",",
+        b"t=",
+        b"v1=",
+        b"v0=",
+        b"sha256=",
+        b"=",
+        b"==",
+        b".",
+        b"\xa0",
+        b"\x85",
+        b"\x7f",
+        b"1800000000",
+        b"0" * 64,
+    ],
     "ndjson-lines": [
         *(f'"{name}":'.encode() for name in LINE_FIELDS),
         b"[[[[[[[[[[[[[[[[[[[[[",

@@ -8,10 +8,14 @@ cases the README promises to refuse get their documented status over real HTTP.
 
 1. Coverage-guided fuzzing with atheris (libFuzzer) for a fixed number of executions
    per target: the JSON event codec (seeded with every JSONTestSuite parsing file, read
-   where it lies), the H1 codec, the HMAC signature check, and the NDJSON line adapter
-   in front of every codec (no line may fail its batch). Without atheris, the seeded
-   mutation fuzzer in _fuzz_targets.py runs instead (and says so).
-2. A negative control: a deliberately broken target must be caught crashing.
+   where it lies), the H1 codec, the HMAC signature check, the NDJSON line adapter in
+   front of every codec (no line may fail its batch), the configured json codec (JSON
+   Pointer identity, witness_ignore, fields), sp-api-listing (seeded with the SP-API
+   fixtures in tests/fixtures/sp_api) and the three webhook signature schemes. Without
+   atheris, the seeded mutation fuzzer in _fuzz_targets.py runs instead (and says so).
+2. Negative controls: a deliberately broken target must be caught crashing, and lax
+   variants of the json codec, sp-api-listing and the webhook verifiers must be caught
+   by the oracles.
 3. ``schemathesis run --checks all`` against ``oncebox serve`` started here on 127.0.0.1
    with a token, plus explicit probes: duplicate members, depth over the limit, integers
    over 4,300 digits, NaN/Infinity, oversized bodies.
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import dataclasses
 import importlib.util
 import json
 import os
@@ -46,12 +52,14 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _fuzz_targets as targets
+from oncebox.formats import SpApiListingCodec
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 ONCEBOX = str(Path(PYTHON).parent / "oncebox")
 SCHEMATHESIS = str(Path(PYTHON).parent / "schemathesis")
-MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096, "ndjson-lines": 8_192}
+MAX_LEN = {"json-event": 8_192, "ussd-h1": 400, "hmac-signature": 4_096, "ndjson-lines": 8_192,
+           "json-codec": 8_192, "sp-api": 8_192, "webhook-signatures": 4_096}  # fmt: skip
 PROBLEM = "application/problem+json"
 
 
@@ -156,6 +164,67 @@ def negative_control(runs: int, seed: int) -> targets.Stats:
         return stats
     finally:
         del targets.TARGETS["broken"], targets.DICTIONARY["broken"]
+
+
+def _pointers_unescaped_backwards() -> Any:
+    """The json codec with its identity pointers read ~0 first (so "~01" names "/")."""
+    lax = copy.copy(targets.JSON_CODEC)
+    lax.pointers = [
+        tuple(t.replace("~0", "~").replace("~1", "/") for t in pointer[1:].split("/"))
+        for pointer in targets.JSON_SETTINGS["identity"]
+    ]
+    return lax
+
+
+def _witness_ignore_dropped() -> Any:
+    """The json codec with its witness_ignore forgotten (every member is witnessed)."""
+    lax = copy.copy(targets.JSON_CODEC)
+    lax.ignore = []
+    return lax
+
+
+class _AnyApplication(SpApiListingCodec):
+    """sp-api-listing that takes any ApplicationId (checks everything else)."""
+
+    def _metadata(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, dict) and "ApplicationId" in value:
+            value = {**value, "ApplicationId": self.application_id}
+        return super()._metadata(value)
+
+
+def _any_application() -> Any:
+    return _AnyApplication(targets.SP_APP, targets.SP_SUBS)
+
+
+def _no_time_bound() -> Any:
+    """Webhook verifiers that take a signed time up to an hour away, whatever the inbox."""
+    return {key: dataclasses.replace(c, tolerance=3600) for key, c in targets.WEBHOOKS.items()}
+
+
+# (what is lax, the target, the module global replaced, what replaces it)
+LAX_CONTROLS = [
+    ("json pointers unescaped ~0 first", "json-codec", "JSON_CODEC", _pointers_unescaped_backwards),
+    ("json witness_ignore forgotten", "json-codec", "JSON_CODEC", _witness_ignore_dropped),
+    ("sp-api-listing taking any ApplicationId", "sp-api", "SP_CODEC", _any_application),
+    ("webhook signed times not bounded by the tolerance", "webhook-signatures", "WEBHOOKS",
+     _no_time_bound),
+]  # fmt: skip
+
+
+def lax_control(index: int, runs: int, seed: int) -> targets.Stats:
+    """The mutation fuzzer on a real target whose codec or verifier is made lax: its
+    oracles must fail (each failure counts as a crash)."""
+    _, target, name, make = LAX_CONTROLS[index]
+    real = getattr(targets, name)
+    setattr(targets, name, make())
+    try:
+        return targets.mutation_fuzz(target, runs, seed)
+    finally:
+        setattr(targets, name, real)
+
+
+def oracle_failures(stats: targets.Stats) -> int:
+    return sum(n for kind, n in stats.crash_kinds.items() if kind.startswith("OracleFailure"))
 
 
 # -- 3. the live service -----------------------------------------------------------------------
@@ -540,6 +609,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if control.crashes == 0:
             failed.append("the fuzzer did not find the planted bug")
+        for index, (what, target, _, _) in enumerate(LAX_CONTROLS):
+            lax = lax_control(index, control_runs, args.seed)
+            caught = oracle_failures(lax)
+            print(
+                f"  negative control: {what} ({target}): {caught:,} oracle failures in "
+                f"{lax.executions:,} executions"
+            )
+            if caught == 0:
+                failed.append(f"the {target} oracles did not catch: {what}")
         if not args.skip_service:
             with service(workdir) as (url, secret, process):
                 print(f"service: oncebox serve --demo on {url} (SQLite file, demo token)")

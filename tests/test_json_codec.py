@@ -143,6 +143,20 @@ def test_fields_are_plain_values_for_apply_steps() -> None:
     assert refused(c, '{"id": "a", "where": {"site": "\\u0000"}, "n": 3, "t": []}') == "bad_field"
 
 
+def test_a_field_with_an_integer_past_the_conversion_limit_is_refused() -> None:
+    """Found by reliability/fuzz.py's json-codec target: an integer of more than 4,300
+    digits in a field made decode raise ValueError (int()'s limit), not Invalid. The
+    identity and the witness keep such a number as spelled; only a field cannot."""
+    c = codec(identity=["/id"], fields={"n": "/n", "tags": "/t"})
+    big = "7" * 4_301
+    assert refused(c, f'{{"id": "a", "n": {big}, "t": []}}') == "bad_field"
+    assert refused(c, f'{{"id": "a", "n": 1, "t": [{{"x": -{big}}}]}}') == "bad_field"
+    kept = codec(identity=["/n"]).decode(Delivery(f'{{"n": {big}}}'.encode()))
+    assert kept.key == f"[{big}]" and kept.content == f'{{"n":{big}}}'.encode()
+    decoded = c.decode(Delivery(f'{{"id": "a", "n": {big[:4_300]}, "t": [1e5]}}'.encode()))
+    assert decoded.fields == {"n": int(big[:4_300]), "tags": [1e5]}
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

@@ -343,7 +343,11 @@ def test_a_bounded_mutation_run_finds_no_crash_or_hang(target: str) -> None:
     stats = targets.mutation_fuzz(target, 3_000, seed=7)
     assert stats.executions == 3_000
     assert (stats.crashes, stats.hangs) == (0, 0), stats.first_crash or stats.first_hang
-    assert stats.outcomes["accepted"] > 0  # the seeds and mutations reach acceptance
+    # The seeds and mutations reach acceptance (webhook labels name their scheme too).
+    accepted = {label: n for label, n in stats.outcomes.items() if label.endswith("accepted")}
+    assert sum(accepted.values()) > 0
+    if target == "webhook-signatures":
+        assert len(accepted) == 3 and any("stale" in label for label in stats.outcomes)
 
 
 @pytest.mark.skipif(not fuzz.atheris_available(), reason="atheris is not installed")
@@ -354,6 +358,9 @@ def test_a_bounded_atheris_run_finds_no_crash_or_hang() -> None:
             ("ussd-h1", 2_000),
             ("hmac-signature", 2_000),
             ("ndjson-lines", 2_000),
+            ("json-codec", 1_000),
+            ("sp-api", 1_000),
+            ("webhook-signatures", 1_000),
         ]:
             result = fuzz.run_atheris(target, runs, 3, Path(work))
             stats = result.stats
@@ -405,6 +412,98 @@ def test_the_oracles_catch_a_lax_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(targets, "USSD", Lax())
     with pytest.raises(targets.OracleFailure):
         targets.h1_target(b"rec-1\nH1|1|S|MED|3|86|#00")
+
+
+# -- the newer targets: the json codec, sp-api-listing, webhook signatures ---------------------
+def test_the_json_codec_target_knows_each_outcome() -> None:
+    """The model answers as the codec must: the seeds reach acceptance and each refusal,
+    and "/ref/a~01b~1c" names the member "a~1b/c" (not "a/b/c" nor "a~1b~1c")."""
+    doc = targets._json_doc
+    assert targets.json_codec_target(json.dumps(doc()).encode()) == "accepted"
+    decoded = targets.JSON_CODEC.decode(Delivery(json.dumps(doc()).encode()))
+    assert decoded.key == '["order-1",7]'
+    assert decoded.fields == {"site": "Kakuma1", "first": {"n": 1}}
+    assert b"attempt" not in decoded.content and b'"seen~1at"' in decoded.content
+    for changes, outcome in [
+        ({"id": ""}, "missing_identity"),
+        ({"ref": {"a/b/c": 1}}, "missing_identity"),
+        ({"items": {"0": "x"}}, "accepted"),
+        ({"items": []}, "missing_field"),
+        ({"site": "a\u0000b"}, "bad_field"),
+        ({"items": [int("7" * 300)]}, "accepted"),
+    ]:
+        label = targets.json_codec_target(json.dumps(doc(**changes)).encode())
+        assert label == ("accepted" if outcome == "accepted" else f"invalid:{outcome}"), changes
+    seeds = targets.seeds("json-codec")
+    outcomes = {targets.json_codec_target(seed) for seed in seeds}
+    assert {"accepted", "invalid:bad_field", "invalid:duplicate_member"} <= outcomes
+
+
+def test_the_json_codec_target_catches_the_field_conversion_bug(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Negative control: the codec before the fix (a field past int()'s digit limit
+    raised ValueError) crashes the target."""
+    from oncebox.formats import json_codec
+
+    def old_field(self: Any, document: dict[str, Any], name: str, tokens: Any) -> Any:
+        value = json_codec.resolve(document, tokens)
+        if value is json_codec.MISSING:
+            raise Invalid("missing_field", name)
+        if isinstance(value, str) and "\x00" in value:
+            raise Invalid("bad_field", name)
+        return json_codec._plain(value)
+
+    monkeypatch.setattr(json_codec.JsonCodec, "_field", old_field)
+    stats = targets.mutation_fuzz("json-codec", 1_000, seed=7)
+    assert any(kind.startswith("ValueError: Exceeds the limit") for kind in stats.crash_kinds)
+
+
+def test_the_sp_api_target_reads_the_fixtures_as_their_notification_ids() -> None:
+    seeds = targets.seeds("sp-api")
+    fixtures = sorted((Path(targets.SP_FIXTURES)).glob("*.json"))
+    assert len(fixtures) == 3 and fixtures[0].read_bytes() in seeds
+    for path in fixtures:
+        assert targets.sp_api_target(path.read_bytes()) == "accepted"
+    outcomes = {targets.sp_api_target(seed) for seed in seeds}
+    assert {"invalid:source_mismatch", "invalid:subscription_mismatch"} <= outcomes
+
+
+@pytest.mark.parametrize("scheme", range(3))
+def test_the_webhook_target_accepts_the_signed_request_and_refuses_it_stale(scheme: int) -> None:
+    name = targets.WEBHOOK_SCHEMES[scheme]
+    at_now = 320  # the offset bytes for "signed now" at the 300 s tolerance (spread 640)
+    body = b'{"id":"evt_1","type":"t"}'
+
+    def run(mode: int, offset: int) -> str:
+        head = bytes([scheme, mode, offset >> 8, offset & 0xFF])
+        return targets.webhook_target(head + b"msg_1\n" + body + b"\n")
+
+    assert run(0, at_now) == run(2, at_now) == f"{name}:accepted"  # either secret
+    assert run(1, at_now) == f"{name}:refused:bad_signature"  # a secret not configured
+    assert run(4, at_now) == f"{name}:refused:bad_signature"  # the body changed
+    stale = f"{name}:accepted" if name == "github" else f"{name}:refused:stale_signature"
+    assert run(0, at_now + 301) == stale and run(0, at_now - 301) == stale  # GitHub signs no time
+    assert run(0, at_now + 300) == f"{name}:accepted"  # at the bound: still fresh
+
+
+@pytest.mark.parametrize("index", range(len(fuzz.LAX_CONTROLS)))
+def test_the_new_oracles_catch_a_lax_variant(index: int) -> None:
+    """Negative controls: pointers unescaped in the wrong order, witness_ignore
+    forgotten, sp-api-listing taking any ApplicationId, webhook times unbounded."""
+    stats = fuzz.lax_control(index, 1_500, seed=7)
+    assert fuzz.oracle_failures(stats) > 0, fuzz.LAX_CONTROLS[index][0]
+
+
+def test_the_webhook_oracle_catches_a_verifier_that_compares_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A verifier whose comparison says yes to any well-formed signature is caught."""
+    from oncebox.formats import webhooks
+
+    monkeypatch.setattr(webhooks, "_any_match", lambda expected, given: bool(given))
+    with pytest.raises(targets.OracleFailure):
+        targets.webhook_target(bytes([1, 1, 1, 64]) + b"msg_1\nbody\n")
 
 
 # -- hostile requests over real HTTP ------------------------------------------------------------

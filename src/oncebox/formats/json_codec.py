@@ -187,7 +187,11 @@ class JsonCodec:
         if isinstance(value, str) and "\x00" in value:
             # An apply step may store it as text, which PostgreSQL cannot hold with a NUL.
             raise Invalid("bad_field", f"field {name} holds a NUL character")
-        return _plain(value)
+        try:
+            return _plain(value)
+        except ValueError:  # int() past Python's digit limit (4,300 by default)
+            detail = f"field {name} holds an integer too long to convert"
+            raise Invalid("bad_field", detail) from None
 
     def decode(self, delivery: Delivery) -> Decoded:
         body = delivery.body
