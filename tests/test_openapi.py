@@ -250,3 +250,26 @@ def test_the_models_declare_every_field_of_the_views(
     """A field added to an engine view must be declared (or left out on purpose)."""
     shown = {f.name for f in fields(view)} - left_out | added
     assert set(model.model_fields) == shown
+
+
+def _bounds(node: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    if isinstance(node, dict):
+        for name, value in node.items():
+            if name in ("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"):
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    yield f"{where}/{name}", value
+            else:
+                yield from _bounds(value, f"{where}/{name}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _bounds(value, f"{where}/{index}")
+
+
+def test_every_integer_bound_reads_the_same_as_a_double(doc: dict[str, Any]) -> None:
+    """A client that reads the schema with doubles (most JSON libraries, schemathesis)
+    must read the same bound: 2**63 - 1 becomes 2**63 there, which the service then
+    refuses as "at most 2**63 - 1" (found by schemathesis, ST202). 64-bit ids and
+    tokens are published as below 2**63."""
+    found = dict(_bounds(doc))
+    assert any(value == 2**63 for value in found.values())  # the 64-bit bounds are here
+    assert {where: value for where, value in found.items() if float(value) != value} == {}

@@ -147,6 +147,29 @@ def test_the_published_schema_says_what_the_operator_routes_take(api: Api) -> No
     assert is_problem(ttl_text, 422)["status"] == 422  # a number is declared, not text
 
 
+@pytest.mark.parametrize(
+    "when",
+    ["1800001800", "1800001800.5", "2027-01-15", "2027-01-15T08:30", "2027-01-15T08:30:00Z",
+     "2027-01-15t08:30:00.123456789z", "2027-01-15 08:30:00+01:00",  # accepted
+     "-722", "88396260457715.84", "1e9", "yesterday", "2027-01-15Z", "2027-W03", "",
+     "2027-02-30T00:00:00Z", "20270115T083000"],  # refused: no guessing
+)  # fmt: skip
+def test_a_time_filter_is_taken_exactly_when_the_schema_admits_it(api: Api, when: str) -> None:
+    """The service and its published schema agree on every time filter (schemathesis
+    found ``since=-722&until=88396260457715.84`` taken though the schema refused it)."""
+    with api.client("reader") as http:
+        doc = http.get("/openapi.json").json()
+        answered = [
+            http.get(f"/v1/inboxes/ussd/{route}", params={"since": when})
+            for route in ("dead-letters", "dead-letters/lines")
+        ]
+    params = doc["paths"]["/v1/inboxes/{inbox}/dead-letters"]["get"]["parameters"]
+    since = next(p for p in params if p["name"] == "since")["schema"]
+    admitted = jsonschema.Draft202012Validator(since).is_valid(when)
+    possible = when != "2027-02-30T00:00:00Z"  # matches the pattern; no such day
+    assert [r.status_code for r in answered] == [200 if admitted and possible else 422] * 2
+
+
 def test_downloaded_lines_fed_back_re_deliver_the_same_deliveries(api: Api, tmp_path: Path) -> None:
     with api.client("reader") as http:
         lines = http.get("/v1/inboxes/ussd/dead-letters/lines", params={"search": "junk"})

@@ -6,6 +6,7 @@ import base64
 import csv
 import io
 import json
+import re
 import sys
 from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
@@ -36,22 +37,38 @@ def iso(seconds: float | None) -> str | None:
     )
 
 
+# The times an operator may type, as patterns (published in OpenAPI as they are): unix
+# seconds, or an ISO 8601 date with an optional time (RFC 3339's date-time among them).
+SECONDS_PATTERN = r"^[0-9]{1,12}(\.[0-9]{0,9})?$"
+ISO_PATTERN = (
+    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})([Tt ]([0-9]{2}:[0-9]{2})(:[0-9]{2})?(\.[0-9]+)?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?)?$"
+)
+_SECONDS = re.compile(SECONDS_PATTERN)
+_ISO = re.compile(ISO_PATTERN)
+
+
 def parse_when(text: str) -> float:
     """A time an operator typed, as unix seconds: ISO 8601 (``2030-01-15T08:00``,
     ``...Z`` or with an offset; without one it is UTC, the clock oncebox shows) or unix
-    seconds. Raises ValueError saying what it takes."""
+    seconds. Nothing else (no milliseconds guessed from a large number, no negative
+    seconds): raises ValueError saying what it takes."""
     text = text.strip()
-    if len(text) <= 20 and text.isascii() and text.replace(".", "", 1).isdigit():
+    if _SECONDS.match(text):
         return float(text)
+    found = _ISO.match(text)
     try:
-        when = datetime.fromisoformat(text)
+        if found is None:
+            raise ValueError
+        day, _, hours, secs, fraction, offset = found.groups()
+        offset = "+00:00" if offset in (None, "Z", "z") else offset
+        # Python reads at most microseconds; a finer fraction is cut, never rounded up.
+        spelled = f"{day}T{hours or '00:00'}{secs or ':00'}{(fraction or '')[:7]}{offset}"
+        return datetime.fromisoformat(spelled).timestamp()
     except ValueError:
         raise ValueError(
             f"{text[:40]!r} is not a time: give ISO 8601 (2030-01-15T08:00Z) or unix seconds"
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 def _content(data: bytes) -> dict[str, Any]:

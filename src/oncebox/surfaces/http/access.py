@@ -55,7 +55,8 @@ def service(request: Request) -> Service:
 
 Served = Annotated[Service, Depends(service)]
 InboxName = Annotated[str, Path(description="The inbox's name, as declared.")]
-RowId = Annotated[int, Path(ge=1, le=INT64_MAX, description="The row's id.")]
+# Published as below 2**63, a bound a double holds exactly (2**63 - 1 reads as 2**63).
+RowId = Annotated[int, Path(ge=1, lt=INT64_MAX + 1, description="The row's id.")]
 
 bearer = HTTPBearer(
     auto_error=False,

@@ -226,7 +226,9 @@ class ReplayIn(BaseModel):
     lease_token: int | None = Field(
         default=None,
         ge=0,
-        le=2**63 - 1,
+        # Published as below 2**63, a bound a double holds exactly: 2**63 - 1 does not,
+        # and a client reading the schema with doubles may send 2**63 as "at most" it.
+        lt=2**63,
         description="A current fencing token of the inbox's lease (lease-fenced inboxes: "
         "dead letters keep no token).",
     )

@@ -70,7 +70,9 @@ def release_lease(
     scope: Annotated[str, Path(description="The leased scope.")],
     who: Writer,
     svc: Served,
-    token: Annotated[int, Query(ge=0, le=INT64_MAX, description="The token that holds the lease.")],
+    token: Annotated[
+        int, Query(ge=0, lt=INT64_MAX + 1, description="The token that holds the lease.")
+    ],
 ) -> ReleasedOut:
     """Release the lease that `token` holds; the token is stale from now on."""
     svc.box.release(inbox, scope, token)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
@@ -17,7 +16,7 @@ from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
-from oncebox.surfaces.views import as_json
+from oncebox.surfaces.views import ISO_PATTERN, SECONDS_PATTERN, as_json, parse_when
 
 router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
 NDJSON = "application/x-ndjson"
@@ -25,44 +24,48 @@ WHEN = "ISO 8601 (without an offset it is UTC) or unix seconds, on the server cl
 Reason = Annotated[
     str | None, Query(max_length=64, description="Only dead letters refused for this reason.")
 ]
-# Published as it is read: an ISO 8601 date-time, or unix seconds (which the default
-# schema, date-time alone, would call invalid).
+# A string read by the same rule as the CLI and the console (views.parse_when), and
+# published as exactly what that rule takes.
 WHEN_SCHEMA = WithJsonSchema(
     {
         "anyOf": [
-            {"type": "string", "format": "date-time"},
-            {"type": "string", "pattern": r"^[0-9]{1,12}(\.[0-9]{1,9})?$"},
+            {"type": "string", "pattern": ISO_PATTERN},
+            {"type": "string", "pattern": SECONDS_PATTERN},
             {"type": "null"},
         ]
     }
 )
 Since = Annotated[
-    datetime | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")
+    str | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")
 ]
-Until = Annotated[datetime | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
+Until = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
 Search = Annotated[
     str | None,
     Query(max_length=1024, description="Only those whose kept head holds this text (UTF-8)."),
 ]
 After = Annotated[
-    int, Query(ge=0, le=2**63 - 1, description="The last id of the page before (paging).")
+    int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
 ]
 
 
-def _seconds(when: datetime | None) -> float | None:
+def _seconds(name: str, when: str | None) -> float | None:
     if when is None:
         return None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    try:
+        return parse_when(when)
+    except ValueError as exc:
+        raise ProblemError(422, "validation", f"query.{name}: {exc}") from None
 
 
 def _query(
     reason: str | None,
-    since: datetime | None,
-    until: datetime | None,
+    since: str | None,
+    until: str | None,
     search: str | None,
     after: int,
 ) -> letters.Query:
-    return letters.Query(reason, _seconds(since), _seconds(until), search or None, after)
+    times = _seconds("since", since), _seconds("until", until)
+    return letters.Query(reason, *times, search or None, after)
 
 
 @router.get(
