@@ -7,9 +7,13 @@
 -- name: now
 SELECT extract(epoch FROM clock_timestamp())::double precision;
 
--- name: lock_identities
--- Advisory lock space 1: identity buckets, always taken in ascending order.
-SELECT pg_advisory_xact_lock(1, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY k) AS keys;
+-- name: lock_inbox_shared
+-- Advisory lock space 3: an inbox's identities, shared by the batches deciding in it.
+SELECT pg_advisory_xact_lock_shared(3, %s::int);
+
+-- name: lock_inbox
+-- Advisory lock space 3, exclusive: a stored record of the inbox is being revised.
+SELECT pg_advisory_xact_lock(3, %s::int);
 
 -- name: lock_totals
 -- Advisory lock space 2: one inbox's triage totals.
@@ -31,7 +35,9 @@ FROM records WHERE id = %s;
 
 -- name: insert_records
 -- columnar; ids reserved by reserve_record_ids. DO NOTHING: one a concurrent writer
--- inserted first is not counted, and the engine decides again.
+-- inserted first is not counted, and the engine decides again. In identity order: two
+-- batches that share identities wait on each other's uncommitted rows in one order, so
+-- they queue instead of deadlocking (no identity locks are taken before).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
                      log_seq)
@@ -39,6 +45,7 @@ OVERRIDING SYSTEM VALUE
 SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
                      %b::text[], %b::text[], %b::text[], %b::bigint[])
+ORDER BY 3
 ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING;
 
 -- name: reserve_record_ids
