@@ -3,8 +3,8 @@
 Why it is safe under many processes on many hosts:
 - Uniqueness lives in constraints (one record per identity, one newcomer per quarantine
   row, one lease per scope, one claim token per key), so no interleaving of clients can
-  break I1. Inserts use ``ON CONFLICT DO NOTHING``: a writer that loses a race waits for
-  the winner's commit and then decides against the winner's row.
+  break I1. A writer that loses a race for an identity waits for the winner's commit
+  and then decides again, against the winner's row.
 - Transactions run at READ COMMITTED: each statement sees what committed before it. The
   decisions that must not interleave take row locks: the lease a delivery is fenced by
   (``FOR SHARE``), a work key being claimed or completed (``FOR UPDATE``, claims with
@@ -32,7 +32,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from oncebox.errors import RetryTransaction, StorageError, StorageUnavailable
-from oncebox.store.base import LedgerRow, Newcomer, T, Tx
+from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
@@ -120,12 +120,22 @@ class PostgresTx(SqlTx):
                 if not cur.nextset():
                     return found
 
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+        try:
+            return super().insert_records(inbox_id, records, now)
+        except pg_errors.UniqueViolation:
+            # A concurrent writer inserted one of these identities first (the statement
+            # waited for its commit): decide the batch again against its row. Not
+            # chained: the driver error would otherwise decide what the caller sees.
+            raise RetryTransaction("an identity of this batch was inserted meanwhile") from None
+
     def quarantine(
         self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
     ) -> list[tuple[int, bool]]:
         # In (identity, witness) order: concurrent batches that share newcomers wait on
         # each other's rows in one order, so they queue instead of deadlocking.
-        order = sorted(range(len(newcomers)), key=lambda i: (newcomers[i].ident, newcomers[i].witness))
+        order = sorted(range(len(newcomers)),
+                       key=lambda i: (newcomers[i].ident, newcomers[i].witness))
         kept = super().quarantine(inbox_id, [newcomers[i] for i in order], reason, now)
         placed: list[tuple[int, bool]] = [(0, False)] * len(newcomers)
         for i, row in zip(order, kept, strict=True):

@@ -37,8 +37,10 @@ FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = 
 WHERE r.id = %s;
 
 -- name: insert_records
--- columnar; ids reserved by reserve_record_ids. DO NOTHING: one a concurrent writer
--- inserted first is not counted, and the engine decides again. A record whose seal is
+-- columnar; ids reserved by reserve_record_ids. No ON CONFLICT (its speculative
+-- insertion writes a WAL record more a row): an identity a concurrent writer inserted
+-- first fails the statement, and the store has the engine decide again
+-- (PostgresTx.insert_records). A record whose seal is
 -- queued (no log_seq given) is stored with log_seq = -1: its position will be in
 -- seal_positions (migration 10). In identity order: two
 -- batches that share identities wait on each other's uncommitted rows in one order, so
@@ -55,8 +57,7 @@ FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      AS t(id, inbox_id, ident, identity, witness, content, fields,
                           first_seen, last_seen, device_time, snapshot_id, delivery_id,
                           signature, log_seq)
-ORDER BY 3
-ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING;
+ORDER BY 3;
 
 -- name: reserve_record_ids
 -- The identity sequence never goes back, so an id is never handed out twice.
