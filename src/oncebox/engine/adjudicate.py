@@ -41,7 +41,7 @@ def resolve(
         raise InvalidOperation("a resolution needs a note saying why")
     if row.status != "open":
         raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
-    tx.lock_identities(inbox.row.id, [row.ident])
+    tx.lock_identities(inbox.row.id, [row.ident], exclusive=True)
     if action is Resolution.KEEP:
         tx.close_quarantine(row.id, "kept", note, now, actor)
     else:

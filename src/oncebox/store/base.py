@@ -64,9 +64,15 @@ WorkKey = tuple[str, str, str]
 class Records(Protocol):
     """One row per identity per inbox (I1); tombstones once retention evicts them."""
 
-    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
-        """Hold these identities against other writers until this transaction ends, taken
-        in one global order so that concurrent batches cannot deadlock on each other."""
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
+        """Hold these identities until this transaction ends. A batch deciding against
+        them holds them shared: deciders never queue for each other here (they cannot
+        deadlock on each other either: what they write, they write in one order). A
+        change to a stored record (adjudication) holds them ``exclusive``: it waits for
+        the deciders that hold them, and keeps new ones out until it commits, so that no
+        resend decides against a record that is being revised."""
         ...
 
     def reserve_record_ids(self, n: int) -> list[int]:

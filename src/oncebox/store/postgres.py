@@ -3,8 +3,8 @@
 Why it is safe under many processes on many hosts:
 - Uniqueness lives in constraints (one record per identity, one newcomer per quarantine
   row, one lease per scope, one claim token per key), so no interleaving of clients can
-  break I1. Inserts use ``ON CONFLICT DO NOTHING``: a writer that loses a race waits for
-  the winner's commit and then decides against the winner's row.
+  break I1. A writer that loses a race for an identity waits for the winner's commit
+  and then decides again, against the winner's row.
 - Transactions run at READ COMMITTED: each statement sees what committed before it. The
   decisions that must not interleave take row locks: the lease a delivery is fenced by
   (``FOR SHARE``), a work key being claimed or completed (``FOR UPDATE``, claims with
@@ -19,7 +19,6 @@ Why it is safe under many processes on many hosts:
 
 from __future__ import annotations
 
-import hashlib
 import random
 import threading
 import time
@@ -33,7 +32,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from oncebox.errors import RetryTransaction, StorageError, StorageUnavailable
-from oncebox.store.base import LedgerRow, T, Tx
+from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 
@@ -41,18 +40,12 @@ Q = load_queries("postgres")
 # Statements that take a whole batch as column arrays (see queries.sql).
 COLUMNAR = frozenset(name for name, sql in Q.items() if "-- columnar" in sql)
 RETRIES = 20
-IDENTITY_LOCKS = 1024
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
 class Retry(Exception):
     """A conflict the backend resolved by rolling back; run the work again."""
-
-
-def _bucket(inbox_id: int, ident: bytes) -> int:
-    digest = hashlib.sha256(inbox_id.to_bytes(8, "big") + ident).digest()
-    return int.from_bytes(digest[:4], "big") % IDENTITY_LOCKS
 
 
 def _driver_error(exc: BaseException | None) -> BaseException | None:
@@ -127,6 +120,28 @@ class PostgresTx(SqlTx):
                 if not cur.nextset():
                     return found
 
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+        try:
+            return super().insert_records(inbox_id, records, now)
+        except pg_errors.UniqueViolation:
+            # A concurrent writer inserted one of these identities first (the statement
+            # waited for its commit): decide the batch again against its row. Not
+            # chained: the driver error would otherwise decide what the caller sees.
+            raise RetryTransaction("an identity of this batch was inserted meanwhile") from None
+
+    def quarantine(
+        self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
+    ) -> list[tuple[int, bool]]:
+        # In (identity, witness) order: concurrent batches that share newcomers wait on
+        # each other's rows in one order, so they queue instead of deadlocking.
+        order = sorted(range(len(newcomers)),
+                       key=lambda i: (newcomers[i].ident, newcomers[i].witness))
+        kept = super().quarantine(inbox_id, [newcomers[i] for i in order], reason, now)
+        placed: list[tuple[int, bool]] = [(0, False)] * len(newcomers)
+        for i, row in zip(order, kept, strict=True):
+            placed[i] = row
+        return placed
+
     def ledger_insert(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
         self._lock_totals(inbox_id)
         super().ledger_insert(inbox_id, rows)
@@ -141,16 +156,23 @@ class PostgresTx(SqlTx):
         # turns those would-be deadlocks into a short queue.
         self._run("lock_totals", (inbox_id,))
 
-    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
-        # Two batches that share identities would otherwise wait on each other's
-        # uncommitted inserts in opposite orders and deadlock. Advisory locks taken in
-        # ascending order first make every batch queue in the same order instead.
-        # Identities hash into IDENTITY_LOCKS buckets, so a batch of any size holds a
-        # bounded number of locks (the server's lock table is finite); two batches that
-        # share a bucket by chance only queue.
-        buckets = sorted({_bucket(inbox_id, ident) for ident in idents})
-        if buckets:
-            self._run("lock_identities", (buckets,))
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
+        # One advisory lock per inbox: deciders take it shared, so they never queue for
+        # each other here; adjudication takes it exclusive, so no resend decides against
+        # a record while it is being revised (it waits for the batches in flight, and
+        # the server queues new ones behind it). Deciders cannot deadlock on each other
+        # without identity locks: what two of them can wait on each other for, they
+        # write in one order (new records in identity order, quarantine rows, duplicate
+        # counts, generations and verdict counters sorted, each kind at the same point
+        # of the transaction). One that meets an identity another uncommitted batch is
+        # inserting waits for that commit, then decides again against the row
+        # (RetryTransaction). Locking the identities themselves (before: 1,024 hashed
+        # buckets, exclusive) made any two batches of a thousand deliveries share a
+        # bucket, so concurrent writers ran one at a time.
+        if idents:
+            self._run("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
     def _remember_dropped(self, record_id: int) -> None:
         """Nothing to remember: the identity sequence never goes back."""

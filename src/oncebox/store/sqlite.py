@@ -125,7 +125,9 @@ class SQLiteTx(SqlTx):
         # A statement that returns rows runs only as far as its rows are read.
         return [tuple(row) for row in self._conn.executemany(Q[name], rows)]
 
-    def lock_identities(self, inbox_id: int, idents: Sequence[bytes]) -> None:
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
         """BEGIN IMMEDIATE already serializes writers: nothing more to lock."""
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -7,9 +7,13 @@
 -- name: now
 SELECT extract(epoch FROM clock_timestamp())::double precision;
 
--- name: lock_identities
--- Advisory lock space 1: identity buckets, always taken in ascending order.
-SELECT pg_advisory_xact_lock(1, k) FROM (SELECT unnest(%s::int[]) AS k ORDER BY k) AS keys;
+-- name: lock_inbox_shared
+-- Advisory lock space 3: an inbox's identities, shared by the batches deciding in it.
+SELECT pg_advisory_xact_lock_shared(3, %s::int);
+
+-- name: lock_inbox
+-- Advisory lock space 3, exclusive: a stored record of the inbox is being revised.
+SELECT pg_advisory_xact_lock(3, %s::int);
 
 -- name: lock_totals
 -- Advisory lock space 2: one inbox's triage totals.
@@ -17,29 +21,43 @@ SELECT pg_advisory_xact_lock(2, %s::int);
 
 -- name: find_records
 -- A batch's identities in one statement (a JSON array of hex digests): only what a
--- decision needs, no content.
-SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
-FROM records
-WHERE inbox_id = %s
-  AND ident = ANY (ARRAY(SELECT decode(value, 'hex') FROM json_array_elements_text(%s::json)));
+-- decision needs, no content. log_seq: see seal_positions (migration 10).
+SELECT r.id, r.ident, r.witness, r.revision, r.evicted_at, r.first_seen,
+       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq
+FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id
+WHERE r.inbox_id = %s
+  AND r.ident = ANY (ARRAY(SELECT decode(value, 'hex') FROM json_array_elements_text(%s::json)));
 
 -- name: get_record
-SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
-       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       signature, log_seq, revised_at
-FROM records WHERE id = %s;
+SELECT r.id, r.inbox_id, r.ident, r.identity, r.witness, r.revision, r.content, r.fields,
+       r.first_seen, r.last_seen, r.seen_count, r.evicted_at, r.late_replays, r.device_time,
+       r.snapshot_id, r.delivery_id, r.signature,
+       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq, r.revised_at
+FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id
+WHERE r.id = %s;
 
 -- name: insert_records
--- columnar; ids reserved by reserve_record_ids. DO NOTHING: one a concurrent writer
--- inserted first is not counted, and the engine decides again.
+-- columnar; ids reserved by reserve_record_ids. No ON CONFLICT (its speculative
+-- insertion writes a WAL record more a row): an identity a concurrent writer inserted
+-- first fails the statement, and the store has the engine decide again
+-- (PostgresTx.insert_records). A record whose seal is
+-- queued (no log_seq given) is stored with log_seq = -1: its position will be in
+-- seal_positions (migration 10). In identity order: two
+-- batches that share identities wait on each other's uncommitted rows in one order, so
+-- they queue instead of deadlocking (no identity locks are taken before).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
                      log_seq)
 OVERRIDING SYSTEM VALUE
-SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
+SELECT id, inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
+       device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1)
+FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
                      %b::text[], %b::text[], %b::text[], %b::bigint[])
-ON CONFLICT ON CONSTRAINT records_one_per_identity DO NOTHING;
+                     AS t(id, inbox_id, ident, identity, witness, content, fields,
+                          first_seen, last_seen, device_time, snapshot_id, delivery_id,
+                          signature, log_seq)
+ORDER BY 3;
 
 -- name: reserve_record_ids
 -- The identity sequence never goes back, so an id is never handed out twice.
@@ -303,15 +321,20 @@ DELETE FROM revisions WHERE record_id IN (
 );
 
 -- name: drop_tombstones
--- Named parameters: inbox, cutoff, limit.
-DELETE FROM records
-WHERE id IN (
-  SELECT id FROM records
-  WHERE inbox_id = %(inbox)s AND evicted_at IS NOT NULL AND first_seen < %(cutoff)s
-  ORDER BY first_seen LIMIT %(limit)s
-  FOR UPDATE
+-- Named parameters: inbox, cutoff, limit. Their seal positions go with them.
+WITH dropped AS (
+  DELETE FROM records
+  WHERE id IN (
+    SELECT id FROM records
+    WHERE inbox_id = %(inbox)s AND evicted_at IS NOT NULL AND first_seen < %(cutoff)s
+    ORDER BY first_seen LIMIT %(limit)s
+    FOR UPDATE
+  )
+  RETURNING id AS record_id, ident, witness, first_seen
+), positions AS (
+  DELETE FROM seal_positions WHERE record_id IN (SELECT record_id FROM dropped)
 )
-RETURNING id AS record_id, ident, witness, first_seen;
+SELECT record_id, ident, witness, first_seen FROM dropped;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
@@ -391,6 +414,9 @@ INSERT INTO merkle_nodes (level, idx, hash)
 SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[]);
 
 -- name: unsealed_records
+-- Records with a NULL log_seq and no queued seal (left by an older version). One with
+-- log_seq = -1 always has a queued seal or a position (see seal_positions), so it is
+-- not looked for here.
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
        signature, log_seq, revised_at
@@ -400,13 +426,24 @@ WHERE log_seq IS NULL
 ORDER BY id LIMIT %s;
 
 -- name: mark_sealed
--- columnar
-UPDATE records SET log_seq = s.seq
-FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
-WHERE records.id = s.id AND records.log_seq IS NULL;
+-- columnar; rows (seq, record id). A record that has no log_seq yet (NULL) gets it set;
+-- any other gets a seal_positions row (one whose log_seq is -1 reads it from there),
+-- a narrow insert instead of a rewrite of the whole record. The first seal stays.
+WITH s AS (
+  SELECT * FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
+), legacy AS (
+  UPDATE records SET log_seq = s.seq FROM s
+  WHERE records.id = s.id AND records.log_seq IS NULL
+  RETURNING records.id
+)
+INSERT INTO seal_positions (record_id, seq)
+SELECT id, seq FROM s WHERE id NOT IN (SELECT id FROM legacy) ORDER BY id
+ON CONFLICT (record_id) DO NOTHING;
 
 -- name: record_seals
-SELECT id, log_seq FROM records ORDER BY id;
+SELECT r.id, CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END
+FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id
+ORDER BY r.id;
 
 -- name: meta
 SELECT value FROM meta WHERE key = %s;
