@@ -295,6 +295,9 @@ EXPECTED = {
     ("ST202", "POST /v1/inboxes/{inbox}/deliveries"): "a delivery body is documented as "
     "any bytes; one the codec refuses is a dead-lettered 422 decision, and a key-identity "
     "inbox sent no Oncebox-Key is a 400 (README, HTTP API)",
+    ("ST202", "GET /v1/inboxes/{inbox}/dead-letters"): "a time filter's pattern cannot "
+    "know month lengths: 2027-02-30 matches it and is refused 422 as no such day",
+    ("ST202", "GET /v1/inboxes/{inbox}/dead-letters/lines"): "the same time filters",
     ("ST202", "POST /v1/dead-letters/{letter_id}/replay"): "the generator works in doubles "
     "and sends 2**63 as a lease_token under the bound 2**63 (exclusive), which a double "
     "cannot tell from 2**63 - 1; the service refuses it with 422 as the schema says",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from hypothesis import given
@@ -13,7 +14,13 @@ from hypothesis import strategies as st
 from oncebox import Delivery
 from oncebox.surfaces.diffing import ABSENT, byte_difference, field_changes, visible
 from oncebox.surfaces.lines import delivery_from_line, line_for
-from oncebox.surfaces.views import csv_text, parse_when, triage_table
+from oncebox.surfaces.views import (
+    ISO_PATTERN,
+    SECONDS_PATTERN,
+    csv_text,
+    parse_when,
+    triage_table,
+)
 
 
 # -- what differs -----------------------------------------------------------------------------
@@ -118,6 +125,18 @@ def test_a_typed_time_is_iso_8601_utc_unless_it_says_or_unix_seconds() -> None:
     for wrong in ("yesterday", "nan", "inf", "", "9" * 30):
         with pytest.raises(ValueError, match="is not a time"):
             parse_when(wrong)
+
+
+@given(st.one_of(st.text(max_size=40), st.from_regex(ISO_PATTERN), st.from_regex(SECONDS_PATTERN)))
+def test_a_time_is_taken_only_in_a_published_form(text: str) -> None:
+    """parse_when takes nothing the published patterns refuse (what OpenAPI says the
+    time filters take), and reads every published form that names a real time."""
+    published = any(re.match(p, text.strip()) for p in (ISO_PATTERN, SECONDS_PATTERN))
+    try:
+        parse_when(text)
+    except ValueError:
+        return  # refused: a published form may still name no real day (2027-02-30)
+    assert published
 
 
 def test_the_triage_csv_has_a_row_per_site_and_need_and_no_formulas() -> None:

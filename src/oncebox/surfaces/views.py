@@ -41,8 +41,9 @@ def iso(seconds: float | None) -> str | None:
 # seconds, or an ISO 8601 date with an optional time (RFC 3339's date-time among them).
 SECONDS_PATTERN = r"^[0-9]{1,12}(\.[0-9]{0,9})?$"
 ISO_PATTERN = (
-    r"^([0-9]{4}-[0-9]{2}-[0-9]{2})([Tt ]([0-9]{2}:[0-9]{2})(:[0-9]{2})?(\.[0-9]+)?"
-    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?)?$"
+    r"^((?!0000)[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))"
+    r"(?:[Tt ]((?:[01][0-9]|2[0-3]):[0-5][0-9])(:[0-5][0-9])?(\.[0-9]+)?"
+    r"([Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?$"
 )
 _SECONDS = re.compile(SECONDS_PATTERN)
 _ISO = re.compile(ISO_PATTERN)
@@ -60,10 +61,10 @@ def parse_when(text: str) -> float:
     try:
         if found is None:
             raise ValueError
-        day, _, hours, secs, fraction, offset = found.groups()
+        day, time, secs, fraction, offset = found.groups()
         offset = "+00:00" if offset in (None, "Z", "z") else offset
         # Python reads at most microseconds; a finer fraction is cut, never rounded up.
-        spelled = f"{day}T{hours or '00:00'}{secs or ':00'}{(fraction or '')[:7]}{offset}"
+        spelled = f"{day}T{time or '00:00'}{secs or ':00'}{(fraction or '')[:7]}{offset}"
         return datetime.fromisoformat(spelled).timestamp()
     except ValueError:
         raise ValueError(
