@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import IO
 
 import oncebox
 
@@ -63,13 +64,19 @@ def get(url: str, secret: str | None = None, body: bytes | None = None) -> tuple
 
 @contextlib.contextmanager
 def serving(
-    url: str, *args: str, started: float = 30.0, env: Mapping[str, str] | None = None
+    url: str,
+    *args: str,
+    started: float = 30.0,
+    env: Mapping[str, str] | None = None,
+    stderr: IO[bytes] | None = None,
 ) -> Iterator[Served]:
     """``oncebox --db URL serve --port P ARGS`` until the block ends (then SIGTERM), with
-    ``env`` added to the environment (``ONCEBOX_CONFIG``, a webhook's secret)."""
+    ``env`` added to the environment (``ONCEBOX_CONFIG``, a webhook's secret) and its
+    standard error (the access log among it) to ``stderr`` when given."""
     port = free_port()
     env = {**os.environ, **(env or {}), "ONCEBOX_DB": url}
-    proc = subprocess.Popen([*ONCEBOX, "serve", "--port", str(port), *args], env=env)
+    command = [*ONCEBOX, "serve", "--port", str(port), *args]
+    proc = subprocess.Popen(command, env=env, stderr=stderr)
     served = Served(proc, port)
     try:
         deadline = time.monotonic() + started

@@ -11,6 +11,7 @@ cost (or the open connection) where it is allowed.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from pathlib import Path
@@ -124,7 +125,9 @@ def test_a_slow_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
     secret = create_token(url)
     timeout = 2.0
     authed = f"Authorization: Bearer {secret}"
-    with serving(url, "--workers", "1", "--body-timeout", str(timeout)) as served:
+    log = (tmp_path / "serve.err").open("wb")
+    args = ("--workers", "1", "--body-timeout", str(timeout), "--log-format", "json")
+    with log, serving(url, *args, stderr=log) as served:
         body = event_body("slow-1")
         sock = served.connect()
         sock.sendall(head(DELIVERIES, len(body), authed))
@@ -152,6 +155,14 @@ def test_a_slow_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
         fast.sendall(head(DELIVERIES, len(body), authed) + body)
         _, answer = closed_within(fast, 2)
         assert status_of(answer) == 201 and json_of(answer)["verdict"] == "accepted"
+    # The access log says what the client was answered: the 408 the deadline wrote, not
+    # a 500 for a request whose handler never answered.
+    lines = (tmp_path / "serve.err").read_text().splitlines()
+    logged = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [(e["path"], e["status"]) for e in logged if e["method"] == "POST"] == [
+        (DELIVERIES, 408),
+        (DELIVERIES, 201),
+    ]
 
 
 def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None:

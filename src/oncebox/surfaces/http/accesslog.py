@@ -21,6 +21,8 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oncebox.surfaces.http.limits import ANSWERED
+
 FORMATS = ("combined", "json")
 logger = logging.getLogger("oncebox.access")
 _INBOX = re.compile(r"^/v1/inboxes/([^/]+)/")
@@ -57,7 +59,7 @@ class AccessLog:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status, sent = 500, 0
+        status, sent = 0, 0
         verdict: str | None = None
         delivery = scope["method"] == "POST" and scope["path"].endswith("/deliveries")
 
@@ -77,6 +79,10 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             latency = time.perf_counter() - start
+            if not status:
+                # The app never answered: the server did (a deadline's 408), or the
+                # client went away first (499, as nginx logs it).
+                status = scope.get(ANSWERED, 499)
             logger.info(self._line(scope, status, sent, verdict, latency))
 
     def _line(

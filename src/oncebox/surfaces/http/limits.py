@@ -56,6 +56,9 @@ def _canned(status: int, kind: str, detail: str, *extra: str) -> bytes:
 
 
 TIMED_OUT = _canned(408, "timeout", "the request did not arrive in time")
+# The status a connection was answered outside the app (a deadline's 408), kept in the
+# request's scope for the access log.
+ANSWERED = "oncebox.answered"
 BUSY = _canned(503, "busy", "too many open connections", "retry-after: 1")
 
 
@@ -113,6 +116,8 @@ class GuardedProtocol(HttpToolsProtocol):
         idle = cycle is None or cycle.response_complete  # waiting for a head
         if idle or not cycle.response_started:
             self.transport.write(TIMED_OUT)
+            if not idle:
+                cycle.scope[ANSWERED] = 408  # what the access log reports for it
         if not idle:
             # The app may still be running: from now on its receive() sees a disconnect
             # and its send() writes nothing (what connection_lost will also say).
