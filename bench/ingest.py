@@ -82,6 +82,7 @@ CONFIGURED = {str(spec.codec): spec.configured_codec() for spec in INBOXES}
 
 # Targets from the issue: printed beside the figures, never asserted.
 TARGET_BATCHED = 0.5  # batched first pass >= 0.5 x the batched baseline
+TARGET_BATCHED_PG = 0.4  # PostgreSQL: >= 0.4 x psycopg's batched insert (issue 12)
 TARGET_DUP = 1.0  # duplicate pass at least as fast as the first pass
 TARGET_SINGLE = 0.8  # one-per-transaction >= 0.8 x the one-per-transaction baseline
 TARGET_SCALE = 0.9  # ratio with 1M stored >= 0.9 x ratio with 10k stored
@@ -898,8 +899,9 @@ def targets(cases: list[dict[str, Any]], backend: str = "sqlite") -> None:
     by_name = {(c["codec"], c["case"]): c for c in cases}
     for c in cases:
         if c["case"] == "batched first pass":
-            c["target"] = f"ratio >= {TARGET_BATCHED}"
-            c["met"] = c["ratio"] >= TARGET_BATCHED
+            wanted = TARGET_BATCHED if backend == "sqlite" else TARGET_BATCHED_PG
+            c["target"] = f"ratio >= {wanted}"
+            c["met"] = c["ratio"] >= wanted
         elif backend != "sqlite":
             if c["case"].endswith("duplicate pass"):
                 first = by_name[c["codec"], c["case"].replace("duplicate", "first")]
