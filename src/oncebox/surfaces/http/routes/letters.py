@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, Query
 from pydantic import WithJsonSchema
 from starlette.concurrency import iterate_in_threadpool
 from starlette.responses import StreamingResponse
@@ -57,15 +57,19 @@ def _seconds(name: str, when: str | None) -> float | None:
         raise ProblemError(422, "validation", f"query.{name}: {exc}") from None
 
 
-def _query(
-    reason: str | None,
-    since: str | None,
-    until: str | None,
-    search: str | None,
-    after: int,
+def _filters(
+    reason: Reason = None,
+    since: Since = None,
+    until: Until = None,
+    search: Search = None,
+    after: After = 0,
 ) -> letters.Query:
+    """The dead-letter filters both listing routes take, as one query."""
     times = _seconds("since", since), _seconds("until", until)
     return letters.Query(reason, *times, search or None, after)
+
+
+Filters = Annotated[letters.Query, Depends(_filters)]
 
 
 @router.get(
@@ -79,16 +83,11 @@ def dead_letters(
     inbox: InboxName,
     who: Reader,
     svc: Served,
-    reason: Reason = None,
-    since: Since = None,
-    until: Until = None,
-    search: Search = None,
-    after: After = 0,
+    query: Filters,
     limit: Annotated[int, Query(ge=1, le=10_000, description="At most this many rows.")] = 100,
 ) -> list[dict[str, Any]]:
     """The inbox's dead letters, oldest first: a bounded copy of what arrived, its
     length, SHA-256 and why it was refused. The next page: ``after`` the last id."""
-    query = _query(reason, since, until, search, after)
     return [as_json(row, inbox=name) for name, row in letters.page(svc.box, [inbox], query, limit)]
 
 
@@ -113,15 +112,10 @@ def dead_letter_lines(
     inbox: InboxName,
     who: Reader,
     svc: Served,
-    reason: Reason = None,
-    since: Since = None,
-    until: Until = None,
-    search: Search = None,
-    after: After = 0,
+    query: Filters,
     limit: Annotated[int, Query(ge=1, le=1_000_000, description="At most this many.")] = 100_000,
 ) -> StreamingResponse:
     svc.box.inbox(inbox)  # an unknown inbox is a 404 before the answer starts
-    query = _query(reason, since, until, search, after)
     found = letters.lines(svc.box, [inbox], query, limit, [])
     disposition = f'attachment; filename="{inbox}-dead-letters.ndjson"'
     return StreamingResponse(
