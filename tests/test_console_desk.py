@@ -24,7 +24,8 @@ from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.views import parse_when
-from test_console import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from test_console import ARTIFACTS
+from test_console import browser as browser  # the same Chromium, checked there
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
 
@@ -69,18 +70,6 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desk]:
             yield Desk(box, url, db, operator, start)
     finally:
         box.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[sync_api.Browser]:
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def open_page(browser: sync_api.Browser, desk: Desk, width: int) -> sync_api.Page:
