@@ -69,6 +69,11 @@ def errors(*statuses: int, **meanings: str) -> dict[int | str, dict[str, Any]]:
     return declared
 
 
+def inbox_errors() -> dict[int | str, dict[str, Any]]:
+    """The problem answers of a route that reads one inbox by name."""
+    return errors(*AUTHENTICATED, 404, 422, e404="No such inbox.")
+
+
 PUBLIC: dict[str, Any] = {"security": []}
 
 

@@ -13,7 +13,7 @@ from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces import letters
 from oncebox.surfaces.http.access import Authed, InboxName, Reader, RowId, Served
 from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.views import ISO_PATTERN, SECONDS_PATTERN, as_json, parse_when
@@ -77,7 +77,7 @@ Filters = Annotated[letters.Query, Depends(_filters)]
     response_model=list[DeadLetterOut],
     summary="Invalid deliveries kept with their reason, filtered and paged",
     response_description="The dead letters, in id order",
-    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+    responses=inbox_errors(),
 )
 def dead_letters(
     inbox: InboxName,
@@ -105,7 +105,7 @@ def dead_letters(
             "description": "The lines",
             "content": {NDJSON: {"schema": {"type": "string"}}},
         },
-        **errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+        **inbox_errors(),
     },
 )
 def dead_letter_lines(

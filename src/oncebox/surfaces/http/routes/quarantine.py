@@ -10,7 +10,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
 from oncebox.surfaces.http.models import QuarantineOut, ResolveIn
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.views import as_json
@@ -38,7 +38,7 @@ def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> 
     response_model=list[QuarantineOut],
     summary="Quarantined newcomers, each with the original record",
     response_description="The rows, each with its original",
-    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+    responses=inbox_errors(),
 )
 def list_quarantine(
     inbox: InboxName,

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from oncebox.surfaces.http.access import InboxName, Operator, Reader, Served
 from oncebox.surfaces.http.models import RetriedOut, WorkKeyIn, WorkKeyOut, WorkOut
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.views import work_key_json
 
@@ -25,7 +25,7 @@ router = APIRouter(tags=["work"], route_class=StrictJSONRoute)
     response_model=WorkOut,
     summary="Work keys and their figures (dirty count, in review)",
     response_description="The figures and the keys",
-    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+    responses=inbox_errors(),
 )
 def work_keys(
     inbox: InboxName,
@@ -46,7 +46,7 @@ def work_keys(
     response_model=list[WorkKeyOut],
     summary="Work keys waiting for an operator, with their last error",
     response_description="The keys in review",
-    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox."),
+    responses=inbox_errors(),
 )
 def work_review(inbox: InboxName, who: Reader, svc: Served) -> list[dict[str, Any]]:
     """Keys whose refresh failed too often in a row; they wait for an operator."""
