@@ -24,6 +24,12 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${ONCEBOX_TEST_CHROMIUM:-}" ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+# The README's signing examples are run as written, with curl and openssl.
+if ! command -v curl >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
+    echo "test.sh: installing curl and openssl from Debian's packages" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl openssl >/dev/null
+fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
