@@ -223,18 +223,32 @@ def test_integers_of_any_length_are_kept_digit_for_digit(digits: int, sign: str)
 
 
 # -- ussd-h1 ------------------------------------------------------------------------------------
-frame_ids = st.text(string.ascii_letters + string.digits + "_.:-", min_size=1, max_size=128)
+FRAME_ID_CHARS = string.ascii_letters + string.digits + "_.:-"
+frame_ids = st.text(FRAME_ID_CHARS, min_size=1, max_size=128)
 counts = st.integers(min_value=0, max_value=10**9 - 1)
 sites = st.text(string.ascii_letters + string.digits, min_size=1, max_size=8)
 needs = st.text(string.ascii_uppercase, min_size=3, max_size=3)
+NAMES_A_SEQ = re.compile(r"-[0-9]+\Z")
+
+
+@st.composite
+def frame_ids_for(draw: st.DrawFn, seq: int) -> str:
+    """A frame id the gateway could send with frame ``seq``: one naming no seq (no
+    ``-digits`` end, as the seed's ``rec1``), or ``rec_id-seq`` with the frame's own seq
+    (any other seq is ``key_mismatch``, tested below)."""
+    if draw(st.booleans()):
+        return draw(frame_ids.filter(lambda key: not NAMES_A_SEQ.search(key)))
+    rec_id = draw(st.text(FRAME_ID_CHARS, min_size=1, max_size=128 - len(f"-{seq}")))
+    return f"{rec_id}-{seq}"
 
 
 @PROPS
-@given(key=frame_ids, seq=counts, site=sites, need=needs, headcount=counts, pri=counts,
+@given(data=st.data(), seq=counts, site=sites, need=needs, headcount=counts, pri=counts,
        upper=st.booleans())  # fmt: skip
 def test_h1_frames_round_trip_under_any_valid_frame_id(
-    key: str, seq: int, site: str, need: str, headcount: int, pri: int, upper: bool
+    data: st.DataObject, seq: int, site: str, need: str, headcount: int, pri: int, upper: bool
 ) -> None:
+    key = data.draw(frame_ids_for(seq))
     text = make_frame(seq, site, need, headcount, pri)
     if upper:
         text = text[:-2] + text[-2:].upper()
@@ -244,6 +258,17 @@ def test_h1_frames_round_trip_under_any_valid_frame_id(
         "seq": seq, "site": site, "need": need, "headcount": headcount, "pri": pri
     }  # fmt: skip
     assert identify(USSD, decoded).identity == key
+
+
+@PROPS
+@given(rec_id=st.text(FRAME_ID_CHARS, min_size=1, max_size=100), seq=counts, named=counts)
+def test_a_frame_id_naming_another_seq_is_a_key_mismatch(rec_id: str, seq: int, named: int) -> None:
+    if str(named) == str(seq):
+        named += 1
+    frame = make_frame(seq, "S", "MED", 3, 86).encode()
+    with pytest.raises(Invalid) as refused:
+        USSD.decode(Delivery(body=frame, key=f"{rec_id}-{named}"))
+    assert refused.value.reason == "key_mismatch"
 
 
 def _unusable(key: str) -> bool:
