@@ -111,10 +111,18 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
             detail = "the entry has neither a body nor a line field"
             return Unreadable(body=raw, delivery_id=entry_id, detail=detail)
         # A fact the store cannot take (a lease token that is no integer, text that is
-        # not UTF-8): dead-lettered, so it is acked instead of fenced out and decided
-        # again every idle period for ever.
+        # not UTF-8): dead-lettered and acked, not decided again every idle period for
+        # ever. On a lease-fenced inbox the fence still comes first, so the scope and
+        # token are carried where they can be read: without the current lease the entry
+        # stores nothing and stays pending, like any fenced entry.
         detail = "a transport fact is malformed (lease_token an integer, facts UTF-8 text)"
-        return Unreadable(body=raw, delivery_id=entry_id, detail=detail, reason="bad_envelope")
+        return Unreadable(
+            body=raw,
+            delivery_id=entry_id,
+            detail=detail,
+            reason="bad_envelope",
+            **_fence_facts(fields),
+        )
     token = facts.get("lease_token")
     return Delivery(
         body=body,
@@ -144,6 +152,16 @@ def _facts(fields: Mapping[bytes, bytes]) -> dict[str, str] | None:
     if token is not None and not (_TOKEN.fullmatch(token) and int(token) <= INT64_MAX):
         return None
     return facts
+
+
+def _fence_facts(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """Of a malformed entry's facts, the scope and lease token, where each is readable."""
+    found: dict[str, Any] = {}
+    for name in ("snapshot_id", "lease_token"):
+        single = _facts({name.encode(): fields[name.encode()]} if name.encode() in fields else {})
+        if single and name in single:
+            found[name] = int(single[name]) if name == "lease_token" else single[name]
+    return found
 
 
 class StreamConsumer:
