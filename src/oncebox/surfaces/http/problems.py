@@ -29,6 +29,7 @@ from oncebox.errors import (
     StorageUnavailable,
     UnknownInbox,
 )
+from oncebox.logtext import escaped
 
 logger = logging.getLogger("oncebox.http")
 MEDIA_TYPE = "application/problem+json"
@@ -143,5 +144,5 @@ async def on_validation_error(_request: Request, exc: Exception) -> Response:
 
 
 async def on_unexpected(_request: Request, exc: Exception) -> Response:
-    logger.error("internal error: %s: %s", type(exc).__name__, exc)
+    logger.error("internal error: %s: %s", type(exc).__name__, escaped(str(exc)))
     return problem_response(500, "internal", "internal error; nothing was acknowledged")
