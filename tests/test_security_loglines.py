@@ -38,6 +38,7 @@ from oncebox.logtext import escaped, json_line
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.consume import StreamConsumer
 from oncebox.surfaces.http import problems
+from oncebox.surfaces.serve import _proxies
 from oncebox.surfaces.workers import run_workers
 from redisserver import RedisServer
 from serveproc import Served, closed_within, create_token, serving, status_of
@@ -165,8 +166,14 @@ def test_forwarded_allow_ips_refuses_what_is_not_an_address(tmp_path: Path, valu
     """uvicorn would keep a typo as a name no peer ever has, and trust nobody silently."""
     db = f"sqlite:///{tmp_path / 'never.db'}"
     result = CliRunner().invoke(cli, ["--db", db, "serve", "--forwarded-allow-ips", value])
-    assert result.exit_code == 2 and "--forwarded-allow-ips" in result.output, result.output
+    assert result.exit_code == 2 and "not an IP address or network" in result.output, result.output
     assert not (tmp_path / "never.db").exists()
+
+
+def test_forwarded_allow_ips_are_given_to_uvicorn_as_it_compares_them() -> None:
+    # uvicorn reads "127.0.0.9/8" as a name, not a network: it is passed as 127.0.0.0/8.
+    assert _proxies(" 127.0.0.9/8, ::1,10.1.2.3 ") == ["127.0.0.0/8", "::1", "10.1.2.3"]
+    assert _proxies("*") == ["*"] and _proxies(None) is None
 
 
 # -- the other lines that print someone else's text ---------------------------------------------
