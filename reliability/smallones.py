@@ -18,8 +18,9 @@ reflected host, the formulas, the writes.
   ``Location`` headers naming a host.
 - **csv**: every blank prefix times every formula opener as a triage site, exported by
   ``oncebox triage --format csv``; cells a spreadsheet would run.
-- **readyz**: ``--clients`` clients flooding ``/readyz`` (then ``/healthz``) for
-  ``--seconds``; requests a second and store writes a second (a trigger counts them).
+- **readyz**: ``--clients`` clients flooding ``/readyz``, then ``/healthz``, for
+  ``--seconds`` each, ``--rounds`` times; requests a second and store writes a second (a
+  trigger in the store counts them).
 
     .venv/bin/python reliability/smallones.py               # about a minute
 """
@@ -32,7 +33,9 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +55,7 @@ from serveproc import ONCEBOX, Served, closed_within, create_token, serving  # n
 SPLITTERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 FORGED = "oncebox: conflict quarantined: inbox=k identity=forged record=99 quarantine=99"
 CONFIG = '[inboxes.k]\ncodec = "keyed"\n'
+COMBINED = re.compile(r'^\S+ - - \[[^\]]+\] "[^"]*" \d{3} \S+ "[^"]*" "[^"]*"$')
 TRIAGE = """[inboxes.sessions]
 codec = "json"
 apply = "triage"
@@ -111,11 +115,14 @@ def access(work: Path, count: int) -> None:
                 head = f"GET /v1/inboxes/a{path}b/triage HTTP/1.1\r\nHost: x\r\n".encode()
                 raw(s, head + b"User-Agent: agent\xc2\x85forged\r\n")
         lines = access_lines(err)[1:]  # after serving()'s readiness check
-        unread = sum(1 for x in lines if form == "json" and not _parses(x))
-        print(f"access ({form}): {count} requests -> {len(lines)} lines, {unread} not JSON")
+        unread = sum(not _reads(form, x) for x in lines)
+        print(f"access ({form}): {count} requests -> {len(lines)} lines, {unread} unreadable")
 
 
-def _parses(line: str) -> bool:
+def _reads(form: str, line: str) -> bool:
+    """Whether ``line`` is a whole access line of ``form``."""
+    if form == "combined":
+        return COMBINED.match(line) is not None
     try:
         json.loads(line)
     except ValueError:
@@ -136,8 +143,9 @@ def forwarded(work: Path, count: int) -> None:
             continue
         lines = access_lines(err)[1:]
         believed = sum(not x.startswith("127.0.0.1 ") for x in lines)
+        unread = sum(not _reads("combined", x) for x in lines)
         print(f"forwarded ({name}): {count} requests -> {len(lines)} lines, "
-              f"{believed} naming the forwarded client")  # fmt: skip
+              f"{believed} naming the forwarded client, {unread} unreadable")  # fmt: skip
 
 
 def redirect(work: Path, count: int) -> None:
@@ -181,7 +189,7 @@ def _formula(cell: str) -> bool:
     return False
 
 
-def flood(work: Path, clients: int, seconds: float) -> None:
+def flood(work: Path, clients: int, seconds: float, rounds: int) -> None:
     with served(work):
         pass  # the schema, made by the server
     with sqlite3.connect(work / "served.db") as conn:
@@ -192,13 +200,19 @@ def flood(work: Path, clients: int, seconds: float) -> None:
             "CREATE TRIGGER pu AFTER UPDATE ON meta WHEN NEW.key = 'ready_probe' "
             "BEGIN UPDATE probe_writes SET n = n + 1; END;"
         )
+    rates: dict[str, list[float]] = {"/readyz": [], "/healthz": []}
+    writes: dict[str, list[float]] = {"/readyz": [], "/healthz": []}
     with served(work) as (s, _):
-        for route in ("/readyz", "/healthz"):
-            before = _writes(work)
-            done = _flood(s.base + route, clients, seconds)
-            writes = _writes(work) - before
-            print(f"readyz: {route} x {clients} clients for {seconds:.0f} s: {done / seconds:.0f} "
-                  f"requests/s, {writes / seconds:.1f} store writes/s")  # fmt: skip
+        for _ in range(rounds):  # alternated: the machine is shared, its load moves
+            for route in rates:
+                before = _writes(work)
+                rates[route].append(_flood(s.base + route, clients, seconds) / seconds)
+                writes[route].append((_writes(work) - before) / seconds)
+    for route in rates:
+        print(f"readyz: {route} x {clients} clients, {rounds} x {seconds:.0f} s: "
+              f"{statistics.median(rates[route]):.0f} requests/s (median; "
+              f"{min(rates[route]):.0f} to {max(rates[route]):.0f}), "
+              f"{statistics.median(writes[route]):.1f} store writes/s")  # fmt: skip
 
 
 def _writes(work: Path) -> int:
@@ -229,7 +243,8 @@ def main() -> None:
     parser.add_argument("--conflicts", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="oncebox-smallones-") as tmp:
         work = Path(tmp)
@@ -238,7 +253,7 @@ def main() -> None:
         forwarded(work / "forwarded", args.requests)
         redirect(work / "redirect", args.requests)
         formulas(work / "csv")
-        flood(work / "readyz", args.clients, args.seconds)
+        flood(work / "readyz", args.clients, args.seconds, args.rounds)
 
 
 if __name__ == "__main__":
