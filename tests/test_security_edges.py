@@ -158,5 +158,6 @@ def test_readiness_is_cached_a_second_either_way() -> None:
     assert store.calls == 2
     store.down = False
     now[0] += 1.1
+    assert not ready.cached()  # stale: the route probes again, in a thread
     ready.check()
-    assert store.calls == 3
+    assert store.calls == 3 and ready.cached()  # fresh and ready: answered in the loop

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from oncebox.surfaces.http.models import Status
 from oncebox.surfaces.http.openapi import PUBLIC, errors
@@ -27,7 +28,8 @@ class Readiness:
     probes was a flood of writes, queued with the deliveries'. Kept either way, ready or
     not, so that a failing store is not probed by every request either; a change is
     seen within ``ttl`` (one second) of the last probe. Concurrent requests wait for the
-    probe under way rather than start their own.
+    probe under way rather than start their own. A fresh answer is read without a lock
+    or a thread (:meth:`cached`), so a flood of probes costs less than ``/healthz``.
     """
 
     def __init__(
@@ -40,27 +42,36 @@ class Readiness:
         self.clock = clock
         self.ttl = ttl
         self._lock = threading.Lock()
-        self._until = float("-inf")
-        self._failure: Exception | None = None
+        # (fresh until, the failure or None), replaced whole: read without the lock.
+        self._last: tuple[float, Exception | None] = (float("-inf"), None)
 
-    def check(self) -> None:
-        """Return if the store was ready at the last probe, else raise what it raised."""
-        with self._lock:
-            if self.clock() >= self._until:
-                try:
-                    self.probe()
-                    self._failure = None
-                except Exception as exc:
-                    self._failure = exc
-                self._until = self.clock() + self.ttl
-            failure = self._failure
+    def cached(self) -> bool:
+        """True if the last answer is fresh and was ready; raise it if it was a failure;
+        False if it is stale. Never blocks (the event loop may call it)."""
+        until, failure = self._last
+        if self.clock() >= until:
+            return False
         if failure is not None:
             # A fresh traceback each time: re-raising one exception object would grow
-            # its traceback by a frame chain on every request of the flood.
+            # its traceback on every request of the flood.
             raise failure.with_traceback(None)
+        return True
+
+    def check(self) -> None:
+        """Return if the store is ready, else raise what its probe raised: the last
+        answer while it is fresh, else a new probe's (may block: call it in a thread)."""
+        with self._lock:
+            if self.cached():  # another request probed while this one waited
+                return
+            try:
+                self.probe()
+            except Exception as exc:
+                self._last = (self.clock() + self.ttl, exc)
+                raise
+            self._last = (self.clock() + self.ttl, None)
 
 
-def readiness(request: Request) -> Readiness:
+async def readiness(request: Request) -> Readiness:
     found: Readiness = request.app.state.readiness
     return found
 
@@ -93,8 +104,9 @@ def healthz() -> Status:
     ),
     openapi_extra=PUBLIC,
 )
-def readyz(ready: Ready) -> Status:
+async def readyz(ready: Ready) -> Status:
     """Writes a probe row, so that a full disk or a read-only store shows as not ready;
     at most once a second in each worker (:class:`Readiness`)."""
-    ready.check()
+    if not ready.cached():
+        await run_in_threadpool(ready.check)
     return Status(status="ready")
