@@ -144,8 +144,9 @@ def _proxies(value: str | None) -> list[str] | None:
     trusted = []
     for item in items:
         try:
-            address = ipaddress.ip_network(item, strict=False) if "/" in item else None
-            trusted.append(str(address or ipaddress.ip_address(item)))
+            # uvicorn reads "10.0.0.1/8" as a name: given as the network it means.
+            network = ipaddress.ip_network(item, strict=False) if "/" in item else None
+            trusted.append(str(network if network is not None else ipaddress.ip_address(item)))
         except ValueError:
             raise click.BadParameter(f"{item!r} is not an IP address or network") from None
     return trusted
