@@ -78,7 +78,7 @@ def _raw(served: Served, request: bytes) -> bytes:
 def _lines(tmp_path: Path) -> list[str]:
     text = (tmp_path / "stderr.log").read_bytes().decode("utf-8")
     # Whoever reads the log, with split("\n") or with splitlines(), sees the same lines.
-    assert text.splitlines() == text.split("\n")[:-1], [x for x in text.splitlines()][:20]
+    assert text.splitlines() == text.split("\n")[:-1], text.splitlines()[:20]
     return text.splitlines()
 
 
