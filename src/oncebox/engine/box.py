@@ -20,6 +20,7 @@ from oncebox.engine.replay import replay_state, replay_verdict, replayable
 from oncebox.engine.views import Quarantined, view
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
+from oncebox.logtext import escaped
 from oncebox.store.base import Store, T, Tx
 
 
@@ -182,7 +183,7 @@ class Oncebox(Reads):
         outcomes = self.ingest_each(inbox, deliveries)
         for outcome in outcomes:
             if isinstance(outcome, ApplyError):
-                logger.error("%s", outcome)
+                logger.error("%s", escaped(str(outcome)))
         return [unapplied(o) if isinstance(o, ApplyError) else o for o in outcomes]
 
     def seal(self) -> dict[int, int]:

@@ -24,6 +24,7 @@ from oncebox.formats import (
     identify,
 )
 from oncebox.formats.jsontext import compact_encoder
+from oncebox.logtext import escaped
 from oncebox.store.base import Arrival, InboxRow
 
 logger = logging.getLogger("oncebox")
@@ -176,13 +177,15 @@ def fields_json(decoded: Decoded) -> str:
 
 
 def alert(decisions: list[Decision]) -> None:
-    """Tell operators about new conflicts, once they are committed."""
+    """Tell operators about new conflicts, once they are committed. The identity is
+    the sender's key, so it is escaped and quoted: no key can end the line or add a
+    field to it."""
     for d in decisions:
         if d.first_quarantine:
             logger.warning(
-                "conflict quarantined: inbox=%s identity=%s record=%s quarantine=%s",
-                d.inbox,
-                d.identity,
+                'conflict quarantined: inbox=%s identity="%s" record=%s quarantine=%s',
+                escaped(d.inbox, ' "'),
+                escaped(d.identity or "", '"'),
                 d.record_id,
                 d.quarantine_id,
             )

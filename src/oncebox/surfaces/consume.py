@@ -45,6 +45,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import Decision
 from oncebox.errors import ApplyError, StorageError
 from oncebox.formats import Delivery, Unreadable
+from oncebox.logtext import escaped
 from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
 
 if TYPE_CHECKING:
@@ -250,7 +251,8 @@ class StreamConsumer:
                 total.add(self.step(self.block_ms))
                 backoff = 0.1
             except self._retryable as exc:
-                log.warning("consume %s: %s; retrying in %.1fs", self.stream, exc, backoff)
+                shown = escaped(str(exc))
+                log.warning("consume %s: %s; retrying in %.1fs", self.stream, shown, backoff)
                 self._group_ready = False
                 stop_event.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -376,7 +378,8 @@ class StreamConsumer:
         decisions: list[Decision | None] = []
         for outcome in self.box.ingest_each(self.inbox, deliveries):
             if isinstance(outcome, ApplyError):
-                log.error("consume %s: apply step failed; left pending: %s", self.stream, outcome)
+                shown = escaped(str(outcome))  # it quotes the step's error, and that the data
+                log.error("consume %s: apply step failed; left pending: %s", self.stream, shown)
                 decisions.append(None)
             else:
                 decisions.append(outcome)

@@ -30,6 +30,7 @@ from oncebox.errors import (
     StorageUnavailable,
     UnknownInbox,
 )
+from oncebox.logtext import escaped
 
 logger = logging.getLogger("oncebox.http")
 MEDIA_TYPE = "application/problem+json"
@@ -99,7 +100,7 @@ def from_error(exc: OnceboxError) -> ProblemError:
     names tables and columns, and a client is told only what it can act on.
     """
     if isinstance(exc, StorageError):
-        logger.error("storage failed, nothing decided: %s", exc)
+        logger.error("storage failed, nothing decided: %s", escaped(str(exc)))
         kind = "storage-unavailable" if isinstance(exc, StorageUnavailable) else "storage-error"
         return ProblemError(
             503,
@@ -110,7 +111,7 @@ def from_error(exc: OnceboxError) -> ProblemError:
     if isinstance(exc, UnknownInbox | NotFound):
         return ProblemError(404, "not-found", str(exc))
     if isinstance(exc, ApplyError):
-        logger.error("apply step failed: %s", exc)
+        logger.error("apply step failed: %s", escaped(str(exc)))
         return ProblemError(
             500,
             "apply-failed",
@@ -157,5 +158,5 @@ async def on_validation_error(_request: Request, exc: Exception) -> Response:
 
 
 async def on_unexpected(_request: Request, exc: Exception) -> Response:
-    logger.error("internal error: %s: %s", type(exc).__name__, exc)
+    logger.error("internal error: %s: %s", type(exc).__name__, escaped(str(exc)))
     return problem_response(500, "internal", "internal error; nothing was acknowledged")
