@@ -81,9 +81,17 @@ def test_no_cell_opens_a_formula(value: str) -> None:
 
 
 def test_the_triage_download_of_a_sender_chosen_site(make_box: BoxFactory) -> None:
+    """A site with blanks around it never reaches the ledger (triage's field rule refuses
+    it at decode, issue 19 item 1); one that opens a formula, plainly or in full width,
+    does, and goes out neutralised."""
     box = make_box([SESSIONS])
     blanks = ("\n", " ", "\x1c", "\x85")
-    sites = [f"{blank}{opener}{FORMULA}" for blank in blanks for opener in ("=", *FULL_WIDTH)]
+    padded = [f"{blank}{opener}{FORMULA}" for blank in blanks for opener in ("=", *FULL_WIDTH)]
+    for n, site in enumerate(padded):
+        frame = {"session": f"b{n}", "site": site, "need": "@MED", "count": 1, "pri": 50}
+        refused = box.ingest("sessions", json.dumps(frame).encode())
+        assert (str(refused.verdict), refused.reason) == ("rejected", "bad_field")
+    sites = [f"{opener}{FORMULA}" for opener in OPENERS]
     for n, site in enumerate(sites):
         frame = {"session": f"s{n}", "site": site, "need": "@MED", "count": 1, "pri": 50}
         assert str(box.ingest("sessions", json.dumps(frame).encode()).verdict) == "accepted"
