@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import logging
 import os
 import re
@@ -35,9 +34,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -88,6 +88,19 @@ def fill(url: str, config: str, conflicts: int, size: int, letters: int) -> str:
         box.close()
 
 
+class Figures(dict[str, Any]):
+    """A probe's figures by name, and its line for people."""
+
+    def __init__(self, line: str, **figures: Any) -> None:
+        super().__init__(figures)
+        self.line = line
+
+
+def _chunked(answer: httpx.Response) -> bool:
+    """Whether the answer was written as it was made (chunked, no length up front)."""
+    return answer.headers.get("transfer-encoding") == "chunked"
+
+
 @dataclass
 class Probe:
     base: str
@@ -98,7 +111,7 @@ class Probe:
         headers = {"Authorization": f"Bearer {self.secret}"}
         return httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
 
-    def quarantine_list(self, limit: int) -> str:
+    def quarantine_list(self, limit: int) -> Figures:
         with self.client() as http:
             asked = f"/v1/inboxes/blobs/quarantine?limit={limit}&status=accepted"
             if http.get(asked).status_code == 422:
@@ -109,13 +122,16 @@ class Probe:
             answer = http.get(f"/v1/inboxes/blobs/quarantine?limit={limit}")
             took = time.monotonic() - started
             rows = len(answer.json()) if answer.status_code == 200 else 0
-        return (
-            f"limit={limit}: {answer.status_code}, {rows} rows, {len(answer.content):,} bytes "
-            f"({mib(len(answer.content))}) in {took:.1f} s; peak RSS {mib(peak_rss(self.pid))}"
-            f" (+{mib(peak_rss(self.pid) - baseline)} over {mib(baseline)})"
+        size, peak = len(answer.content), peak_rss(self.pid)
+        line = (
+            f"limit={limit}: {answer.status_code}, {rows} rows, {size:,} bytes ({mib(size)}) "
+            f"in {took:.1f} s; peak RSS {mib(peak)} (+{mib(peak - baseline)} over "
+            f"{mib(baseline)})"
         )
+        return Figures(line, status=answer.status_code, rows=rows, size=size,
+                       added=peak - baseline, chunked=_chunked(answer))  # fmt: skip
 
-    def console_page(self) -> str:
+    def console_page(self) -> Figures:
         with httpx.Client(base_url=self.base, timeout=600.0) as http:
             form = http.get("/console/signin").text
             nonce = re.search(r'name="signin" value="([^"]+)"', form)
@@ -125,12 +141,13 @@ class Probe:
             page = http.get("/console/quarantine")
             took = time.monotonic() - started
         cards = page.text.count('class="side newcomer"')
-        return (
+        line = (
             f"{page.status_code}, {len(page.content):,} bytes ({mib(len(page.content))}) in "
             f"{took:.2f} s, {cards} newcomers shown"
         )
+        return Figures(line, status=page.status_code, size=len(page.content), rows=cards)
 
-    def letter_listings(self, at_once: int) -> str:
+    def letter_listings(self, at_once: int) -> Figures:
         with self.client() as http:
             limit = 10_000
             asked = f"/v1/inboxes/listing/dead-letters?limit={limit}&reason=none"
@@ -149,10 +166,11 @@ class Probe:
         statuses = sorted({status for status, _ in answers})
         largest = max(size for _, size in answers)
         added = peak_rss(self.pid) - baseline
-        return (
+        line = (
             f"{at_once} x limit={limit}: {statuses}, largest answer {largest:,} bytes "
             f"({mib(largest)}); peak RSS +{mib(added)} over {mib(baseline)}"
         )
+        return Figures(line, statuses=statuses, size=largest, added=added)
 
     def search(self, term: str) -> tuple[int, float, str]:
         with self.client() as http:
@@ -162,14 +180,15 @@ class Probe:
                 "retry-after", ""
             )
 
-    def one_search(self) -> str:
-        lines = []
+    def one_search(self) -> Figures:
+        lines, statuses = [], {}
         for length in (1024, 256):
             status, took, _ = self.search(SEARCH_MISS[-length:])
             lines.append(f"{length}-char term: {status} in {took:.2f} s")
-        return "; ".join(lines)
+            statuses[length] = status
+        return Figures("; ".join(lines), statuses=statuses)
 
-    def searches_at_once(self, count: int, length: int) -> str:
+    def searches_at_once(self, count: int, length: int) -> Figures:
         """``count`` searches at once while an honest client delivers one at a time."""
         term = SEARCH_MISS[-length:]
         status, _, _ = self.search(term)
@@ -210,46 +229,55 @@ class Probe:
             by_status[name] = by_status.get(name, 0) + 1
         slowest = max(overlapping, default=0.0)
         decided = sum(1 for _, status in during if status in (200, 201))
-        return (
+        line = (
             f"{count} searches ({len(term)}-char term) at once: {by_status}, all answered in "
             f"{ended - began:.1f} s; honest deliveries meanwhile: {decided} decided, longest "
             f"wait {slowest:.2f} s"
         )
+        honest_statuses = sorted({status for _, _, status in waits})
+        return Figures(line, answers=by_status, honest=honest_statuses)
+
+
+def run(work: Path, args: argparse.Namespace) -> Iterator[tuple[str, Figures]]:
+    """Fill a store in ``work``, serve it, and give each probe's name and figures."""
+    url = f"sqlite:///{work / 'served.db'}"
+    config = work / "oncebox.toml"
+    config.write_text(CONFIG)
+    started = time.monotonic()
+    secret = fill(url, str(config), args.conflicts, args.size, args.letters)
+    yield "store", Figures(
+        f"{args.conflicts} conflicts of {args.size:,} bytes, {args.letters} dead letters of "
+        f"{HEAD:,} bytes (filled in {time.monotonic() - started:.0f} s)"
+    )
+    env = {"ONCEBOX_CONFIG": str(config)}
+    with (
+        open(os.devnull, "wb") as quiet,  # the access log
+        serving(url, "--workers", "1", env=env, started=120.0, stderr=quiet) as served,
+    ):
+        probe = Probe(served.base, served.proc.pid, secret)
+        yield "quarantine list", probe.quarantine_list(args.conflicts)
+        yield "console quarantine page", probe.console_page()
+        yield "dead-letter listings", probe.letter_listings(args.listings)
+        yield "one search", probe.one_search()
+        yield "searches at once", probe.searches_at_once(args.searches, args.term)
+
+
+def parser() -> argparse.ArgumentParser:
+    found = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    found.add_argument("--conflicts", type=int, default=300)
+    found.add_argument("--size", type=int, default=1_048_576)
+    found.add_argument("--letters", type=int, default=1500)
+    found.add_argument("--listings", type=int, default=4)
+    found.add_argument("--searches", type=int, default=48)
+    found.add_argument("--term", type=int, default=1024, help="the searches' term length")
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conflicts", type=int, default=300)
-    parser.add_argument("--size", type=int, default=1_048_576)
-    parser.add_argument("--letters", type=int, default=1500)
-    parser.add_argument("--listings", type=int, default=4)
-    parser.add_argument("--searches", type=int, default=48)
-    parser.add_argument("--term", type=int, default=1024, help="the searches' term length")
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="oncebox-biglists-") as work:
-        url = f"sqlite:///{Path(work) / 'served.db'}"
-        config = Path(work) / "oncebox.toml"
-        config.write_text(CONFIG)
-        started = time.monotonic()
-        secret = fill(url, str(config), args.conflicts, args.size, args.letters)
-        print(
-            f"store: {args.conflicts} conflicts of {args.size:,} bytes, {args.letters} dead "
-            f"letters of {HEAD:,} bytes (filled in {time.monotonic() - started:.0f} s)",
-            flush=True,
-        )
-        env = {"ONCEBOX_CONFIG": str(config)}
-        with (
-            open(os.devnull, "wb") as quiet,  # the access log
-            serving(url, "--workers", "1", env=env, started=120.0, stderr=quiet) as served,
-        ):
-            probe = Probe(served.base, served.proc.pid, secret)
-            print(f"quarantine list: {probe.quarantine_list(args.conflicts)}", flush=True)
-            print(f"console quarantine page: {probe.console_page()}", flush=True)
-            print(f"dead-letter listings: {probe.letter_listings(args.listings)}", flush=True)
-            print(f"one search: {probe.one_search()}", flush=True)
-            with contextlib.suppress(KeyboardInterrupt):
-                line = probe.searches_at_once(args.searches, args.term)
-                print(f"searches at once: {line}", flush=True)
+        for name, figures in run(Path(work), args):
+            print(f"{name}: {figures.line}", flush=True)
     return 0
 
 
