@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import hashlib
+import json
 import logging
 import sys
 from collections.abc import Iterator
@@ -23,9 +24,11 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 import oncebox
 from oncebox import Delivery
+from oncebox.surfaces.cli import cli
 from serveproc import serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
@@ -228,3 +231,38 @@ def test_the_probe_at_a_small_volume(tmp_path: Path) -> None:
     assert set(at_once["answers"]) <= {"200", "503 (Retry-After 1)"}
     assert at_once["answers"].get("200", 0) >= 1
     assert at_once["honest"] == [201]  # every honest delivery decided
+
+
+def test_the_cli_lists_cut_and_shows_whole(tmp_path: Path) -> None:
+    """``quarantine list`` and ``dead-letters`` print rows cut (written a page at a
+    time); ``quarantine show`` and ``dead-letters show`` print one whole."""
+    config = tmp_path / "oncebox.toml"
+    config.write_text(CONFIG)
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    box = oncebox.open(url, config=str(config))
+    try:
+        keys = [f"k{i}" for i in range(150)]  # more than a page (100)
+        box.ingest_batch("blobs", [Delivery(b"o" * 20_000, key=k) for k in keys])
+        box.ingest_batch("blobs", [Delivery(b"n" * 20_000, key=k) for k in keys])
+        box.ingest_batch("listing", [Delivery(b"a" * HEAD)])
+    finally:
+        box.close()
+    runner = CliRunner()
+    base = ["--db", url, "--config", str(config)]
+    listed = runner.invoke(cli, [*base, "quarantine", "list", "--limit", "1000"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)
+    assert len(rows) == 150 and len(listed.output) < 150 * 8192  # before: 150 x 40 KB
+    assert all(r["content"] == {"text": "n" * 1024} and r["cut"] == ["content"] for r in rows)
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
+    shown = json.loads(runner.invoke(cli, [*base, "quarantine", "show", str(rows[0]["id"])]).output)
+    assert shown["content"] == {"text": "n" * 20_000}
+    assert shown["original"]["content"] == {"text": "o" * 20_000}
+    letters = json.loads(runner.invoke(cli, [*base, "dead-letters"]).output)
+    assert letters[0]["head"] == {"text": "a" * 1024} and letters[0]["kept"] == HEAD
+    whole = runner.invoke(cli, [*base, "dead-letters", "show", str(letters[0]["id"])])
+    assert json.loads(whole.output)["head"] == {"text": "a" * HEAD}
+    refused = runner.invoke(cli, [*base, "dead-letters", "--search", "b" * 257])
+    assert refused.exit_code == 2 and "at most 256 bytes" in refused.output
+    empty = runner.invoke(cli, [*base, "quarantine", "list", "--status", "kept"])
+    assert json.loads(empty.output) == []
