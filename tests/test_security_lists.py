@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 import oncebox
 from oncebox import Delivery
+from oncebox.engine.views import LISTED
 from oncebox.surfaces.cli import cli
 from serveproc import serving
 
@@ -266,3 +267,12 @@ def test_the_cli_lists_cut_and_shows_whole(tmp_path: Path) -> None:
     assert refused.exit_code == 2 and "at most 256 bytes" in refused.output
     empty = runner.invoke(cli, [*base, "quarantine", "list", "--status", "kept"])
     assert json.loads(empty.output) == []
+
+
+def test_a_listing_shows_an_empty_head_as_empty(box: oncebox.Oncebox) -> None:
+    """A dead letter that kept nothing is listed with an empty head, on every backend
+    (SQLite's substr makes NULL of an empty blob: found by schemathesis)."""
+    box.ingest("listing", Delivery(b""))
+    listed = box.dead_letters("listing", preview=LISTED)
+    assert [(letter.head, letter.kept, letter.cut) for letter in listed] == [(b"", 0, ())]
+    assert box.dead_letters("listing")[0].head == b""

@@ -17,7 +17,8 @@ FROM records WHERE id = ?;
 -- cut as list_quarantine cuts it; the first column names the quarantine row.
 SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
        substr(r.identity, 1, :text) AS identity, r.witness, r.revision,
-       substr(r.content, 1, :head) AS content,
+       CASE WHEN length(r.content) <= :head THEN r.content
+            ELSE substr(r.content, 1, :head) END AS content,
        substr(r.fields, 1, :fields) AS fields, r.first_seen, r.last_seen, r.seen_count,
        r.evicted_at, r.late_replays, substr(r.device_time, 1, :text) AS device_time,
        substr(r.snapshot_id, 1, :text) AS snapshot_id,
@@ -109,9 +110,12 @@ WHERE id = ? AND status = 'open';
 -- name: list_quarantine
 -- A page after id :after. Every value a sender chose is read cut (:head bytes of the
 -- content, :text characters of each text, :fields of the fields' JSON), so that a
--- listing never reads a whole large row; the content's length is read whole.
+-- listing never reads a whole large row; the content's length is read whole. (A blob
+-- short enough is read as it is: SQLite's substr makes NULL of an empty blob.)
 SELECT id, inbox_id, ident, substr(identity, 1, :text) AS identity, record_id, witness,
-       substr(content, 1, :head) AS content, substr(fields, 1, :fields) AS fields, reason,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, :head) END AS content,
+       substr(fields, 1, :fields) AS fields, reason,
        status, substr(note, 1, :text) AS note, first_seen, last_seen, seen_count, resolved_at,
        substr(device_time, 1, :text) AS device_time,
        substr(snapshot_id, 1, :text) AS snapshot_id,
@@ -132,7 +136,9 @@ RETURNING id;
 -- Every filter optional (NULL: any); after: the last id of the page before (paging by id).
 -- Values cut as list_quarantine cuts them (the search looks at the whole kept head).
 SELECT id, inbox_id, reason, substr(detail, 1, :text) AS detail,
-       substr(head, 1, :head) AS head, length, sha256, substr(key, 1, :text) AS key,
+       CASE WHEN length(head) <= :head THEN head
+            ELSE substr(head, 1, :head) END AS head,
+       length, sha256, substr(key, 1, :text) AS key,
        received_at, substr(device_time, 1, :text) AS device_time,
        substr(snapshot_id, 1, :text) AS snapshot_id,
        substr(delivery_id, 1, :text) AS delivery_id, signature, replayed_at, replayed_by,
