@@ -26,7 +26,12 @@ from httpserver import serving
 from oncebox import ManualClock, Oncebox
 from oncebox.engine.views import DeadLetter, Quarantined, Record, WorkItem
 from oncebox.surfaces.http import create_app
-from oncebox.surfaces.http.listed import DeadLetterListedOut, QuarantineListedOut, RecordListedOut
+from oncebox.surfaces.http.listed import (
+    DeadLetterListedOut,
+    QuarantineListedOut,
+    RecordListedOut,
+    WorkKeyListedOut,
+)
 from oncebox.surfaces.http.models import DeadLetterOut, QuarantineOut, RecordOut, WorkKeyOut
 
 METHODS = {"get", "post", "put", "patch", "delete"}
@@ -233,6 +238,24 @@ def test_every_status_answered_is_declared(
         (DeadLetterListedOut, DeadLetter, {"inbox"}, set()),
         (
             WorkKeyOut,
+            WorkItem,
+            {"key", "dirty"},
+            {
+                "seller_id",
+                "sku",
+                "marketplace_id",
+                "applied_token",
+                "refreshed_at",
+                "claim_token",
+                "claim_generation",
+                "claim_expires",
+                "next_attempt",
+                "document_length",  # a listing's (issue 19)
+                "cut",
+            },
+        ),
+        (
+            WorkKeyListedOut,
             WorkItem,
             {"key", "dirty"},
             {

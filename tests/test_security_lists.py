@@ -17,7 +17,8 @@ import hashlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +28,13 @@ import pytest
 from click.testing import CliRunner
 
 import oncebox
+from helpers import event_body
+from httpserver import serving as serving_app
 from oncebox import Delivery
+from oncebox.engine.reconciler import ReadResult, WorkKey
 from oncebox.engine.views import LISTED
 from oncebox.surfaces.cli import cli
+from oncebox.surfaces.http import create_app
 from serveproc import serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
@@ -276,3 +281,52 @@ def test_a_listing_shows_an_empty_head_as_empty(box: oncebox.Oncebox) -> None:
     listed = box.dead_letters("listing", preview=LISTED)
     assert [(letter.head, letter.kept, letter.cut) for letter in listed] == [(b"", 0, ())]
     assert box.dead_letters("listing")[0].head == b""
+
+
+@pytest.fixture
+def app_of() -> Iterator[Callable[[oncebox.Oncebox], tuple[str, str]]]:
+    """The app over a box, served in a thread: its URL and a read token's secret."""
+    with ExitStack() as stack:
+
+        def start(box: oncebox.Oncebox) -> tuple[str, str]:
+            url = stack.enter_context(serving_app(create_app(box)))
+            return url, box.create_token("reader", ["*"], ["read"]).secret
+
+        yield start
+
+
+def test_work_keys_are_listed_a_page_at_a_time_documents_bounded(
+    box: oncebox.Oncebox, app_of: Callable[[oncebox.Oncebox], tuple[str, str]]
+) -> None:
+    """A page of work keys (at most 1,000), each document over 2,048 characters left
+    out with its length, a long reader error cut; the whole key one request away.
+    Before: every key of the inbox, each document whole."""
+    for n in range(5):
+        box.ingest("listing", Delivery(event_body(f"n{n}", sku=f"SKU-{n}")))
+
+    def reader(key: WorkKey) -> ReadResult:
+        if key.sku == "SKU-4":
+            raise ConnectionError("down " + "e" * 2000)
+        return ReadResult(key, {"status": "ACTIVE", "notes": "x" * 3000})
+
+    worker = box.reconciler("listing", reader, max_failures=1)
+    for _ in range(5):
+        worker.refresh_once()
+    base, secret = app_of(box)
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}) as http:
+        page = http.get("/v1/inboxes/listing/work?limit=2").json()
+        assert page["figures"]["keys"] == 5 and len(page["keys"]) == 2
+        first = page["keys"][0]
+        assert first["document"] is None and first["cut"] == ["document"]
+        assert first["document_length"] > 3000
+        last = page["keys"][-1]["key"]
+        after = {f"after_{name}": value for name, value in last.items()}
+        rest = http.get("/v1/inboxes/listing/work", params={"limit": 10, **after}).json()
+        assert [k["key"]["sku"] for k in rest["keys"]] == ["SKU-2", "SKU-3", "SKU-4"]
+        failed = rest["keys"][-1]
+        assert len(failed["last_error"]) == 512 and "last_error" in failed["cut"]
+        whole = http.get("/v1/inboxes/listing/work/key", params=first["key"]).json()
+        assert whole["document"] == {"status": "ACTIVE", "notes": "x" * 3000}
+        assert http.get("/v1/inboxes/listing/work?limit=1001").status_code == 422
+        review = http.get("/v1/inboxes/listing/work/review").json()
+        assert [k["key"]["sku"] for k in review] == ["SKU-4"] and review[0]["cut"]

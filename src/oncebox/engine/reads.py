@@ -23,15 +23,16 @@ from oncebox.engine.views import (
     Quarantined,
     Record,
     Revision,
-    V,
     WorkItem,
+    listed,
     read_cut,
     shown,
+    to_read,
     view,
     views,
 )
 from oncebox.errors import InvalidOperation, ReadTimedOut
-from oncebox.store.base import WHOLE, DeadLetterFilter, Preview, Store
+from oncebox.store.base import DeadLetterFilter, Preview, Store
 
 SEARCH_BYTES = 256  # the longest search term, in bytes (UTF-8)
 SEARCH_SECONDS = 10.0  # how long one search may read
@@ -48,12 +49,7 @@ def search_term(search: bytes | str | None) -> bytes | None:
     return needle or None
 
 
-def _read(preview: Preview | None) -> Preview:
-    return WHOLE if preview is None else read_cut(preview)
-
-
-def _shown(cls: type[V], rows: Sequence[Any], preview: Preview | None) -> list[V]:
-    return views(cls, rows) if preview is None else [shown(cls, row, preview) for row in rows]
+_ALL = 2**62  # no limit
 
 
 class Reads(ABC):
@@ -102,8 +98,8 @@ class Reads(ABC):
         cut (:func:`~oncebox.engine.views.shown`), so that no large row is read whole."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
         with self.store.scanning() as tx:
-            rows = tx.list_quarantine(inbox_id, status, limit, after, _read(preview))
-        return _shown(Quarantined, rows, preview)
+            rows = tx.list_quarantine(inbox_id, status, limit, after, to_read(preview))
+        return listed(Quarantined, rows, preview)
 
     def originals(self, rows: Sequence[Quarantined], preview: Preview) -> dict[int, Record]:
         """The records these quarantine rows conflict with, by quarantine row id, shown
@@ -136,13 +132,13 @@ class Reads(ABC):
         budget = SEARCH_SECONDS if needle else None
         try:
             with self.store.scanning(budget) as tx:
-                rows = tx.list_dead_letters(inbox_id, limit, filters, _read(preview))
+                rows = tx.list_dead_letters(inbox_id, limit, filters, to_read(preview))
         except ReadTimedOut:
             raise ReadTimedOut(
                 f"the search ran past its {SEARCH_SECONDS:g} s budget: narrow it (an "
                 "inbox, a reason, since and until), or retry when the store is less busy"
             ) from None
-        return _shown(DeadLetter, rows, preview)
+        return listed(DeadLetter, rows, preview)
 
     def get_dead_letter(self, letter_id: int) -> tuple[str, DeadLetter] | None:
         """A dead letter with its inbox's name (to check who may see or replay it)."""
@@ -259,9 +255,31 @@ class Reads(ABC):
             ],
         }
 
-    def work_keys(self, inbox: str) -> list[WorkItem]:
+    def work_keys(
+        self,
+        inbox: str,
+        *,
+        limit: int | None = None,
+        after: tuple[str, str, str] | None = None,
+        dirty: bool = False,
+        preview: Preview | None = None,
+    ) -> list[WorkItem]:
+        """Work keys in key order after ``after`` (every one: ``limit`` None), only the
+        dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
+        inbox_id = self.inbox(inbox).row.id
+        with self.store.scanning() as tx:
+            rows = tx.list_work_keys(
+                inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
+                preview=to_read(preview),
+            )  # fmt: skip
+        return listed(WorkItem, rows, preview)
+
+    def work_key(self, inbox: str, key: tuple[str, str, str]) -> WorkItem | None:
+        """One work key, its document whole."""
+        inbox_id = self.inbox(inbox).row.id
         with self.store.reading() as tx:
-            return views(WorkItem, tx.work_keys(self.inbox(inbox).row.id))
+            row = tx.work_key(inbox_id, key)
+        return view(WorkItem, row) if row is not None else None
 
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
+from oncebox.store.listing import WHOLE
 from oncebox.store.listing import Preview as Preview  # what a listing shows of a value
 
 V = TypeVar("V")
@@ -21,7 +22,10 @@ _NAMES: dict[tuple[type, type], tuple[str, ...]] = {}
 # What a listing shows of each value (the whole is one request away: the row's own view).
 LISTED = Preview(content=1024, text=512, fields=2048)
 # The text values a sender chose, which a listing shows cut to ``Preview.text``.
-_TEXTS = ("identity", "key", "detail", "note", "device_time", "snapshot_id", "delivery_id")
+_TEXTS = ("identity", "key", "detail", "note", "device_time", "snapshot_id", "delivery_id",
+          "last_error")  # fmt: skip
+# JSON texts, which a listing leaves out (None) when longer than ``Preview.fields``.
+_JSON = ("fields", "document")
 
 
 def view(cls: type[V], row: Any) -> V:
@@ -40,6 +44,16 @@ def read_cut(preview: Preview) -> Preview:
     return replace(preview, text=preview.text + 1, fields=preview.fields + 1)
 
 
+def to_read(preview: Preview | None) -> Preview:
+    """What to read for ``preview`` (None: every value whole)."""
+    return WHOLE if preview is None else read_cut(preview)
+
+
+def listed(cls: type[V], rows: Any, preview: Preview | None) -> list[V]:
+    """Rows read with :func:`to_read` as views, shown cut to ``preview`` if given."""
+    return views(cls, rows) if preview is None else [shown(cls, row, preview) for row in rows]
+
+
 def shown(cls: type[V], row: Any, preview: Preview) -> V:
     """A row read cut (:func:`read_cut`) as the view a listing shows: each text longer
     than ``preview.text`` cut to it, fields longer than ``preview.fields`` left out
@@ -53,9 +67,13 @@ def shown(cls: type[V], row: Any, preview: Preview) -> V:
         if isinstance(value, str) and len(value) > preview.text:
             changes[name] = value[: preview.text]
             cut.append(name)
-    if isinstance(getattr(item, "fields", None), str) and len(item.fields) > preview.fields:  # type: ignore[attr-defined]
-        changes["fields"] = None
-        cut.append("fields")
+    for name in _JSON:
+        value = getattr(item, name, None)
+        if isinstance(value, str) and len(value) > preview.fields:
+            changes[name] = None
+            cut.append(name)
+    if getattr(item, "document", None) is None and getattr(item, "document_length", None):
+        cut.append("document")  # the store left it out already (too long to read)
     for name, whole in (("content", "content_length"), ("head", "kept")):
         value, length = getattr(item, name, None), getattr(item, whole, None)
         if value is not None and length is not None and len(value) < length:
@@ -220,6 +238,8 @@ class WorkItem:
     next_attempt: float = 0.0
     last_error: str | None = None
     in_review: int = 0
+    document_length: int | None = None  # of the whole document
+    cut: tuple[str, ...] = ()  # in a listing: the values shown only in part (see shown)
 
     @property
     def key(self) -> tuple[str, str, str]:

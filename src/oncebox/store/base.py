@@ -241,7 +241,19 @@ class WorkKeys(Protocol):
         """One generation more per occurrence of a key."""
         ...
 
-    def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
+    def list_work_keys(
+        self,
+        inbox_id: int,
+        limit: int,
+        after: WorkKey | None = None,
+        *,
+        dirty: bool = False,
+        review: bool = False,
+        preview: Preview = WHOLE,
+    ) -> list[WorkKeyRow]:
+        """A page in key order after ``after``: only dirty keys, or only those in
+        review, if asked; documents and errors read cut to ``preview``."""
+        ...
 
     def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
         """A work key; ``lock`` holds it against other writers until this transaction ends."""

@@ -199,6 +199,7 @@ class WorkKeyRow:
     next_attempt: float = 0.0
     last_error: str | None = None
     in_review: int = 0
+    document_length: int | None = None  # of the whole document (a listing may leave it out)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -134,6 +134,8 @@ def work_key_json(row: WorkItem) -> dict[str, Any]:
         "claimed_by": row.claimed_by,
         "document": json.loads(row.document, parse_int=_exact_int) if row.document else None,
         "document_generation": row.document_generation,
+        "document_length": row.document_length,
+        "cut": list(row.cut),
     }
 
 

@@ -3,9 +3,10 @@ whole is, so that a listing's answer is bounded in bytes as well as rows.
 
 A listing shows a content (a newcomer's, its original's) or a dead letter's kept head
 cut to its first 1,024 bytes, each text a sender chose (identity, key, detail, transport
-facts, note) cut to 512 characters, and named fields only when their JSON is at most
-2,048 characters; ``cut`` names what is shown only in part. The whole row is one request
-away: ``GET /v1/quarantine/{id}``, ``GET /v1/dead-letters/{id}``.
+facts, note, a reader's error) cut to 512 characters, and named fields or a work key's
+document only when their JSON is at most 2,048 characters; ``cut`` names what is shown
+only in part. The whole row is one request away: ``GET /v1/quarantine/{id}``, ``GET
+/v1/dead-letters/{id}``, ``GET /v1/inboxes/{inbox}/work/key?seller_id=...``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from oncebox.surfaces.http.models import (
     JsonObject,
     QuarantineOut,
     RecordOut,
+    WorkKeyOut,
+    WorkOut,
 )
 
 CUT = (
@@ -57,3 +60,20 @@ class DeadLetterListedOut(DeadLetterOut):
     ``GET /v1/dead-letters/{id}``."""
 
     cut: list[str] = Field(description=CUT)
+
+
+class WorkKeyListedOut(WorkKeyOut):
+    """A work key as a listing shows it."""
+
+    document_length: int | None = Field(
+        description="Characters of the document's JSON; null for none."
+    )
+    cut: list[str] = Field(description=CUT + " The document is left out (null) the same way.")
+
+
+class WorkListedOut(WorkOut):
+    """A page of an inbox's work keys with the figures of them all."""
+
+    keys: list[WorkKeyListedOut] = Field(  # type: ignore[assignment]
+        description="The keys, in key order (only dirty ones if asked)."
+    )

@@ -232,11 +232,22 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM evictions WHERE inbox_id = %(inbox)s);
 
--- name: work_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+-- name: list_work_keys
+-- Named parameters. A page of an inbox's work keys in key order, after the key (s, k, m)
+-- if given; only dirty ones, or only those in review, if asked. A document longer than
+-- fields characters is left out of the page (its length beside), the last error is cut
+-- to text.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation,
+       CASE WHEN length(document) <= %(fields)s::int THEN document END AS document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = %s ORDER BY seller_id, sku, marketplace_id;
+       claimed_by, claim_expires, failures, next_attempt,
+       left(last_error, %(text)s::int) AS last_error, in_review,
+       length(document) AS document_length
+FROM work_keys
+WHERE inbox_id = %(inbox)s AND (NOT %(dirty)s OR generation > applied_generation)
+  AND (NOT %(review)s OR in_review = 1)
+  AND (%(s)s::text IS NULL OR (seller_id, sku, marketplace_id) > (%(s)s, %(k)s, %(m)s))
+ORDER BY seller_id, sku, marketplace_id LIMIT %(limit)s;
 
 -- name: work_key
 SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,

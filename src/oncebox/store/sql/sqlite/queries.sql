@@ -193,11 +193,21 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
   (SELECT count(*) FROM evictions WHERE inbox_id = :inbox);
 
--- name: work_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+-- name: list_work_keys
+-- A page of an inbox's work keys in key order, after the key (:s, :k, :m) if given; only
+-- dirty ones, or only those in review, if asked. A document longer than :fields
+-- characters is left out of the page (its length beside), the last error is cut to :text.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation,
+       CASE WHEN length(document) <= :fields THEN document END AS document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = ? ORDER BY seller_id, sku, marketplace_id;
+       claimed_by, claim_expires, failures, next_attempt,
+       substr(last_error, 1, :text) AS last_error, in_review,
+       length(document) AS document_length
+FROM work_keys
+WHERE inbox_id = :inbox AND (NOT :dirty OR generation > applied_generation)
+  AND (NOT :review OR in_review = 1)
+  AND (:s IS NULL OR (seller_id, sku, marketplace_id) > (:s, :k, :m))
+ORDER BY seller_id, sku, marketplace_id LIMIT :limit;
 
 -- name: work_key_for_update
 -- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.
