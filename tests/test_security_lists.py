@@ -31,8 +31,10 @@ import oncebox
 from helpers import event_body
 from httpserver import serving as serving_app
 from oncebox import Delivery
+from oncebox.engine import reads
 from oncebox.engine.reconciler import ReadResult, WorkKey
 from oncebox.engine.views import LISTED
+from oncebox.errors import ReadTimedOut
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
 from serveproc import serving
@@ -330,3 +332,25 @@ def test_work_keys_are_listed_a_page_at_a_time_documents_bounded(
         assert http.get("/v1/inboxes/listing/work?limit=1001").status_code == 422
         review = http.get("/v1/inboxes/listing/work/review").json()
         assert [k["key"]["sku"] for k in review] == ["SKU-4"] and review[0]["cut"]
+
+
+def test_a_search_past_its_budget_is_stopped(
+    box: oncebox.Oncebox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search has a time budget, kept by the store (SQLite's progress handler,
+    PostgreSQL's statement_timeout): past it the read stops, with ReadTimedOut (a 503
+    with Retry-After over HTTP). Here the budget is made a nanosecond; on PostgreSQL the
+    table is locked as well, so the search cannot finish before it."""
+    monkeypatch.setattr(reads, "SEARCH_SECONDS", 1e-9)
+    box.ingest_batch("listing", [Delivery(b"a" * HEAD) for _ in range(200)])
+    held = psycopg.connect(box.store.url) if box.store.url.startswith("postgresql") else None
+    try:
+        if held is not None:
+            held.execute("LOCK TABLE dead_letters IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(ReadTimedOut, match="budget"):
+            box.dead_letters("listing", search="zzz")
+    finally:
+        if held is not None:
+            held.rollback()
+            held.close()
+    assert len(box.dead_letters("listing", 1000)) == 200  # no search, no budget

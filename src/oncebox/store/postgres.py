@@ -60,10 +60,10 @@ def _driver_error(exc: BaseException | None) -> BaseException | None:
 
 def _storage_error(exc: BaseException) -> StorageError:
     """The one place psycopg errors become oncebox errors."""
-    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.QueryCanceled):  # a scan's statement_timeout
         return ReadTimedOut()
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
+        return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
         return StorageUnavailable(f"PostgreSQL is restarting: {exc}")
     return StorageError(f"PostgreSQL failed: {exc}")
