@@ -1,7 +1,10 @@
 """The read side of the library's front door: every view of an inbox and of the log.
 
 Each read is one snapshot (``store.reading()``) that never blocks a writer, and gives the
-engine's own view types (:mod:`oncebox.engine.views`), never a store's rows.
+engine's own view types (:mod:`oncebox.engine.views`), never a store's rows. A listing
+(quarantine, dead letters, work keys) reads through ``store.scanning()``, on connections
+no writer waits for, a search within a time budget; given a preview (``LISTED``) it reads
+each row cut, so that no large value is read whole to list it.
 """
 
 from __future__ import annotations
