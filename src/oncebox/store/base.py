@@ -121,15 +121,11 @@ class Rejects(Protocol):
         ...
 
     def list_quarantine(
-        self,
-        inbox_id: int | None,
-        status: str | None,
-        limit: int,
-        after: int = 0,
+        self, inbox_id: int | None, status: str | None, limit: int, after: int = 0,
         preview: Preview = WHOLE,
     ) -> list[QuarantineRow]:
         """Rows after id ``after``, in id order, each value read cut to ``preview``."""
-        ...
+        ...  # fmt: skip
 
     def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, RecordRow]:
         """The records these quarantine rows conflict with, by quarantine row id, each
@@ -141,14 +137,11 @@ class Rejects(Protocol):
         ...
 
     def list_dead_letters(
-        self,
-        inbox_id: int | None,
-        limit: int,
-        filters: DeadLetterFilter | None = None,
+        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None,
         preview: Preview = WHOLE,
     ) -> list[DeadLetterRow]:
         """Each value read cut to ``preview`` (the search looks at the whole kept head)."""
-        ...
+        ...  # fmt: skip
 
     def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
         """A dead letter, held against a second replay until this transaction ends."""
@@ -242,18 +235,12 @@ class WorkKeys(Protocol):
         ...
 
     def list_work_keys(
-        self,
-        inbox_id: int,
-        limit: int,
-        after: WorkKey | None = None,
-        *,
-        dirty: bool = False,
-        review: bool = False,
-        preview: Preview = WHOLE,
+        self, inbox_id: int, limit: int, after: WorkKey | None = None, *, dirty: bool = False,
+        review: bool = False, preview: Preview = WHOLE,
     ) -> list[WorkKeyRow]:
         """A page in key order after ``after``: only dirty keys, or only those in
         review, if asked; documents and errors read cut to ``preview``."""
-        ...
+        ...  # fmt: skip
 
     def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
         """A work key; ``lock`` holds it against other writers until this transaction ends."""
@@ -354,10 +341,8 @@ class Store(Protocol):
         ...
 
     def scanning(self, budget: float | None = None) -> AbstractContextManager[Tx]:
-        """A read-only snapshot for a listing or a search, which may read many rows: on
-        connections of its own (never one a writer waits for), and with ``budget``
-        seconds at most, past which it stops with
-        :class:`oncebox.errors.ReadTimedOut`."""
+        """A read-only snapshot for a listing or a search: on connections no writer
+        waits for; past ``budget`` seconds it stops (:class:`~oncebox.errors.ReadTimedOut`)."""
         ...
 
     def now(self) -> float:
