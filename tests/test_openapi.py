@@ -26,6 +26,12 @@ from httpserver import serving
 from oncebox import ManualClock, Oncebox
 from oncebox.engine.views import DeadLetter, Quarantined, Record, WorkItem
 from oncebox.surfaces.http import create_app
+from oncebox.surfaces.http.listed import (
+    DeadLetterListedOut,
+    QuarantineListedOut,
+    RecordListedOut,
+    WorkKeyListedOut,
+)
 from oncebox.surfaces.http.models import DeadLetterOut, QuarantineOut, RecordOut, WorkKeyOut
 
 METHODS = {"get", "post", "put", "patch", "delete"}
@@ -223,11 +229,33 @@ def test_every_status_answered_is_declared(
 @pytest.mark.parametrize(
     ("model", "view", "added", "left_out"),
     [
-        (RecordOut, Record, set(), set()),
-        (QuarantineOut, Quarantined, {"inbox", "original"}, set()),
-        (DeadLetterOut, DeadLetter, {"inbox"}, set()),
+        # A whole row has nothing cut; a listing's row says what it cut (issue 19).
+        (RecordOut, Record, set(), {"cut"}),
+        (QuarantineOut, Quarantined, {"inbox", "original"}, {"cut"}),
+        (DeadLetterOut, DeadLetter, {"inbox"}, {"cut"}),
+        (RecordListedOut, Record, {"content_sha256"}, set()),
+        (QuarantineListedOut, Quarantined, {"inbox", "original", "content_sha256"}, set()),
+        (DeadLetterListedOut, DeadLetter, {"inbox"}, set()),
         (
             WorkKeyOut,
+            WorkItem,
+            {"key", "dirty"},
+            {
+                "seller_id",
+                "sku",
+                "marketplace_id",
+                "applied_token",
+                "refreshed_at",
+                "claim_token",
+                "claim_generation",
+                "claim_expires",
+                "next_attempt",
+                "document_length",  # a listing's (issue 19)
+                "cut",
+            },
+        ),
+        (
+            WorkKeyListedOut,
             WorkItem,
             {"key", "dirty"},
             {

@@ -37,6 +37,11 @@ class RetryTransaction(StorageUnavailable):
     work again from the start (a bounded number of times) before giving up."""
 
 
+class ReadTimedOut(StorageUnavailable):
+    """A read (a listing, a search) ran past its time budget and was stopped; nothing
+    changed. Narrow it, or retry when the store is less busy."""
+
+
 class UnsafeSQLite(StorageError):
     """This SQLite library has a known corruption bug and is refused."""
 

@@ -1,13 +1,17 @@
 """The read side of the library's front door: every view of an inbox and of the log.
 
 Each read is one snapshot (``store.reading()``) that never blocks a writer, and gives the
-engine's own view types (:mod:`oncebox.engine.views`), never a store's rows.
+engine's own view types (:mod:`oncebox.engine.views`), never a store's rows. A listing
+(quarantine, dead letters, work keys) reads through ``store.scanning()``, on connections
+no writer waits for, a search within a time budget; given a preview (``LISTED``) it reads
+each row cut, so that no large value is read whole to list it.
 """
 
 from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from oncebox.engine import audit, log, tokens
@@ -23,11 +27,32 @@ from oncebox.engine.views import (
     Record,
     Revision,
     WorkItem,
+    listed,
+    read_cut,
+    shown,
+    to_read,
     view,
     views,
 )
-from oncebox.errors import InvalidOperation
-from oncebox.store.base import DeadLetterFilter, Store
+from oncebox.errors import InvalidOperation, ReadTimedOut
+from oncebox.store.base import DeadLetterFilter, Preview, Store
+
+SEARCH_BYTES = 256  # the longest search term, in bytes (UTF-8)
+SEARCH_SECONDS = 10.0  # how long one search may read
+
+
+def search_term(search: bytes | str | None) -> bytes | None:
+    """The bytes a dead-letter search looks for (None: no search); a longer term than
+    :data:`SEARCH_BYTES` is refused, since each byte more is work over every head."""
+    needle = search.encode("utf-8") if isinstance(search, str) else search
+    if needle and len(needle) > SEARCH_BYTES:
+        raise InvalidOperation(
+            f"a search term is at most {SEARCH_BYTES} bytes (UTF-8); this one is {len(needle)}"
+        )
+    return needle or None
+
+
+_ALL = 2**62  # no limit
 
 
 class Reads(ABC):
@@ -63,11 +88,28 @@ class Reads(ABC):
             return views(Entry, tx.log_entries(start, start + limit))
 
     def quarantined(
-        self, inbox: str | None = None, status: str | None = "open", limit: int = 1000
+        self,
+        inbox: str | None = None,
+        status: str | None = "open",
+        limit: int = 1000,
+        *,
+        after: int = 0,
+        preview: Preview | None = None,
     ) -> list[Quarantined]:
+        """Quarantine rows in id order after id ``after``; with a ``preview`` (a
+        listing's, :data:`~oncebox.engine.views.LISTED`) each value is read and shown
+        cut (:func:`~oncebox.engine.views.shown`), so that no large row is read whole."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
-        with self.store.reading() as tx:
-            return views(Quarantined, tx.list_quarantine(inbox_id, status, limit))
+        with self.store.scanning() as tx:
+            rows = tx.list_quarantine(inbox_id, status, limit, after, to_read(preview))
+        return listed(Quarantined, rows, preview)
+
+    def originals(self, rows: Sequence[Quarantined], preview: Preview) -> dict[int, Record]:
+        """The records these quarantine rows conflict with, by quarantine row id, shown
+        cut to ``preview`` (:meth:`original` gives one whole)."""
+        with self.store.scanning() as tx:
+            found = tx.originals([row.id for row in rows], read_cut(preview))
+        return {qid: shown(Record, row, preview) for qid, row in found.items()}
 
     def dead_letters(
         self,
@@ -79,15 +121,27 @@ class Reads(ABC):
         until: float | None = None,
         search: bytes | str | None = None,
         after: int = 0,
+        preview: Preview | None = None,
     ) -> list[DeadLetter]:
         """Dead letters in id order, filtered by inbox, reason, time received (server
         clock, ``since <= t < until``) and bytes their kept head contains, the page
-        after id ``after``."""
+        after id ``after``; with a ``preview``, shown cut as :meth:`quarantined` says.
+
+        A search (at most :data:`SEARCH_BYTES`) looks through every kept head in its
+        range, so it has :data:`SEARCH_SECONDS` to finish (:class:`ReadTimedOut`)."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
-        needle = search.encode("utf-8") if isinstance(search, str) else search
-        filters = DeadLetterFilter(reason, since, until, needle or None, after)
-        with self.store.reading() as tx:
-            return views(DeadLetter, tx.list_dead_letters(inbox_id, limit, filters))
+        needle = search_term(search)
+        filters = DeadLetterFilter(reason, since, until, needle, after)
+        budget = SEARCH_SECONDS if needle else None
+        try:
+            with self.store.scanning(budget) as tx:
+                rows = tx.list_dead_letters(inbox_id, limit, filters, to_read(preview))
+        except ReadTimedOut:
+            raise ReadTimedOut(
+                f"the search ran past its {SEARCH_SECONDS:g} s budget: narrow it (an "
+                "inbox, a reason, since and until), or retry when the store is less busy"
+            ) from None
+        return listed(DeadLetter, rows, preview)
 
     def get_dead_letter(self, letter_id: int) -> tuple[str, DeadLetter] | None:
         """A dead letter with its inbox's name (to check who may see or replay it)."""
@@ -204,9 +258,31 @@ class Reads(ABC):
             ],
         }
 
-    def work_keys(self, inbox: str) -> list[WorkItem]:
+    def work_keys(
+        self,
+        inbox: str,
+        *,
+        limit: int | None = None,
+        after: tuple[str, str, str] | None = None,
+        dirty: bool = False,
+        preview: Preview | None = None,
+    ) -> list[WorkItem]:
+        """Work keys in key order after ``after`` (every one: ``limit`` None), only the
+        dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
+        inbox_id = self.inbox(inbox).row.id
+        with self.store.scanning() as tx:
+            rows = tx.list_work_keys(
+                inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
+                preview=to_read(preview),
+            )  # fmt: skip
+        return listed(WorkItem, rows, preview)
+
+    def work_key(self, inbox: str, key: tuple[str, str, str]) -> WorkItem | None:
+        """One work key, its document whole."""
+        inbox_id = self.inbox(inbox).row.id
         with self.store.reading() as tx:
-            return views(WorkItem, tx.work_keys(self.inbox(inbox).row.id))
+            row = tx.work_key(inbox_id, key)
+        return view(WorkItem, row) if row is not None else None
 
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:

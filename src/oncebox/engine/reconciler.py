@@ -32,7 +32,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.engine.views import WorkItem, views
+from oncebox.engine.views import Preview, WorkItem, listed, to_read, views
 from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 from oncebox.formats.canonical import canonical
 from oncebox.formats.invalid import Invalid
@@ -320,9 +320,11 @@ class Reconciler:
         return Outcome.SUPERSEDED
 
     # -- operators -----------------------------------------------------------------------
-    def review(self) -> list[WorkItem]:
-        with self.store.reading() as tx:
-            return views(WorkItem, [row for row in tx.work_keys(self.inbox_id) if row.in_review])
+    def review(self, limit: int = 2**62, preview: Preview | None = None) -> list[WorkItem]:
+        """The keys in review, in key order (with a ``preview``: as a listing shows them)."""
+        with self.store.scanning() as tx:
+            rows = tx.list_work_keys(self.inbox_id, limit, review=True, preview=to_read(preview))
+        return listed(WorkItem, rows, preview)
 
     def retry(self, key: tuple[str, str, str], actor: str | None = None) -> None:
         """Send a key back from review: its failure count starts again. ``actor`` (who

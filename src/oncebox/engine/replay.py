@@ -17,17 +17,28 @@ from oncebox.formats import Delivery
 from oncebox.store.base import DeadLetterRow
 
 
+def kept_in_part(letter: DeadLetterRow | DeadLetter) -> str | None:
+    """Why a dead letter cannot be replayed (its head is not all that arrived), or None;
+    as true of a listing's preview of it as of the whole."""
+    kept = len(letter.head) if letter.kept is None else letter.kept
+    if letter.length == kept:
+        return None
+    return (
+        f"dead letter {letter.id} was kept only in part (the first {kept:,} of "
+        f"{letter.length:,} bytes), so it cannot be replayed: ask its sender to send it again"
+    )
+
+
 def replayable(letter: DeadLetterRow | DeadLetter) -> Delivery:
     """The delivery a dead letter kept, with its transport facts (not its lease token,
     which dead letters do not keep) and the signature it was verified with on arrival:
     what a replay decides, and what a download of it re-delivers."""
     head = bytes(letter.head)
-    if letter.length != len(head):
-        raise InvalidOperation(
-            f"dead letter {letter.id} was kept only in part (the first {len(head):,} of "
-            f"{letter.length:,} bytes), so it cannot be replayed: ask its sender to send "
-            f"it again"
-        )
+    why = kept_in_part(letter)
+    if why is not None:
+        raise InvalidOperation(why)
+    if len(head) != letter.length:  # a listing's preview: read the dead letter whole first
+        raise InvalidOperation(f"dead letter {letter.id} was read only in part")
     return Delivery(
         body=head,
         key=letter.key,

@@ -10,20 +10,75 @@ is the JSON text of a record's named values (:func:`fields_of` reads it).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
+
+from oncebox.store.listing import WHOLE
+from oncebox.store.listing import Preview as Preview  # what a listing shows of a value
 
 V = TypeVar("V")
 
-_NAMES: dict[type, tuple[str, ...]] = {}
+_NAMES: dict[tuple[type, type], tuple[str, ...]] = {}
+# What a listing shows of each value (the whole is one request away: the row's own view).
+LISTED = Preview(content=1024, text=512, fields=2048)
+# The text values a sender chose, which a listing shows cut to ``Preview.text``.
+_TEXTS = ("identity", "key", "detail", "note", "device_time", "snapshot_id", "delivery_id",
+          "last_error")  # fmt: skip
+# JSON texts, which a listing leaves out (None) when longer than ``Preview.fields``.
+_JSON = ("fields", "document")
 
 
 def view(cls: type[V], row: Any) -> V:
-    """``cls`` built from the same-named attributes of ``row``."""
-    names = _NAMES.get(cls)
+    """``cls`` built from the same-named attributes of ``row`` (a field the row lacks
+    keeps its default)."""
+    names = _NAMES.get((cls, type(row)))
     if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+        names = tuple(f.name for f in fields(cls) if hasattr(row, f.name))  # type: ignore[arg-type]
+        _NAMES[cls, type(row)] = names
     return cls(**{name: getattr(row, name) for name in names})
+
+
+def read_cut(preview: Preview) -> Preview:
+    """What to read of each value to show ``preview``: one character more of a text
+    than is shown, so that a text cut is told from one exactly as long."""
+    return replace(preview, text=preview.text + 1, fields=preview.fields + 1)
+
+
+def to_read(preview: Preview | None) -> Preview:
+    """What to read for ``preview`` (None: every value whole)."""
+    return WHOLE if preview is None else read_cut(preview)
+
+
+def listed(cls: type[V], rows: Any, preview: Preview | None) -> list[V]:
+    """Rows read with :func:`to_read` as views, shown cut to ``preview`` if given."""
+    return views(cls, rows) if preview is None else [shown(cls, row, preview) for row in rows]
+
+
+def shown(cls: type[V], row: Any, preview: Preview) -> V:
+    """A row read cut (:func:`read_cut`) as the view a listing shows: each text longer
+    than ``preview.text`` cut to it, fields longer than ``preview.fields`` left out
+    (None), and ``cut`` naming every value shown only in part (a content or head is by
+    its whole length, ``content_length`` or ``kept``)."""
+    item = view(cls, row)
+    changes: dict[str, Any] = {}
+    cut = []
+    for name in _TEXTS:
+        value = getattr(item, name, None)
+        if isinstance(value, str) and len(value) > preview.text:
+            changes[name] = value[: preview.text]
+            cut.append(name)
+    for name in _JSON:
+        value = getattr(item, name, None)
+        if isinstance(value, str) and len(value) > preview.fields:
+            changes[name] = None
+            cut.append(name)
+    if getattr(item, "document", None) is None and getattr(item, "document_length", None):
+        cut.append("document")  # the store left it out already (too long to read)
+    for name, whole in (("content", "content_length"), ("head", "kept")):
+        value, length = getattr(item, name, None), getattr(item, whole, None)
+        if value is not None and length is not None and len(value) < length:
+            cut.append(name)
+    return replace(item, **changes, cut=tuple(cut))  # type: ignore[type-var]
 
 
 def views(cls: type[V], rows: Any) -> list[V]:
@@ -53,6 +108,8 @@ class Record:
     signature: str | None = None  # JSON text: see signature_of
     log_seq: int | None = None
     revised_at: float | None = None
+    content_length: int | None = None  # bytes of the whole content (None once evicted)
+    cut: tuple[str, ...] = ()  # in a listing: the values shown only in part (see shown)
 
     @property
     def is_tombstone(self) -> bool:
@@ -70,7 +127,7 @@ class Quarantined:
     record_id: int | None
     witness: bytes
     content: bytes
-    fields: str
+    fields: str | None  # None only in a listing, when too long to list (see cut)
     reason: str
     status: str  # open | kept | accepted
     note: str | None
@@ -83,6 +140,8 @@ class Quarantined:
     delivery_id: str | None
     signature: str | None = None  # JSON text: see signature_of
     resolved_by: str | None = None  # the actor: an API token's name
+    content_length: int | None = None  # bytes of the whole content
+    cut: tuple[str, ...] = ()  # in a listing: the values shown only in part (see shown)
 
 
 @dataclass(frozen=True)
@@ -105,6 +164,8 @@ class DeadLetter:
     replayed_at: float | None = None
     replayed_by: str | None = None
     replay_verdict: str | None = None
+    kept: int | None = None  # bytes of the kept head (``length`` bytes arrived)
+    cut: tuple[str, ...] = ()  # in a listing: the values shown only in part (see shown)
 
 
 @dataclass(frozen=True)
@@ -177,6 +238,8 @@ class WorkItem:
     next_attempt: float = 0.0
     last_error: str | None = None
     in_review: int = 0
+    document_length: int | None = None  # of the whole document
+    cut: tuple[str, ...] = ()  # in a listing: the values shown only in part (see shown)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from oncebox.store.admin import Inboxes, Retention, Tokens
+from oncebox.store.listing import WHOLE, DeadLetterFilter, Preview
 from oncebox.store.rows import (
     Arrival,
     DeadLetterRow,
@@ -47,17 +47,6 @@ from oncebox.store.rows import (
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class DeadLetterFilter:
-    """Which dead letters to list: each unset filter lets any through. ``since`` and
-    ``until`` are server-clock seconds; ``search`` is bytes the stored head contains;
-    ``after`` is the last id of the page before."""
-
-    reason: str | None = None
-    since: float | None = None
-    until: float | None = None
-    search: bytes | None = None
-    after: int = 0
 WorkKey = tuple[str, str, str]
 
 
@@ -132,16 +121,27 @@ class Rejects(Protocol):
         ...
 
     def list_quarantine(
-        self, inbox_id: int | None, status: str | None, limit: int
-    ) -> list[QuarantineRow]: ...
+        self, inbox_id: int | None, status: str | None, limit: int, after: int = 0,
+        preview: Preview = WHOLE,
+    ) -> list[QuarantineRow]:
+        """Rows after id ``after``, in id order, each value read cut to ``preview``."""
+        ...  # fmt: skip
+
+    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, RecordRow]:
+        """The records these quarantine rows conflict with, by quarantine row id, each
+        value read cut to ``preview``."""
+        ...
 
     def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:
         """Keep each letter; their ids, in order."""
         ...
 
     def list_dead_letters(
-        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None
-    ) -> list[DeadLetterRow]: ...
+        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None,
+        preview: Preview = WHOLE,
+    ) -> list[DeadLetterRow]:
+        """Each value read cut to ``preview`` (the search looks at the whole kept head)."""
+        ...  # fmt: skip
 
     def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
         """A dead letter, held against a second replay until this transaction ends."""
@@ -234,7 +234,13 @@ class WorkKeys(Protocol):
         """One generation more per occurrence of a key."""
         ...
 
-    def work_keys(self, inbox_id: int) -> list[WorkKeyRow]: ...
+    def list_work_keys(
+        self, inbox_id: int, limit: int, after: WorkKey | None = None, *, dirty: bool = False,
+        review: bool = False, preview: Preview = WHOLE,
+    ) -> list[WorkKeyRow]:
+        """A page in key order after ``after``: only dirty keys, or only those in
+        review, if asked; documents and errors read cut to ``preview``."""
+        ...  # fmt: skip
 
     def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
         """A work key; ``lock`` holds it against other writers until this transaction ends."""
@@ -334,6 +340,11 @@ class Store(Protocol):
         """A read-only snapshot that does not block writers."""
         ...
 
+    def scanning(self, budget: float | None = None) -> AbstractContextManager[Tx]:
+        """A read-only snapshot for a listing or a search: on connections no writer
+        waits for; past ``budget`` seconds it stops (:class:`~oncebox.errors.ReadTimedOut`)."""
+        ...
+
     def now(self) -> float:
         """The server clock, in seconds since the epoch."""
         ...
@@ -342,6 +353,7 @@ class Store(Protocol):
 
 
 __all__ = [
+    "WHOLE",
     "Arrival",
     "DeadLetterFilter",
     "DeadLetterRow",
@@ -359,6 +371,7 @@ __all__ = [
     "NewRecord",
     "Newcomer",
     "PendingEvent",
+    "Preview",
     "QuarantineRow",
     "RecordRow",
     "Records",

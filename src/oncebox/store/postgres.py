@@ -31,7 +31,13 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from oncebox.errors import ApplyError, RetryTransaction, StorageError, StorageUnavailable
+from oncebox.errors import (
+    ApplyError,
+    ReadTimedOut,
+    RetryTransaction,
+    StorageError,
+    StorageUnavailable,
+)
 from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
@@ -41,6 +47,7 @@ Q = load_queries("postgres")
 COLUMNAR = frozenset(name for name, sql in Q.items() if "-- columnar" in sql)
 RETRIES = 20
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
+SCANNERS = 4  # connections of scans (listings, searches), apart from the writers' pool
 _RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
@@ -64,6 +71,8 @@ def _store_failed(exc: BaseException) -> bool:
 
 def _storage_error(exc: BaseException) -> StorageError:
     """The one place psycopg errors become oncebox errors."""
+    if isinstance(exc, pg_errors.QueryCanceled):  # a scan's statement_timeout
+        return ReadTimedOut()
     if isinstance(exc, psycopg.OperationalError | PoolTimeout):
         return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
@@ -204,6 +213,8 @@ class PostgresStore:
             weakref.WeakKeyDictionary()
         )
         self._relaxed = threading.local()
+        self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._scan_lock = threading.Lock()
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 url,
@@ -227,9 +238,11 @@ class PostgresStore:
             return tx.now()
 
     @contextmanager
-    def _transaction(self, begin: str) -> Iterator[PostgresTx]:
+    def _transaction(
+        self, begin: str, pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+    ) -> Iterator[PostgresTx]:
         try:
-            with self._pool.connection() as conn:
+            with (pool or self._pool).connection() as conn:
                 conn.execute(begin)
                 try:
                     yield PostgresTx(conn, self._clock)
@@ -263,6 +276,34 @@ class PostgresStore:
     def reading(self) -> AbstractContextManager[PostgresTx]:
         # One snapshot for the whole read, so a view never mixes two states.
         return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ")
+
+    @contextmanager
+    def scanning(self, budget: float | None = None) -> Iterator[PostgresTx]:
+        """A read-only snapshot on a pool of its own: however many listings and
+        searches run, none takes a connection a writer waits for; with ``budget``, a
+        statement_timeout stops each statement past it."""
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        with self._transaction(begin, self._scan_pool()) as tx:
+            if budget is not None:
+                tx._conn.execute(f"SET LOCAL statement_timeout = {max(1, int(budget * 1000))}")
+            yield tx
+
+    def _scan_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        with self._scan_lock:
+            if self._scanners is None:
+                try:
+                    self._scanners = ConnectionPool(
+                        self.url,
+                        min_size=0,
+                        max_size=SCANNERS,
+                        open=True,
+                        timeout=30,
+                        kwargs={"autocommit": True},
+                        check=ConnectionPool.check_connection,
+                    )
+                except (psycopg.Error, PoolTimeout) as exc:
+                    raise _storage_error(exc) from exc
+            return self._scanners
 
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
         """On each new connection: the start time of the server run it reached."""
@@ -326,4 +367,7 @@ class PostgresStore:
             return int(row[0]) if row else 0
 
     def close(self) -> None:
+        with self._scan_lock:
+            if self._scanners is not None:
+                self._scanners.close()
         self._pool.close()

@@ -55,6 +55,7 @@ class RecordRow:
     signature: str | None = None
     log_seq: int | None = None
     revised_at: float | None = None
+    content_length: int | None = None  # of the whole content (a listing reads it cut)
 
     @property
     def is_tombstone(self) -> bool:
@@ -134,6 +135,7 @@ class QuarantineRow:
     delivery_id: str | None
     signature: str | None = None
     resolved_by: str | None = None  # the actor: an API token's name
+    content_length: int | None = None  # of the whole content (a listing reads it cut)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class DeadLetterRow:
     replayed_at: float | None = None
     replayed_by: str | None = None
     replay_verdict: str | None = None
+    kept: int | None = None  # bytes of the kept head (a listing reads it cut)
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,7 @@ class WorkKeyRow:
     next_attempt: float = 0.0
     last_error: str | None = None
     in_review: int = 0
+    document_length: int | None = None  # of the whole document (a listing may leave it out)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -24,6 +24,7 @@ import apsw
 from oncebox.errors import (
     ApplyError,
     ConfigError,
+    ReadTimedOut,
     RetryTransaction,
     StorageError,
     StorageUnavailable,
@@ -35,6 +36,7 @@ from oncebox.store.sqltx import Params, SqlTx
 
 Q = load_queries("sqlite")
 BUSY_TIMEOUT_MS = 30_000
+SCAN_STEPS = 1000  # virtual machine steps between a scan's looks at its deadline
 RETRIES = 5
 # NORMAL is not power-safe in WAL mode; it is accepted only for the power-loss harness's
 # negative control.
@@ -92,6 +94,8 @@ def _store_failed(exc: apsw.Error) -> bool:
 
 def _storage_error(exc: apsw.Error) -> StorageError:
     """The one place SQLite errors become oncebox errors."""
+    if isinstance(exc, apsw.InterruptError):  # only a scan's budget interrupts
+        return ReadTimedOut()
     if isinstance(exc, apsw.BusyError | apsw.LockedError):
         return StorageUnavailable(f"SQLite is busy: {exc}")
     if isinstance(exc, apsw.FullError | apsw.IOError | apsw.CantOpenError):
@@ -229,6 +233,23 @@ class SQLiteStore:
     def reading(self) -> AbstractContextManager[SQLiteTx]:
         # A deferred transaction: one consistent snapshot that never takes the write lock.
         return self._transaction("BEGIN DEFERRED")
+
+    @contextmanager
+    def scanning(self, budget: float | None = None) -> Iterator[SQLiteTx]:
+        """A reading snapshot (in WAL mode a reader never holds a writer up, and each
+        thread has its own connection) that SQLite interrupts once ``budget`` seconds
+        have passed: its progress handler looks at the clock every few hundred steps,
+        so even one long statement stops in time."""
+        conn = self._connect()
+        if budget is not None:
+            deadline = time.monotonic() + budget
+            conn.set_progress_handler(lambda: time.monotonic() > deadline, SCAN_STEPS)
+        try:
+            with self._transaction("BEGIN DEFERRED") as tx:
+                yield tx
+        finally:
+            if budget is not None:
+                conn.set_progress_handler(None)
 
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:

@@ -12,11 +12,11 @@ carry, has no line and is left out (:func:`line_of` says why).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from oncebox.engine.box import Oncebox
-from oncebox.engine.replay import replayable
-from oncebox.engine.views import DeadLetter
+from oncebox.engine.replay import kept_in_part, replayable
+from oncebox.engine.views import LISTED, DeadLetter, Preview
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces.lines import line_for
 
@@ -36,10 +36,15 @@ class Query:
 
 
 def page(
-    box: Oncebox, inboxes: Sequence[str], query: Query, limit: int
+    box: Oncebox,
+    inboxes: Sequence[str],
+    query: Query,
+    limit: int,
+    preview: Preview | None = LISTED,
 ) -> list[tuple[str, DeadLetter]]:
     """Up to ``limit`` dead letters of ``inboxes`` after id ``query.after``, in id order,
-    each with its inbox's name."""
+    each with its inbox's name; shown cut to ``preview`` (None: whole, as a download
+    needs them)."""
     found: list[tuple[str, DeadLetter]] = []
     for name in inboxes:
         rows = box.dead_letters(
@@ -50,19 +55,39 @@ def page(
             until=query.until,
             search=query.search,
             after=query.after,
+            preview=preview,
         )
         found += [(name, row) for row in rows]
     found.sort(key=lambda pair: pair[1].id)
     return found[:limit]
 
 
+def pages(
+    box: Oncebox,
+    inboxes: Sequence[str],
+    query: Query,
+    limit: int,
+    size: int,
+    preview: Preview | None = LISTED,
+) -> Iterator[list[tuple[str, DeadLetter]]]:
+    """Up to ``limit`` dead letters in pages of ``size``, each page read on its own (a
+    search, too, a page at a time, each in its own budget)."""
+    after, sent = query.after, 0
+    while sent < limit:
+        want = min(size, limit - sent)
+        batch = page(box, inboxes, replace(query, after=after), want, preview)
+        if not batch:
+            return
+        yield batch
+        sent, after = sent + len(batch), batch[-1][1].id
+        if len(batch) < want:
+            return
+
+
 def unreplayable(letter: DeadLetter) -> str | None:
-    """Why ``letter`` cannot be replayed (kept only in part), or None if it can."""
-    try:
-        replayable(letter)
-    except InvalidOperation as exc:
-        return str(exc)
-    return None
+    """Why ``letter`` (whole or a listing's preview) cannot be replayed (kept only in
+    part), or None if it can."""
+    return kept_in_part(letter)
 
 
 def line_of(box: Oncebox, inbox: str, letter: DeadLetter) -> tuple[bytes | None, str]:
@@ -88,7 +113,7 @@ def lines(
     to ``left_out`` as the download goes."""
     after, sent = query.after, 0
     while sent < limit:
-        batch = page(box, inboxes, Query(**{**vars(query), "after": after}), PAGE)
+        batch = page(box, inboxes, replace(query, after=after), PAGE, preview=None)
         if not batch:
             return
         for name, letter in batch:

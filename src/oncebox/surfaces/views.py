@@ -73,27 +73,38 @@ def parse_when(text: str) -> float:
         ) from None
 
 
-def _content(data: bytes) -> dict[str, Any]:
+def _content(data: bytes, cut: bool = False) -> dict[str, Any]:
+    """Text if the bytes are UTF-8, else base64; a cut content's last character may
+    have lost its last bytes to the cut, and is left out rather than make it base64."""
     try:
         return {"text": data.decode("utf-8")}
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        if cut and exc.reason == "unexpected end of data":
+            return {"text": data[: exc.start].decode("utf-8")}
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
 def as_json(row: Any, **extra: Any) -> dict[str, Any]:
+    """A view as JSON. A record or newcomer also gets ``content_sha256`` (its witness:
+    the SHA-256 of its whole content), which a listing's cut content needs beside it."""
     out: dict[str, Any] = {}
     assert is_dataclass(row)
+    cut = getattr(row, "cut", ())
     for field in fields(row):
         value = getattr(row, field.name)
         if field.name in _DIGESTS and isinstance(value, bytes):
             value = value.hex()
         elif field.name in ("content", "head") and isinstance(value, bytes):
-            value = _content(value)
+            value = _content(value, field.name in cut)
         elif field.name in ("fields", "signature") and isinstance(value, str):
             value = json.loads(value)
         elif field.name in _TIMES and value is not None:
             value = iso(value)
+        elif field.name == "cut":
+            value = list(value)
         out[field.name] = value
+    if "content_length" in out:
+        out["content_sha256"] = out["witness"] if out["content"] is not None else None
     for name, value in extra.items():
         out[name] = as_json(value) if is_dataclass(value) else value
     return out
@@ -124,6 +135,8 @@ def work_key_json(row: WorkItem) -> dict[str, Any]:
         "claimed_by": row.claimed_by,
         "document": json.loads(row.document, parse_int=_exact_int) if row.document else None,
         "document_generation": row.document_generation,
+        "document_length": row.document_length,
+        "cut": list(row.cut),
     }
 
 

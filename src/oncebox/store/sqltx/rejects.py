@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from oncebox.store.base import DeadLetterFilter
-from oncebox.store.rows import DeadLetterRow, Letter, Newcomer, QuarantineRow
-from oncebox.store.sqltx.base import SqlBase
+from oncebox.store.listing import WHOLE, DeadLetterFilter, Preview
+from oncebox.store.rows import DeadLetterRow, Letter, Newcomer, QuarantineRow, RecordRow
+from oncebox.store.sqltx.base import SqlBase, shape
+
+
+def _cut(preview: Preview) -> dict[str, Any]:
+    return {"head": preview.content, "text": preview.text, "fields": preview.fields}
 
 
 class RejectsSql(SqlBase):
@@ -39,10 +45,26 @@ class RejectsSql(SqlBase):
         return self._run("close_quarantine", (status, note, now, by, quarantine_id)) > 0
 
     def list_quarantine(
-        self, inbox_id: int | None, status: str | None, limit: int
+        self,
+        inbox_id: int | None,
+        status: str | None,
+        limit: int,
+        after: int = 0,
+        preview: Preview = WHOLE,
     ) -> list[QuarantineRow]:
-        params = {"inbox": inbox_id, "status": status, "limit": limit}
+        params = {"inbox": inbox_id, "status": status, "limit": limit, "after": after,
+                  **_cut(preview)}  # fmt: skip
         return self._rows("list_quarantine", params, QuarantineRow)
+
+    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, RecordRow]:
+        if not quarantine_ids:
+            return {}
+        params = {"ids": json.dumps(list(quarantine_ids)), **_cut(preview)}
+        columns, rows = self._described("list_originals", params)
+        if not rows:
+            return {}
+        make = shape("list_originals", RecordRow, columns[1:])
+        return {int(row[0]): make(row[1:]) for row in rows}
 
     def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:
         rows = [
@@ -54,11 +76,16 @@ class RejectsSql(SqlBase):
         return [int(row[0]) for row in self._many_rows("dead_letter", rows)]
 
     def list_dead_letters(
-        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None
+        self,
+        inbox_id: int | None,
+        limit: int,
+        filters: DeadLetterFilter | None = None,
+        preview: Preview = WHOLE,
     ) -> list[DeadLetterRow]:
         f = filters or DeadLetterFilter()
         params = {"inbox": inbox_id, "limit": limit, "reason": f.reason, "since": f.since,
-                  "until": f.until, "search": f.search, "after": f.after}  # fmt: skip
+                  "until": f.until, "search": f.search, "after": f.after,
+                  **_cut(preview)}  # fmt: skip
         return self._rows("list_dead_letters", params, DeadLetterRow)
 
     def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:

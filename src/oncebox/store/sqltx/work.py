@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from oncebox.store.listing import WHOLE, Preview
 from oncebox.store.rows import LedgerRow, WorkKeyRow
 from oncebox.store.sqltx.base import SqlBase
 
@@ -17,8 +18,21 @@ class WorkKeysSql(SqlBase):
         bumps = Counter(keys)
         self._many("bump_generations", [(inbox_id, *key, n) for key, n in sorted(bumps.items())])
 
-    def work_keys(self, inbox_id: int) -> list[WorkKeyRow]:
-        return self._rows("work_keys", (inbox_id,), WorkKeyRow)
+    def list_work_keys(
+        self,
+        inbox_id: int,
+        limit: int,
+        after: WorkKey | None = None,
+        *,
+        dirty: bool = False,
+        review: bool = False,
+        preview: Preview = WHOLE,
+    ) -> list[WorkKeyRow]:
+        s, k, m = after or (None, None, None)
+        params = {"inbox": inbox_id, "limit": limit, "dirty": dirty, "review": review,
+                  "s": s, "k": k, "m": m, "text": preview.text,
+                  "fields": preview.fields}  # fmt: skip
+        return self._rows("list_work_keys", params, WorkKeyRow)
 
     def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
         name = "work_key_for_update" if lock else "work_key"

@@ -9,12 +9,14 @@ from __future__ import annotations
 import getpass
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 import oncebox
+from oncebox.surfaces import listing
 
 DEFAULT_DB = "sqlite:///oncebox.db"
 
@@ -43,6 +45,13 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def emit_pages(pages: Iterator[list[dict[str, Any]]]) -> None:
+    """A JSON array written a page at a time, as :func:`emit` would write it whole."""
+    for chunk in listing.json_array(pages, listing.pretty, indent="  "):
+        click.echo(chunk, nl=False)
+    click.echo()
 
 
 class Context:

@@ -6,8 +6,10 @@ import sys
 
 import click
 
-from oncebox.surfaces import letters
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.engine.reads import search_term
+from oncebox.errors import InvalidOperation
+from oncebox.surfaces import letters, listing
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.views import as_json, parse_when
 
 
@@ -55,8 +57,9 @@ def dead_letters(
     limit: int,
     shape: str,
 ) -> None:
-    """Invalid deliveries: a bounded copy, its length, SHA-256 and the reason; oldest
-    first, filtered, a page at a time (--after the last id shown).
+    """Invalid deliveries: the first 1,024 bytes of the kept copy, its length, SHA-256
+    and the reason; oldest first, filtered, a page at a time (--after the last id
+    shown; `dead-letters show ID` for one whole). A --search term is at most 256 bytes.
 
     \b
     Examples:
@@ -71,6 +74,10 @@ def dead_letters(
     names = [inbox] if inbox else [a.name for a in box.inboxes]
     for name in names:
         box.inbox(name)  # an unknown inbox fails here, saying which are declared
+    try:
+        search_term(search)
+    except InvalidOperation as exc:
+        fail(f"--search: {exc}")
     query = letters.Query(reason, since, until, search, after)
     if shape == "ndjson":
         if inbox is None:
@@ -87,7 +94,18 @@ def dead_letters(
                 err=True,
             )
         return
-    emit([as_json(row, inbox=name) for name, row in letters.page(box, names, query, limit)])
+    emit_pages(listing.letter_pages(box, names, query, limit))
+
+
+@dead_letters.command("show")
+@click.argument("letter_id", type=click.IntRange(1))
+@click.pass_obj
+def show(obj: Context, letter_id: int) -> None:
+    """One dead letter with all of its kept head (a listing shows its first 1,024 bytes)."""
+    found = obj.box.get_dead_letter(letter_id)
+    if found is None:
+        fail(f"no dead letter {letter_id}")
+    emit(as_json(found[1], inbox=found[0]))
 
 
 @dead_letters.command("replay")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from oncebox.formats import codec_settings
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, inbox_names
+from oncebox.surfaces import listing
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.views import TRIAGE_TABLES, as_json, csv_text, triage_table
 
 
@@ -58,22 +59,28 @@ def quarantine() -> None:
     default="open",
     show_default=True,
 )
-@click.option("--limit", default=100, show_default=True)
+@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @click.pass_obj
-def quarantine_list(obj: Context, inbox: str | None, status: str, limit: int) -> None:
-    """List quarantined newcomers, with the original record's content beside each."""
-    rows = obj.box.quarantined(inbox, None if status == "all" else status, limit)
-    names = inbox_names(obj.box)
-    emit(
-        [
-            as_json(
-                row,
-                inbox=names.get(row.inbox_id, f"#{row.inbox_id}"),
-                original=obj.box.original(row),
-            )
-            for row in rows
-        ]
-    )
+def quarantine_list(obj: Context, inbox: str | None, status: str, after: int, limit: int) -> None:
+    """List quarantined newcomers in id order, the original record beside each; each
+    content cut to its first 1,024 bytes with its length and SHA-256 (``cut`` says
+    what is shown only in part: `quarantine show ID` gives the whole row). Written a
+    page at a time.
+    """
+    chosen = None if status == "all" else status
+    emit_pages(listing.quarantine_pages(obj.box, inbox, chosen, limit, after))
+
+
+@quarantine.command("show")
+@click.argument("quarantine_id", type=click.IntRange(1))
+@click.pass_obj
+def quarantine_show(obj: Context, quarantine_id: int) -> None:
+    """One quarantined newcomer whole, beside its original record whole."""
+    found = obj.box.get_quarantine(quarantine_id)
+    if found is None:
+        fail(f"no quarantine row {quarantine_id}")
+    emit(as_json(found[1], inbox=found[0], original=obj.box.original(found[1])))
 
 
 @quarantine.command("resolve")

@@ -8,7 +8,8 @@ import click
 from rich.console import Console
 
 from oncebox.engine.reconciler import Outcome, run_workers
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit
+from oncebox.engine.views import LISTED
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
 from oncebox.surfaces.readers import CommandReader
 from oncebox.surfaces.views import work_key_json
 
@@ -92,19 +93,36 @@ def work() -> None:
 @work.command("list")
 @click.option("--inbox", default="listing", show_default=True)
 @click.option("--dirty", is_flag=True, help="Only dirty keys.")
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(1))
 @click.pass_obj
-def work_list(obj: Context, inbox: str, dirty: bool) -> None:
-    """Work keys with their generations, documents and failures."""
-    rows = obj.box.work_keys(inbox)
-    emit([work_key_json(row) for row in rows if row.dirty or not dirty])
+def work_list(obj: Context, inbox: str, dirty: bool, limit: int) -> None:
+    """Work keys in key order with their generations, documents and failures; a
+    document over 2,048 characters is left out (`work show` gives it whole)."""
+    rows = obj.box.work_keys(inbox, limit=limit, dirty=dirty, preview=LISTED)
+    emit([work_key_json(row) for row in rows])
+
+
+@work.command("show")
+@click.argument("seller_id")
+@click.argument("sku")
+@click.argument("marketplace_id")
+@click.option("--inbox", default="listing", show_default=True)
+@click.pass_obj
+def work_show(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
+    """One work key, its document whole."""
+    found = obj.box.work_key(inbox, (seller_id, sku, marketplace_id))
+    if found is None:
+        fail(f"no work key {seller_id}/{sku}/{marketplace_id} in {inbox}")
+    emit(work_key_json(found))
 
 
 @work.command("review")
 @click.option("--inbox", default="listing", show_default=True)
+@click.option("--limit", default=1000, show_default=True, type=click.IntRange(1))
 @click.pass_obj
-def work_review(obj: Context, inbox: str) -> None:
+def work_review(obj: Context, inbox: str, limit: int) -> None:
     """Keys that kept failing and wait for an operator, with their last error."""
-    emit([work_key_json(row) for row in obj.box.reconciler(inbox).review()])
+    emit([work_key_json(row) for row in obj.box.reconciler(inbox).review(limit, LISTED)])
 
 
 @work.command("retry")

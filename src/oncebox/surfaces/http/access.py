@@ -14,7 +14,7 @@ one process may serve several apps.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -29,6 +29,7 @@ from oncebox.surfaces.http.gate import unauthorized
 from oncebox.surfaces.http.groupcommit import GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.reading import Readers
 from oncebox.surfaces.http.signing import request_target
 from oncebox.surfaces.lines import INT64_MAX  # ids and tokens: 64-bit in both stores
 
@@ -46,6 +47,7 @@ class Service:
     clock: Callable[[], float]
     private_key: bytes | None
     batch_limit: int
+    readers: Readers = field(default_factory=Readers)  # listings and searches
 
 
 def service(request: Request) -> Service:
@@ -77,6 +79,17 @@ class Caller:
             raise ProblemError(403, "forbidden", f"this token lacks the {scope} scope")
         if not self.token.covers(inbox):
             raise ProblemError(403, "forbidden", f"this token may not use inbox {inbox!r}")
+
+    def found(self, scope: TokenScope, inbox: str | None, missing: str) -> str:
+        """The inbox of a row looked up by its id (None: no such row), if this token
+        may use it. A row of an inbox the token does not cover is answered as an
+        absent one is (404, ``missing``), so that no token tells another inbox's ids
+        from absent ones; the scope is asked first, whatever the row."""
+        if not self.token.has(scope):
+            raise ProblemError(403, "forbidden", f"this token lacks the {scope} scope")
+        if inbox is None or not self.token.covers(inbox):
+            raise ProblemError(404, "not-found", missing)
+        return inbox
 
 
 def admitted(svc: Service, token: Token | None, scope: Scope) -> Caller:

@@ -145,6 +145,7 @@ class RecordOut(BaseModel):
     signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
     log_seq: int | None = Field(description="The log entry that sealed it.")
     revised_at: float | None = Field(description="When an operator last revised it (unix s).")
+    content_length: int | None = Field(default=None, description="Bytes of the content.")
 
 
 class QuarantineOut(BaseModel):
@@ -172,6 +173,7 @@ class QuarantineOut(BaseModel):
     resolved_by: str | None = Field(
         default=None, description="Who resolved it: the API token's name, or null."
     )
+    content_length: int | None = Field(default=None, description="Bytes of the content.")
     inbox: str = Field(description="The inbox's name.")
     original: RecordOut | None = Field(description="The original record; null if evicted.")
 
@@ -212,6 +214,7 @@ class DeadLetterOut(BaseModel):
     replay_verdict: str | None = Field(
         default=None, description="What its last replay was decided as, such as accepted."
     )
+    kept: int | None = Field(default=None, description="Bytes kept (all if equal to length).")
     inbox: str = Field(description="The inbox's name.")
 
 

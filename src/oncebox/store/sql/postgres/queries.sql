@@ -32,9 +32,26 @@ WHERE r.inbox_id = %s
 SELECT r.id, r.inbox_id, r.ident, r.identity, r.witness, r.revision, r.content, r.fields,
        r.first_seen, r.last_seen, r.seen_count, r.evicted_at, r.late_replays, r.device_time,
        r.snapshot_id, r.delivery_id, r.signature,
-       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq, r.revised_at
+       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq, r.revised_at,
+       octet_length(r.content) AS content_length
 FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id
 WHERE r.id = %s;
+
+-- name: list_originals
+-- The records these quarantine rows conflict with (same inbox and identity), each value
+-- cut as list_quarantine cuts it; the first column names the quarantine row.
+SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
+       left(r.identity, %(text)s::int) AS identity, r.witness, r.revision,
+       substring(r.content FROM 1 FOR %(head)s::int) AS content,
+       left(r.fields, %(fields)s::int) AS fields, r.first_seen, r.last_seen, r.seen_count,
+       r.evicted_at, r.late_replays, left(r.device_time, %(text)s::int) AS device_time,
+       left(r.snapshot_id, %(text)s::int) AS snapshot_id,
+       left(r.delivery_id, %(text)s::int) AS delivery_id, r.signature,
+       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq, r.revised_at,
+       octet_length(r.content) AS content_length
+FROM quarantine q JOIN records r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
+LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id
+WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json));
 
 -- name: insert_records
 -- columnar; ids reserved by reserve_record_ids. No ON CONFLICT (its speculative
@@ -109,13 +126,13 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length
 FROM quarantine WHERE id = %s;
 
 -- name: get_quarantine_for_update
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length
 FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: close_quarantine
@@ -123,13 +140,23 @@ UPDATE quarantine SET status = %s, note = %s, resolved_at = %s, resolved_by = %s
 WHERE id = %s AND status = 'open';
 
 -- name: list_quarantine
--- Named parameters: inbox, status, limit.
-SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
-       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+-- Named parameters: inbox, status, after (a page after this id), limit. Every value a
+-- sender chose is read cut (head bytes of the content, text characters of each text,
+-- fields of the fields' JSON), so that a listing never reads a whole large row; the
+-- content's length is read whole.
+SELECT id, inbox_id, ident, left(identity, %(text)s::int) AS identity, record_id, witness,
+       substring(content FROM 1 FOR %(head)s::int) AS content,
+       left(fields, %(fields)s::int) AS fields, reason, status,
+       left(note, %(text)s::int) AS note,
+       first_seen, last_seen, seen_count, resolved_at,
+       left(device_time, %(text)s::int) AS device_time,
+       left(snapshot_id, %(text)s::int) AS snapshot_id,
+       left(delivery_id, %(text)s::int) AS delivery_id, signature, resolved_by,
+       octet_length(content) AS content_length
 FROM quarantine
 WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND id > %(after)s
 ORDER BY id LIMIT %(limit)s;
 
 -- name: dead_letter
@@ -140,9 +167,15 @@ RETURNING id;
 
 -- name: list_dead_letters
 -- Named parameters, every filter optional (NULL: any); after: the last id of the page
--- before (paging by id).
-SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
+-- before (paging by id). Values cut as list_quarantine cuts them (the search looks at
+-- the whole kept head).
+SELECT id, inbox_id, reason, left(detail, %(text)s::int) AS detail,
+       substring(head FROM 1 FOR %(head)s::int) AS head, length, sha256,
+       left(key, %(text)s::int) AS key, received_at,
+       left(device_time, %(text)s::int) AS device_time,
+       left(snapshot_id, %(text)s::int) AS snapshot_id,
+       left(delivery_id, %(text)s::int) AS delivery_id, signature, replayed_at, replayed_by,
+       replay_verdict, octet_length(head) AS kept
 FROM dead_letters
 WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND (%(reason)s::text IS NULL OR reason = %(reason)s)
@@ -154,7 +187,8 @@ ORDER BY id LIMIT %(limit)s;
 
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict,
+       octet_length(head) AS kept
 FROM dead_letters WHERE id = %s FOR UPDATE;
 
 -- name: mark_replayed
@@ -201,11 +235,22 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM evictions WHERE inbox_id = %(inbox)s);
 
--- name: work_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+-- name: list_work_keys
+-- Named parameters. A page of an inbox's work keys in key order, after the key (s, k, m)
+-- if given; only dirty ones, or only those in review, if asked. A document longer than
+-- fields characters is left out of the page (its length beside), the last error is cut
+-- to text.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation,
+       CASE WHEN length(document) <= %(fields)s::int THEN document END AS document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = %s ORDER BY seller_id, sku, marketplace_id;
+       claimed_by, claim_expires, failures, next_attempt,
+       left(last_error, %(text)s::int) AS last_error, in_review,
+       length(document) AS document_length
+FROM work_keys
+WHERE inbox_id = %(inbox)s AND (NOT %(dirty)s OR generation > applied_generation)
+  AND (NOT %(review)s OR in_review = 1)
+  AND (%(s)s::text IS NULL OR (seller_id, sku, marketplace_id) > (%(s)s, %(k)s, %(m)s))
+ORDER BY seller_id, sku, marketplace_id LIMIT %(limit)s;
 
 -- name: work_key
 SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,

@@ -9,8 +9,23 @@ FROM records WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each
 -- name: get_record
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       signature, log_seq, revised_at
+       signature, log_seq, revised_at, length(content) AS content_length
 FROM records WHERE id = ?;
+
+-- name: list_originals
+-- The records these quarantine rows conflict with (same inbox and identity), each value
+-- cut as list_quarantine cuts it; the first column names the quarantine row.
+SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
+       substr(r.identity, 1, :text) AS identity, r.witness, r.revision,
+       CASE WHEN length(r.content) <= :head THEN r.content
+            ELSE substr(r.content, 1, :head) END AS content,
+       substr(r.fields, 1, :fields) AS fields, r.first_seen, r.last_seen, r.seen_count,
+       r.evicted_at, r.late_replays, substr(r.device_time, 1, :text) AS device_time,
+       substr(r.snapshot_id, 1, :text) AS snapshot_id,
+       substr(r.delivery_id, 1, :text) AS delivery_id, r.signature, r.log_seq, r.revised_at,
+       length(r.content) AS content_length
+FROM quarantine q JOIN records r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
+WHERE q.id IN (SELECT value FROM json_each(:ids));
 
 -- name: insert_records
 -- Run once per row, ids reserved by reserve_record_ids. DO NOTHING: one a concurrent
@@ -77,14 +92,14 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+       delivery_id, signature, resolved_by, length(content) AS content_length
 FROM quarantine WHERE id = ?;
 
 -- name: get_quarantine_for_update
 -- BEGIN IMMEDIATE already holds the database's one write lock.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+       delivery_id, signature, resolved_by, length(content) AS content_length
 FROM quarantine WHERE id = ?;
 
 
@@ -93,11 +108,22 @@ UPDATE quarantine SET status = ?, note = ?, resolved_at = ?, resolved_by = ?
 WHERE id = ? AND status = 'open';
 
 -- name: list_quarantine
-SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
-       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by
+-- A page after id :after. Every value a sender chose is read cut (:head bytes of the
+-- content, :text characters of each text, :fields of the fields' JSON), so that a
+-- listing never reads a whole large row; the content's length is read whole. (A blob
+-- short enough is read as it is: SQLite's substr makes NULL of an empty blob.)
+SELECT id, inbox_id, ident, substr(identity, 1, :text) AS identity, record_id, witness,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, :head) END AS content,
+       substr(fields, 1, :fields) AS fields, reason,
+       status, substr(note, 1, :text) AS note, first_seen, last_seen, seen_count, resolved_at,
+       substr(device_time, 1, :text) AS device_time,
+       substr(snapshot_id, 1, :text) AS snapshot_id,
+       substr(delivery_id, 1, :text) AS delivery_id, signature, resolved_by,
+       length(content) AS content_length
 FROM quarantine
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:status IS NULL OR status = :status)
+  AND id > :after
 ORDER BY id LIMIT :limit;
 
 -- name: dead_letter
@@ -108,8 +134,15 @@ RETURNING id;
 
 -- name: list_dead_letters
 -- Every filter optional (NULL: any); after: the last id of the page before (paging by id).
-SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
+-- Values cut as list_quarantine cuts them (the search looks at the whole kept head).
+SELECT id, inbox_id, reason, substr(detail, 1, :text) AS detail,
+       CASE WHEN length(head) <= :head THEN head
+            ELSE substr(head, 1, :head) END AS head,
+       length, sha256, substr(key, 1, :text) AS key,
+       received_at, substr(device_time, 1, :text) AS device_time,
+       substr(snapshot_id, 1, :text) AS snapshot_id,
+       substr(delivery_id, 1, :text) AS delivery_id, signature, replayed_at, replayed_by,
+       replay_verdict, length(head) AS kept
 FROM dead_letters
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
   AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
@@ -119,7 +152,8 @@ ORDER BY id LIMIT :limit;
 
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
-       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict
+       snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict,
+       length(head) AS kept
 FROM dead_letters WHERE id = ?;
 
 -- name: mark_replayed
@@ -162,11 +196,21 @@ SELECT
   (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
   (SELECT count(*) FROM evictions WHERE inbox_id = :inbox);
 
--- name: work_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
+-- name: list_work_keys
+-- A page of an inbox's work keys in key order, after the key (:s, :k, :m) if given; only
+-- dirty ones, or only those in review, if asked. A document longer than :fields
+-- characters is left out of the page (its length beside), the last error is cut to :text.
+SELECT seller_id, sku, marketplace_id, generation, applied_generation,
+       CASE WHEN length(document) <= :fields THEN document END AS document,
        document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = ? ORDER BY seller_id, sku, marketplace_id;
+       claimed_by, claim_expires, failures, next_attempt,
+       substr(last_error, 1, :text) AS last_error, in_review,
+       length(document) AS document_length
+FROM work_keys
+WHERE inbox_id = :inbox AND (NOT :dirty OR generation > applied_generation)
+  AND (NOT :review OR in_review = 1)
+  AND (:s IS NULL OR (seller_id, sku, marketplace_id) > (:s, :k, :m))
+ORDER BY seller_id, sku, marketplace_id LIMIT :limit;
 
 -- name: work_key_for_update
 -- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.

@@ -26,6 +26,7 @@ from oncebox.surfaces.http.console import html, routes, session
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.http.console.session import MAX_FORM, Console, signed_in
 from oncebox.surfaces.http.problems import on_http_error
+from oncebox.surfaces.http.reading import Readers
 
 __all__ = ["BASE", "MAX_FORM", "mount_console"]
 
@@ -42,7 +43,10 @@ class Static(StaticFiles):
 
 def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = None) -> None:
     """Add the console to ``app`` (left out of the OpenAPI document)."""
-    app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key)
+    # The API's readers when there is an API: a worker's searches are counted once.
+    service = getattr(app.state, "service", None)
+    readers = service.readers if service is not None else Readers()
+    app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key, readers)
     app.include_router(routes.router)
     app.mount(
         f"{BASE}/static",

@@ -50,12 +50,16 @@ def hidden(who: Session) -> str:
     return f'<input type="hidden" name="csrf" value="{e(who.csrf)}">'
 
 
-def content_text(data: bytes | None) -> str:
+def content_text(data: bytes | None, cut: bool = False) -> str:
+    """Content as text, or hex if it is not UTF-8; a ``cut`` one's last character may
+    have lost bytes to the cut, and is left out rather than show it all as hex."""
     if data is None:
         return "(evicted: content no longer kept)"
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        if cut and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8")
         return "(binary) " + data.hex()
 
 

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from oncebox.engine.box import Oncebox
+from oncebox.engine.reads import SEARCH_BYTES, search_term
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.engine.views import DeadLetter
+from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE
@@ -41,6 +43,10 @@ def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
         for name in ("inbox", "reason", "since", "until", "search", "after")
     }
     problems = []
+    try:
+        search_term(fields["search"])
+    except InvalidOperation as exc:
+        problems.append(f"search: {exc}")
     times: dict[str, float | None] = {"since": None, "until": None}
     for name in times:
         if fields[name]:
@@ -86,7 +92,7 @@ def _form(ask: Asked, covered: list[str], reasons: list[str]) -> str:
         f"<datalist id=reasons>{known}</datalist>"
         f"{text('since', f'Since {zone}', '2030-01-15T08:00', ' data-when')}"
         f"{text('until', f'Until {zone}', '2030-01-16T08:00', ' data-when')}"
-        f"{text('search', 'Head contains', 'Kakuma1')}"
+        f"{text('search', 'Head contains', 'Kakuma1', f' maxlength={SEARCH_BYTES}')}"
         f'<button type="submit">Filter</button> <a href="{BASE}/dead-letters">Clear</a></form>'
     )
 
@@ -117,15 +123,20 @@ def _replay(inbox: str, letter: DeadLetter, who: Session, fenced: bool) -> str:
 
 
 def _head(letter: DeadLetter) -> str:
-    text = h.content_text(letter.head)
-    cut = "…" if len(text) > HEAD_SHOWN else ""
-    return f"<pre>{h.e(text[:HEAD_SHOWN])}{cut}</pre>"
+    """The head's first characters; all of it is a link away when the listing cut it."""
+    text = h.content_text(letter.head, "head" in letter.cut)
+    cut = "…" if len(text) > HEAD_SHOWN or "head" in letter.cut else ""
+    shown = f"<pre>{h.e(text[:HEAD_SHOWN])}{cut}</pre>"
+    if "head" not in letter.cut:
+        return shown
+    return f"{shown}{h.link(f'{BASE}/dead-letters/{letter.id}/head', 'all of the head')}"
 
 
 def _size(letter: DeadLetter) -> str:
-    if letter.length == len(letter.head):
+    kept = letter.kept if letter.kept is not None else len(letter.head)
+    if letter.length == kept:
         return h.e(f"{letter.length:,}")
-    return h.e(f"{letter.length:,} (kept {len(letter.head):,})")
+    return h.e(f"{letter.length:,} (kept {kept:,})")
 
 
 def page(box: Oncebox, who: Session, covered: list[str], ask: Asked) -> str:

@@ -11,12 +11,13 @@ from urllib.parse import quote
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import Entry, WorkItem
+from oncebox.engine.views import LISTED, Entry, WorkItem
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.views import iso
 
 HOURS = 24
+WORK_ROWS = 500  # keys shown in review, and dirty, per inbox
 VERDICTS = ("accepted", "duplicate", "conflict", "rejected")
 History = list[tuple[int, dict[str, int]]]
 
@@ -132,12 +133,12 @@ def work(box: Oncebox, who: Session, inboxes: list[str]) -> str:
     sections = []
     head = ["key (seller / sku / marketplace)", "generation", "applied", "failures", "last error"]
     for name in inboxes:
-        keys = box.work_keys(name)
-        if not keys and box.inbox(name).row.apply != "generation":
-            continue
         figures = box.work_figures(name)
-        review = [r for r in keys if r.in_review]
-        dirty = [r for r in keys if r.dirty and not r.in_review]
+        if not figures["keys"] and box.inbox(name).row.apply != "generation":
+            continue
+        review = box.reconciler(name).review(WORK_ROWS, LISTED)
+        dirty = box.work_keys(name, limit=WORK_ROWS, dirty=True, preview=LISTED)
+        dirty = [r for r in dirty if not r.in_review]
         summary = " · ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items())
         review_html = (
             h.table([*head, ""], [_work_row(name, r, who, True) for r in review], "review")
@@ -145,7 +146,7 @@ def work(box: Oncebox, who: Session, inboxes: list[str]) -> str:
             else '<p class="empty">Nothing in review.</p>'
         )
         dirty_html = (
-            h.table(head, [_work_row(name, r, who, False) for r in dirty[:500]], "dirty")
+            h.table(head, [_work_row(name, r, who, False) for r in dirty], "dirty")
             if dirty
             else '<p class="empty">No dirty keys.</p>'
         )

@@ -3,7 +3,9 @@
 Each record is shown once, beside every open newcomer that conflicts with it; each
 newcomer says what differs (``headcount 3 -> 9``) or, where the fields agree, which bytes
 do (:mod:`oncebox.surfaces.diffing`), and has its own resolve form. Below, what was
-resolved lately and by whom.
+resolved lately and by whom. Contents are shown as a listing cuts them (their first
+1,024 bytes, with their length and SHA-256, and a link to all of it), so that the page
+stays small however large the conflicts are.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import Quarantined, Record, fields_of
+from oncebox.engine.views import LISTED, Quarantined, Record, fields_of
 from oncebox.surfaces.diffing import ByteDifference, byte_difference, field_changes, shown, visible
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE
@@ -24,7 +26,21 @@ def _facts(facts: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{h.e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
 
 
-def _original(record: Record | None) -> str:
+def _content(item: Record | Quarantined, whole: str) -> str:
+    """A content as the page shows it: its first bytes (the listing's cut), and when
+    that is not all of it, how long it is, its SHA-256 and a link to all of it."""
+    cut = "content" in item.cut
+    shown = f"<pre>{h.e(h.content_text(item.content, cut))}{'…' if cut else ''}</pre>"
+    if not cut or item.content is None:
+        return shown
+    return (
+        f'{shown}<p class="cut">The first {len(item.content):,} of '
+        f"{item.content_length or 0:,} bytes, SHA-256 {h.code(item.witness.hex())}: "
+        f"{h.link(whole, 'all of it')}.</p>"
+    )
+
+
+def _original(record: Record | None, quarantine_id: int) -> str:
     if record is None:
         return (
             '<div class="side original"><h3>Original</h3>'
@@ -38,9 +54,10 @@ def _original(record: Record | None) -> str:
         ("snapshot", h.code(record.snapshot_id)),
         ("delivery id", h.code(record.delivery_id)),
     ]
+    whole = f"{BASE}/quarantine/{quarantine_id}/original"
     return (
         f'<div class="side original"><h3>Original: record {record.id}</h3>{_facts(facts)}'
-        f"<pre>{h.e(h.content_text(record.content))}</pre></div>"
+        f"{_content(record, whole)}</div>"
     )
 
 
@@ -55,6 +72,8 @@ def _differences(row: Quarantined, record: Record | None) -> str:
     """What differs: the fields, else the bytes (the witness differs by definition)."""
     if record is None:
         return ""
+    if "fields" in row.cut or "fields" in record.cut:
+        return "<h4>What differs</h4><p>The fields are too long to compare here.</p>"
     changes = field_changes(fields_of(record), fields_of(row))
     if changes:
         rows = "".join(
@@ -65,6 +84,11 @@ def _differences(row: Quarantined, record: Record | None) -> str:
         return f'<h4>What differs</h4><table class="changes">{rows}</table>'
     diff = byte_difference(record.content or b"", row.content)
     if diff is None:
+        if "content" in row.cut or "content" in record.cut:
+            return (
+                f"<h4>What differs</h4><p>The first {len(row.content):,} bytes agree; "
+                "they differ past them.</p>"
+            )
         return ""
     agree = "The fields agree" if fields_of(row) else "Nothing is named in them"
     lines = _bytes_line("original", diff, diff.old) + _bytes_line("newcomer", diff, diff.new)
@@ -102,7 +126,8 @@ def _newcomer(inbox: str, row: Quarantined, record: Record | None, who: Session)
     return (
         f'<section class="side newcomer" id="q-{row.id}" data-quarantine-id="{row.id}">'
         f"<h3>Newcomer #{row.id} <small>{h.code(row.reason)}</small></h3>{_facts(facts)}"
-        f"<pre>{h.e(h.content_text(row.content))}</pre>{_differences(row, record)}{form}"
+        f"{_content(row, f'{BASE}/quarantine/{row.id}/content')}"
+        f"{_differences(row, record)}{form}"
         "</section>"
     )
 
@@ -115,7 +140,8 @@ def _card(inbox: str, rows: list[Quarantined], record: Record | None, who: Sessi
     return (
         f'<article class="conflict" id="{h.e(anchor)}">'
         f"<h2>{h.e(inbox)} · {h.code(first.identity)} <small>{count}</small></h2>"
-        f'<div class="pair">{_original(record)}<div class="newcomers">{newcomers}</div></div>'
+        f'<div class="pair">{_original(record, first.id)}'
+        f'<div class="newcomers">{newcomers}</div></div>'
         "</article>"
     )
 
@@ -126,13 +152,17 @@ def page(box: Oncebox, who: Session, inboxes: list[str]) -> str:
     resolved: list[tuple[str, Quarantined]] = []
     for name in inboxes:
         groups: dict[bytes, list[Quarantined]] = {}
-        for row in box.quarantined(name, "open", OPEN_ROWS):
+        found = box.quarantined(name, "open", OPEN_ROWS, preview=LISTED)
+        originals = box.originals(found, LISTED)
+        for row in found:
             groups.setdefault(row.ident, []).append(row)
             opened += 1
         for rows in groups.values():
-            cards.append(_card(name, rows, box.original(rows[0]), who))
+            cards.append(_card(name, rows, originals.get(rows[0].id), who))
         resolved += [
-            (name, row) for row in box.quarantined(name, None, 500) if row.status != "open"
+            (name, row)
+            for row in box.quarantined(name, None, 500, preview=LISTED)
+            if row.status != "open"
         ]
     resolved.sort(key=lambda pair: pair[1].resolved_at or 0.0, reverse=True)
     open_html = "".join(cards) or '<p class="empty">No open conflicts.</p>'

@@ -11,13 +11,13 @@ import secrets
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import RedirectResponse, Response
 
 from oncebox.engine.sessions import SESSION_SECONDS
 from oncebox.engine.sessions import refusal as sign_in_refusal
 from oncebox.engine.tokens import Scope
-from oncebox.errors import OnceboxError
+from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console import letters, pages, quarantine, triage
@@ -34,6 +34,8 @@ from oncebox.surfaces.http.console.session import (
     refused,
     signed_out,
 )
+from oncebox.surfaces.http.problems import RETRY_AFTER, ProblemError
+from oncebox.surfaces.http.reading import joined
 from oncebox.surfaces.views import TRIAGE_TABLES, csv_text, triage_table
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
@@ -162,8 +164,47 @@ async def quarantine_page(request: Request, who: Viewer, svc: Served) -> Respons
             banner = h.notice(
                 f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
             )
-    body = await run_in_threadpool(quarantine.page, svc.box, who, svc.chosen(who, request))
+    body = await svc.readers.run(quarantine.page, svc.box, who, svc.chosen(who, request))
     return h.page("Quarantine", body, who, banner=banner)
+
+
+@router.get("/quarantine/{quarantine_id}/{part}")
+async def quarantine_content(quarantine_id: int, part: str, who: Viewer, svc: Served) -> Response:
+    """All of a newcomer's content (``content``) or of its original's (``original``):
+    the page shows their first bytes."""
+    found = None
+    if 1 <= quarantine_id < 2**63 and part in ("content", "original"):
+        found = await run_in_threadpool(svc.box.get_quarantine, quarantine_id)
+    if found is None or not who.token.covers(found[0]):
+        return refused(who, f"No quarantine row {quarantine_id} in your inboxes.", 404)
+    data: bytes | None = found[1].content
+    if part == "original":
+        record = await run_in_threadpool(svc.box.original, found[1])
+        data = record.content if record is not None else None
+    if data is None:
+        return refused(who, "The original record was evicted: its content is not kept.", 404)
+    return _download(data, f"quarantine-{quarantine_id}-{part}.bin")
+
+
+@router.get("/dead-letters/{letter_id}/head")
+async def dead_letter_head(letter_id: int, who: Viewer, svc: Served) -> Response:
+    """All of a dead letter's kept head: the page shows its first bytes."""
+    found = None
+    if 1 <= letter_id < 2**63:
+        found = await run_in_threadpool(svc.box.get_dead_letter, letter_id)
+    if found is None or not who.token.covers(found[0]):
+        return refused(who, f"No dead letter {letter_id} in your inboxes.", 404)
+    return _download(found[1].head, f"dead-letter-{letter_id}.bin")
+
+
+def _download(data: bytes, filename: str) -> Response:
+    """Bytes a sender sent, as a file to save, never as a page to render."""
+    disposition = f'attachment; filename="{filename}"'
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={**HEADERS, "Content-Disposition": disposition},
+    )
 
 
 @router.get("/dead-letters")
@@ -180,7 +221,19 @@ async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
                 f"Dead letter #{letter.id} replayed by {letter.replayed_by or '-'}: "
                 f"{letter.replay_verdict}."
             )
-    body = await run_in_threadpool(letters.page, svc.box, who, covered, ask)
+    searching = bool(ask.query.search) and not ask.problems
+    try:
+        if searching:
+            svc.readers.take_search()
+    except ProblemError as exc:
+        return refused(who, exc.detail, 503, exc.headers)
+    try:
+        body = await svc.readers.run(letters.page, svc.box, who, covered, ask)
+    except ReadTimedOut as exc:
+        return refused(who, str(exc), 503, {"Retry-After": RETRY_AFTER})
+    finally:
+        if searching:
+            svc.readers.give_search()
     return h.page("Dead letters", body, who, banner=banner)
 
 
@@ -193,11 +246,17 @@ async def dead_letter_lines(request: Request, who: Viewer, svc: Served) -> Respo
         return refused(who, "Choose one inbox (and times that read) to download.", 422)
     found = shared.lines(svc.box, ask.inboxes, ask.query, DOWNLOAD_LIMIT, [])
     disposition = f'attachment; filename="{ask.inboxes[0]}-dead-letters.ndjson"'
-    return StreamingResponse(
-        iterate_in_threadpool(found),
-        media_type="application/x-ndjson",
-        headers={**HEADERS, "Content-Disposition": disposition},
-    )
+    try:
+        return await svc.readers.stream(
+            joined(found, shared.PAGE),
+            "application/x-ndjson",
+            bool(ask.query.search),
+            headers={**HEADERS, "Content-Disposition": disposition},
+        )
+    except ProblemError as exc:
+        return refused(who, exc.detail, exc.status, exc.headers)
+    except ReadTimedOut as exc:
+        return refused(who, str(exc), 503, {"Retry-After": RETRY_AFTER})
 
 
 @router.get("/work")

@@ -16,7 +16,7 @@ random value that must match a short-lived ``SameSite=Strict`` cookie (login CSR
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import parse_qs
 
@@ -28,6 +28,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session, Sessions
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
+from oncebox.surfaces.http.reading import Readers
 
 COOKIE = "oncebox_console"
 SIGNIN_COOKIE = "oncebox_console_signin"
@@ -41,6 +42,7 @@ class Console:
     box: Oncebox
     sessions: Sessions
     private_key: bytes | None
+    readers: Readers = field(default_factory=Readers)  # the API's: one per worker
 
     def covered(self, who: Session) -> list[str]:
         """The declared inboxes the session's token covers: all the console shows."""
@@ -151,8 +153,12 @@ def signed_out() -> Response:
     return response
 
 
-def refused(who: Session | None, detail: str, status: int = 403) -> Response:
-    return h.page("Refused", f'<p class="notice bad">{h.e(detail)}</p>', who, status)
+def refused(
+    who: Session | None, detail: str, status: int = 403, headers: dict[str, str] | None = None
+) -> Response:
+    page = h.page("Refused", f'<p class="notice bad">{h.e(detail)}</p>', who, status)
+    page.headers.update(headers or {})
+    return page
 
 
 async def _on_signed_out(_request: Request, _exc: Exception) -> Response:

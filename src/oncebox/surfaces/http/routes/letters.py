@@ -6,16 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import WithJsonSchema
-from starlette.concurrency import iterate_in_threadpool
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
+from oncebox.engine.reads import SEARCH_BYTES, SEARCH_SECONDS, search_term
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.surfaces import letters
+from oncebox.errors import InvalidOperation
+from oncebox.surfaces import letters, listing
 from oncebox.surfaces.http.access import Authed, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.listed import DeadLetterListedOut
 from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
 from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.reading import SEARCHES, encoded, encoder, joined
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.listing import LIMIT
 from oncebox.surfaces.views import ISO_PATTERN, SECONDS_PATTERN, as_json, parse_when
 
 router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
@@ -41,7 +45,13 @@ Since = Annotated[
 Until = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
 Search = Annotated[
     str | None,
-    Query(max_length=1024, description="Only those whose kept head holds this text (UTF-8)."),
+    Query(
+        max_length=SEARCH_BYTES,
+        description=f"Only those whose kept head holds this text (at most {SEARCH_BYTES} "
+        f"bytes of UTF-8). A search looks through every kept head in its range: at most "
+        f"{SEARCHES} run at once per worker (one more is answered 503 with Retry-After), "
+        f"each for at most {SEARCH_SECONDS:g} s (503: narrow it).",
+    ),
 ]
 After = Annotated[
     int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
@@ -66,6 +76,10 @@ def _filters(
 ) -> letters.Query:
     """The dead-letter filters both listing routes take, as one query."""
     times = _seconds("since", since), _seconds("until", until)
+    try:
+        search_term(search)
+    except InvalidOperation as exc:
+        raise ProblemError(422, "validation", f"query.search: {exc}") from None
     return letters.Query(reason, *times, search or None, after)
 
 
@@ -74,21 +88,41 @@ Filters = Annotated[letters.Query, Depends(_filters)]
 
 @router.get(
     "/v1/inboxes/{inbox}/dead-letters",
-    response_model=list[DeadLetterOut],
+    response_model=list[DeadLetterListedOut],
     summary="Invalid deliveries kept with their reason, filtered and paged",
     response_description="The dead letters, in id order",
     responses=inbox_errors(),
 )
-def dead_letters(
+async def dead_letters(
     inbox: InboxName,
     who: Reader,
     svc: Served,
     query: Filters,
-    limit: Annotated[int, Query(ge=1, le=10_000, description="At most this many rows.")] = 100,
-) -> list[dict[str, Any]]:
-    """The inbox's dead letters, oldest first: a bounded copy of what arrived, its
-    length, SHA-256 and why it was refused. The next page: ``after`` the last id."""
-    return [as_json(row, inbox=name) for name, row in letters.page(svc.box, [inbox], query, limit)]
+    limit: Annotated[int, Query(ge=1, le=LIMIT, description="At most this many rows.")] = 100,
+) -> Response:
+    """The inbox's dead letters, oldest first, a page of at most 1,000 (the next:
+    ``after`` the last id): the first 1,024 bytes of the kept head (``kept`` bytes of
+    ``length`` that arrived, with the SHA-256 of all that arrived), and why it was
+    refused; ``cut`` names what is shown only in part, and the whole is
+    ``GET /v1/dead-letters/{id}``. The answer is written as it is read."""
+    pages = listing.letter_pages(svc.box, [inbox], query, limit)
+    chunks = listing.json_array(pages, encoder(DeadLetterListedOut))
+    return await svc.readers.stream(encoded(chunks), "application/json", bool(query.search))
+
+
+@router.get(
+    "/v1/dead-letters/{letter_id}",
+    response_model=DeadLetterOut,
+    summary="One dead letter, its kept head whole",
+    response_description="The dead letter",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such dead letter."),
+)
+def show_dead_letter(letter_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
+    """One dead letter with all of its kept head (read scope on its inbox)."""
+    found = svc.box.get_dead_letter(letter_id)
+    inbox = who.found(TokenScope.READ, found[0] if found else None, _missing(letter_id))
+    assert found is not None
+    return as_json(found[1], inbox=inbox)
 
 
 @router.get(
@@ -108,7 +142,7 @@ def dead_letters(
         **inbox_errors(),
     },
 )
-def dead_letter_lines(
+async def dead_letter_lines(
     inbox: InboxName,
     who: Reader,
     svc: Served,
@@ -118,11 +152,16 @@ def dead_letter_lines(
     svc.box.inbox(inbox)  # an unknown inbox is a 404 before the answer starts
     found = letters.lines(svc.box, [inbox], query, limit, [])
     disposition = f'attachment; filename="{inbox}-dead-letters.ndjson"'
-    return StreamingResponse(
-        iterate_in_threadpool(found),
-        media_type=NDJSON,
+    return await svc.readers.stream(
+        joined(found, letters.PAGE),
+        NDJSON,
+        bool(query.search),
         headers={"Content-Disposition": disposition},
     )
+
+
+def _missing(letter_id: int) -> str:
+    return f"no dead letter {letter_id}"
 
 
 @router.post(
@@ -157,9 +196,7 @@ def replay_dead_letter(
     the dead letter's id are kept in the log."""
     box = svc.box
     found = box.get_dead_letter(letter_id)
-    if found is None:
-        raise ProblemError(404, "not-found", f"no dead letter {letter_id}")
-    who.require(TokenScope.OPERATOR, found[0])
+    who.found(TokenScope.OPERATOR, found[0] if found else None, _missing(letter_id))
     asked = replay or ReplayIn()
     decision = box.replay(letter_id, who.token.name, asked.lease_token, asked.note)
     after = box.get_dead_letter(letter_id)

@@ -10,7 +10,6 @@ from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces.http.access import AnyReader, Authed, RowId, Served
 from oncebox.surfaces.http.models import CheckpointOut, ConsistencyProofOut, InclusionProofOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
-from oncebox.surfaces.http.problems import ProblemError
 
 TAG = {
     "name": "log",
@@ -53,9 +52,7 @@ def prove_record(record_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
     """Prove that the log entry sealing the record is in the current tree; check it
     offline with `oncebox verify-proof` against a checkpoint."""
     inbox = svc.box.record_inbox(record_id)
-    if inbox is None:
-        raise ProblemError(404, "not-found", f"no record {record_id}")
-    who.require(TokenScope.READ, inbox)
+    who.found(TokenScope.READ, inbox, f"no record {record_id}")
     return svc.box.prove(record_id)
 
 

@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from starlette.responses import Response
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces import listing
 from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.listed import QuarantineListedOut
 from oncebox.surfaces.http.models import QuarantineOut, ResolveIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
-from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.reading import encoded, encoder
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.listing import LIMIT
 from oncebox.surfaces.views import as_json
 
 TAG = {
@@ -21,26 +25,28 @@ TAG = {
     "and invalid deliveries kept as dead letters with their reason.",
 }
 router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
-Limit = Annotated[int, Query(ge=1, le=10_000, description="At most this many rows.")]
+# A page: each row is bounded, and the answer is written as it is read.
+Limit = Annotated[int, Query(ge=1, le=LIMIT, description="At most this many rows.")]
+After = Annotated[
+    int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
+]
 
 
 def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> dict[str, Any]:
     found = box.get_quarantine(quarantine_id)
-    if found is None:
-        raise ProblemError(404, "not-found", f"no quarantine row {quarantine_id}")
-    inbox, row = found
-    who.require(scope, inbox)
-    return as_json(row, inbox=inbox, original=box.original(row))
+    inbox = who.found(scope, found[0] if found else None, f"no quarantine row {quarantine_id}")
+    assert found is not None
+    return as_json(found[1], inbox=inbox, original=box.original(found[1]))
 
 
 @router.get(
     "/v1/inboxes/{inbox}/quarantine",
-    response_model=list[QuarantineOut],
-    summary="Quarantined newcomers, each with the original record",
-    response_description="The rows, each with its original",
+    response_model=list[QuarantineListedOut],
+    summary="Quarantined newcomers, each with the original record, values cut to a bound",
+    response_description="The rows in id order, each with its original",
     responses=inbox_errors(),
 )
-def list_quarantine(
+async def list_quarantine(
     inbox: InboxName,
     who: Reader,
     svc: Served,
@@ -48,12 +54,18 @@ def list_quarantine(
         Literal["open", "kept", "accepted", "all"],
         Query(description="Only rows with this resolution (all: every row)."),
     ] = "open",
+    after: After = 0,
     limit: Limit = 100,
-) -> list[dict[str, Any]]:
-    """The inbox's quarantine rows, each beside the record it conflicts with."""
-    box = svc.box
-    rows = box.quarantined(inbox, None if status == "all" else status, limit)
-    return [as_json(row, inbox=inbox, original=box.original(row)) for row in rows]
+) -> Response:
+    """The inbox's quarantine rows in id order, each beside the record it conflicts
+    with, a page of at most 1,000 (the next: ``after`` the last id). Each content is
+    shown cut to its first 1,024 bytes, with its length and SHA-256 (``cut`` names
+    what is shown only in part); the whole row is ``GET /v1/quarantine/{id}``. The
+    answer is written as it is read, a hundred rows at a time."""
+    chosen = None if status == "all" else status
+    pages = listing.quarantine_pages(svc.box, inbox, chosen, limit, after)
+    chunks = listing.json_array(pages, encoder(QuarantineListedOut))
+    return await svc.readers.stream(encoded(chunks), "application/json")
 
 
 @router.get(

@@ -6,10 +6,14 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from oncebox.engine.views import LISTED
 from oncebox.surfaces.http.access import InboxName, Operator, Reader, Served
-from oncebox.surfaces.http.models import RetriedOut, WorkKeyIn, WorkKeyOut, WorkOut
+from oncebox.surfaces.http.listed import WorkKeyListedOut, WorkListedOut
+from oncebox.surfaces.http.models import RetriedOut, WorkKeyIn, WorkKeyOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
+from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.listing import LIMIT
 from oncebox.surfaces.views import work_key_json
 
 TAG = {
@@ -18,39 +22,87 @@ TAG = {
     "that kept failing and wait in review, and sending one back from review.",
 }
 router = APIRouter(tags=["work"], route_class=StrictJSONRoute)
+Limit = Annotated[int, Query(ge=1, le=LIMIT, description="At most this many keys.")]
+AfterPart = Annotated[
+    str | None,
+    Query(max_length=1024, description="Part of the last key of the page before (paging)."),
+]
 
 
 @router.get(
     "/v1/inboxes/{inbox}/work",
-    response_model=WorkOut,
+    response_model=WorkListedOut,
     summary="Work keys and their figures (dirty count, in review)",
     response_description="The figures and the keys",
     responses=inbox_errors(),
 )
-def work_keys(
+async def work_keys(
     inbox: InboxName,
     who: Reader,
     svc: Served,
     dirty: Annotated[bool, Query(description="Only keys not yet refreshed.")] = False,
+    after_seller_id: AfterPart = None,
+    after_sku: AfterPart = None,
+    after_marketplace_id: AfterPart = None,
+    limit: Limit = 100,
 ) -> dict[str, Any]:
-    """The inbox's work keys with their generations, documents and failures."""
-    rows = svc.box.work_keys(inbox)
-    return {
-        "figures": svc.box.work_figures(inbox),
-        "keys": [work_key_json(row) for row in rows if row.dirty or not dirty],
-    }
+    """The inbox's work keys in key order with their generations, documents and
+    failures, a page of at most 1,000 (the next: ``after_seller_id``, ``after_sku`` and
+    ``after_marketplace_id`` of the last key). A document longer than 2,048 characters
+    of JSON is left out (null, ``cut`` says so, ``document_length`` its length)."""
+    after = None
+    if after_seller_id is not None and after_sku is not None and after_marketplace_id is not None:
+        after = (after_seller_id, after_sku, after_marketplace_id)
+    elif (after_seller_id, after_sku, after_marketplace_id) != (None, None, None):
+        raise ProblemError(422, "validation", "query.after_*: give all three parts, or none")
+
+    def read() -> dict[str, Any]:
+        rows = svc.box.work_keys(inbox, limit=limit, after=after, dirty=dirty, preview=LISTED)
+        return {"figures": svc.box.work_figures(inbox), "keys": [work_key_json(r) for r in rows]}
+
+    return await svc.readers.run(read)
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/work/key",
+    response_model=WorkKeyOut,
+    summary="One work key, its document whole",
+    response_description="The key",
+    responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox or work key."),
+)
+def work_key(
+    inbox: InboxName,
+    who: Reader,
+    svc: Served,
+    seller_id: Annotated[str, Query(max_length=1024, description="The seller.")],
+    sku: Annotated[str, Query(max_length=1024, description="The SKU.")],
+    marketplace_id: Annotated[str, Query(max_length=1024, description="The marketplace.")],
+) -> dict[str, Any]:
+    """One work key with all of its document (a listing leaves a long one out)."""
+    found = svc.box.work_key(inbox, (seller_id, sku, marketplace_id))
+    if found is None:
+        raise ProblemError(404, "not-found", f"no work key {seller_id}/{sku}/{marketplace_id}")
+    return work_key_json(found)
 
 
 @router.get(
     "/v1/inboxes/{inbox}/work/review",
-    response_model=list[WorkKeyOut],
+    response_model=list[WorkKeyListedOut],
     summary="Work keys waiting for an operator, with their last error",
     response_description="The keys in review",
     responses=inbox_errors(),
 )
-def work_review(inbox: InboxName, who: Reader, svc: Served) -> list[dict[str, Any]]:
-    """Keys whose refresh failed too often in a row; they wait for an operator."""
-    return [work_key_json(row) for row in svc.box.reconciler(inbox).review()]
+async def work_review(
+    inbox: InboxName, who: Reader, svc: Served, limit: Limit = 100
+) -> list[dict[str, Any]]:
+    """Keys whose refresh failed too often in a row; they wait for an operator. In key
+    order, documents as ``/work`` shows them."""
+
+    def read() -> list[dict[str, Any]]:
+        keys = svc.box.reconciler(inbox).review(limit, preview=LISTED)
+        return [work_key_json(row) for row in keys]
+
+    return await svc.readers.run(read)
 
 
 @router.post(
