@@ -19,6 +19,7 @@ from oncebox.formats import (
     Delivery,
     Identity,
     Invalid,
+    Oversize,
     Unreadable,
     Verified,
     identify,
@@ -62,6 +63,9 @@ class Prepared(NamedTuple):
 
 def prepare(codec: Codec, delivery: Delivery) -> Prepared:
     """Bound the raw size, then decode, validate and identify; never touches storage."""
+    if isinstance(delivery, Oversize):  # its transport kept only the head of it
+        detail = delivery.detail or f"{delivery.length} bytes exceeds {codec.max_bytes}"
+        return Prepared(delivery, invalid=Invalid("too_large", detail))
     if len(delivery.body) > codec.max_bytes:
         invalid = Invalid("too_large", f"{len(delivery.body)} bytes exceeds {codec.max_bytes}")
         return Prepared(delivery, invalid=invalid)

@@ -4,6 +4,8 @@ from oncebox.formats.codec import (
     Codec,
     Decoded,
     Delivery,
+    Overflow,
+    Oversize,
     Unreadable,
     codec_family,
     codec_names,
@@ -21,7 +23,8 @@ from oncebox.formats.json_event import JsonEventCodec
 from oncebox.formats.keyed import KeyedCodec
 from oncebox.formats.sp_api import SpApiListingCodec
 from oncebox.formats.ussd_h1 import UssdH1Codec
-from oncebox.formats.webhooks import Unverified, Verified, WebhookConfig, parse_webhook
+from oncebox.formats.webhook_config import WebhookConfig, parse_webhook
+from oncebox.formats.webhooks import Unverified, Verified
 
 register(JsonEventCodec())
 register(UssdH1Codec())
@@ -40,6 +43,8 @@ __all__ = [
     "JsonCodec",
     "JsonEventCodec",
     "KeyedCodec",
+    "Overflow",
+    "Oversize",
     "SpApiListingCodec",
     "Unreadable",
     "Unverified",

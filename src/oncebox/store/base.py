@@ -58,6 +58,8 @@ class DeadLetterFilter:
     until: float | None = None
     search: bytes | None = None
     after: int = 0
+
+
 WorkKey = tuple[str, str, str]
 
 

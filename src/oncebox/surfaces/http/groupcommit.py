@@ -161,9 +161,7 @@ class GroupCommit:
             else:
                 entry.future.set_result(outcome)
 
-    def _decide(
-        self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]
-    ) -> list[Outcome]:
+    def _decide(self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]) -> list[Outcome]:
         """In a worker thread: admit the requests, then decide the admitted ones."""
         outcomes: list[Outcome | None] = [None] * len(work)
         deliveries = [delivery for delivery, _ in work]

@@ -1,35 +1,38 @@
 """Webhook senders at the HTTP edge: who may deliver without a bearer token, and how.
 
 A webhook's sender cannot hold an oncebox token, so on an inbox whose codec declares a
-webhook it authenticates each delivery by its signature instead. Two halves, both here
-so that the gate and the route read one rule:
+webhook it authenticates each delivery by its signature instead. Three steps, all here
+so that the gate, the body reader and the route read one rule:
 
-- from the head (:func:`sender_of`, for the gate): the headers the scheme cannot verify
-  without, and the most body such a request may send (the codec's own bound, within the
-  server's), so that an unsigned stranger's body is never read and a signed one is read
-  only as far as the inbox could take it;
-- after the body (:func:`signed`, for the group commit turn): the signature checked at
-  the server clock's time; a refusal is a 401 naming its reason, and nothing is stored.
+- from the head (:meth:`Senders.begin`, for the gate): the headers the scheme needs,
+  read and checked (their syntax, the signed time against the server clock, a second
+  upload of one message id while the first is still arriving), and room for the body in
+  the worker's budget of unverified bytes; the most body such a request may send is
+  its inbox codec's bound;
+- as the body arrives (:class:`Signing`, for the body reader): the signature computed
+  over it, so that a body is never held longer than it takes to arrive, and never past
+  the budget;
+- in the group commit turn (:func:`signed`): the signed time checked again at the server
+  clock's time. A refusal is a 401 naming its reason, and nothing is stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+
+from starlette.concurrency import run_in_threadpool
 
 from oncebox.engine.box import Oncebox
 from oncebox.errors import OnceboxError
-from oncebox.formats import Delivery, Unverified, WebhookConfig
+from oncebox.formats import Delivery, Unverified, Verified, WebhookConfig
+from oncebox.formats.codec import HEAD_KEPT
+from oncebox.formats.webhooks import BodyMac
 from oncebox.surfaces.http.groupcommit import Signed
-from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.http.problems import RETRY_AFTER, ProblemError
 
-
-@dataclass(frozen=True)
-class Sender:
-    """What the gate asks of a sender-signed request's head."""
-
-    headers: tuple[bytes, ...]  # lower case, as ASGI gives them
-    max_body: int
+DEFAULT_BUDGET = 32 * 1024 * 1024  # bytes of unverified bodies one worker holds at once
 
 
 def webhook_of(box: Oncebox, inbox: str) -> WebhookConfig | None:
@@ -42,12 +45,140 @@ def webhook_of(box: Oncebox, inbox: str) -> WebhookConfig | None:
     return found if isinstance(found, WebhookConfig) else None
 
 
-def sender_of(box: Oncebox, inbox: str, max_body: int) -> Sender | None:
-    webhook = webhook_of(box, inbox)
-    if webhook is None:
+def bound_of(box: Oncebox, inbox: str) -> int | None:
+    """The most body one delivery to a declared inbox may have: its codec's bound."""
+    try:
+        return box.inbox(inbox).codec.max_bytes
+    except OnceboxError:
         return None
-    bound = min(max_body, box.inbox(inbox).codec.max_bytes)
-    return Sender(tuple(name.encode() for name in webhook.headers), bound)
+
+
+class ServerClock:
+    """The server clock (the store's; the database's on PostgreSQL) as the gate reads
+    it for every signed head: read from the store at most every ``refresh`` seconds,
+    carried forward on the monotonic clock in between, so a flood of heads costs the
+    store nothing. The group commit turn still reads the store's own clock."""
+
+    def __init__(self, read: Callable[[], float], refresh: float = 1.0) -> None:
+        self._read = read
+        self._refresh = refresh
+        self._base = 0.0
+        self._at: float | None = None
+
+    async def now(self) -> float:
+        at = self._at
+        if at is None or time.monotonic() - at > self._refresh:
+            base = await run_in_threadpool(self._read)
+            self._base, self._at = base, at = base, time.monotonic()
+        return self._base + (time.monotonic() - at)
+
+
+@dataclass
+class Budget:
+    """The bytes of unverified bodies this worker holds (see :class:`Signing`)."""
+
+    capacity: int
+    held: int = 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.capacity:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
+@dataclass
+class Signing:
+    """A sender-signed request between its head and the end of its body: the signature
+    computed as the body arrives, and the budget and message id it holds until then."""
+
+    webhook: WebhookConfig
+    mac: BodyMac
+    budget: Budget
+    flights: set[Hashable]
+    flight: Hashable
+    reserved: int = 0
+    done: bool = field(default=False)
+
+    def update(self, chunk: bytes) -> None:
+        self.mac.update(chunk)
+
+    def hold(self, size: int) -> bool:
+        """Room for ``size`` bytes of this body in the budget (False: none left)."""
+        if size <= self.reserved:
+            return True
+        if not self.budget.take(size - self.reserved):
+            return False
+        self.reserved = size
+        return True
+
+    def shrink(self, size: int) -> None:
+        """Give back all but ``size`` bytes (a body past its bound keeps its head only)."""
+        if size < self.reserved:
+            self.budget.give(self.reserved - size)
+            self.reserved = size
+
+    def finish(self) -> Verified | Unverified:
+        """The signature's verdict over the whole body; the budget is given back."""
+        self.release()
+        try:
+            return self.mac.verdict()
+        except Unverified as exc:
+            return exc
+
+    def release(self) -> None:
+        if not self.done:
+            self.done = True
+            self.budget.give(self.reserved)
+            self.reserved = 0
+            self.flights.discard(self.flight)
+
+
+class Senders:
+    """This worker's webhook senders: their inboxes, budget and uploads in flight."""
+
+    def __init__(
+        self,
+        box: Oncebox,
+        budget: int = DEFAULT_BUDGET,
+        count: Callable[[str, str], None] = lambda _inbox, _reason: None,
+    ) -> None:
+        self.box = box
+        self.budget = Budget(budget)
+        self.count = count
+        self.clock = ServerClock(box.store.now)
+        self._flights: set[Hashable] = set()
+
+    def webhook(self, inbox: str) -> WebhookConfig | None:
+        return webhook_of(self.box, inbox)
+
+    async def begin(
+        self, inbox: str, webhook: WebhookConfig, headers: Mapping[str, str], declared: int
+    ) -> Signing:
+        """Check a signed request's head (see the module) and make room for its body of
+        ``declared`` bytes (0 when unknown: it is then made room for as it arrives, and
+        a body over the inbox's bound holds only the head a dead letter keeps). Raises
+        the :class:`ProblemError` to answer instead (401, or 503 past the budget)."""
+        try:
+            head = webhook.head(headers, await self.clock.now())
+        except Unverified as exc:
+            self.count(inbox, exc.reason)
+            raise refused(exc.reason, exc.detail) from None
+        verified = head.verified
+        flight = (inbox, verified.key) if verified.key else (inbox, head.prefix, head.given)
+        if flight in self._flights:
+            self.count(inbox, "in_flight")
+            raise busy("an upload of this message is still arriving")
+        signing = Signing(webhook, webhook.mac(head), self.budget, self._flights, flight)
+        bound = bound_of(self.box, inbox) or 0
+        if not signing.hold(min(declared, HEAD_KEPT) if declared > bound else declared):
+            self.count(inbox, "over_budget")
+            raise over_budget()
+        self._flights.add(flight)
+        return signing
 
 
 def refused(reason: str, detail: str) -> ProblemError:
@@ -62,8 +193,16 @@ def refused(reason: str, detail: str) -> ProblemError:
     )
 
 
-def missing_headers(sender: Sender) -> ProblemError:
-    names = ", ".join(name.decode() for name in sender.headers)
+def busy(detail: str) -> ProblemError:
+    return ProblemError(503, "busy", detail, headers={"Retry-After": RETRY_AFTER})
+
+
+def over_budget() -> ProblemError:
+    return busy("too many unverified webhook bodies are arriving at once: retry later")
+
+
+def missing_headers(webhook: WebhookConfig) -> ProblemError:
+    names = ", ".join(" or ".join(reversed(alternatives)) for alternatives in webhook.headers)
     return refused("missing_signature", f"send Authorization: Bearer <token>, or sign ({names})")
 
 
@@ -71,18 +210,27 @@ def signed(
     webhook: WebhookConfig,
     headers: Mapping[str, str],
     body: bytes,
+    verified: Verified | None,
     count: Callable[[str], None] = lambda _reason: None,
+    make: Callable[[Verified], Delivery] | None = None,
 ) -> Signed:
     """The group commit's check of one signed request: the delivery it stands for
-    (the webhook's own id as its key, the signature's facts recorded beside it).
-    ``count`` hears each refusal's reason, for operators (nothing else records it)."""
+    (the webhook's own id as its key, the signature's facts recorded beside it, or what
+    ``make`` builds of them). ``verified`` is what its body's signature vouched for as it
+    arrived (None: not checked yet, the whole ``body`` is). ``count`` hears each
+    refusal's reason, for operators (nothing else records it)."""
 
     def verify(now: float) -> Delivery:
         try:
-            verified = webhook.verify(headers, body, now)
+            if verified is None:
+                facts = webhook.verify(headers, body, now)
+            else:
+                facts = webhook.still_fresh(verified, now)
         except Unverified as exc:
             count(exc.reason)
             raise refused(exc.reason, exc.detail) from None
-        return Delivery(body=body, key=verified.key, signature=verified)
+        if make is not None:
+            return make(facts)
+        return Delivery(body=body, key=facts.key, signature=facts)
 
     return Signed(verify)
