@@ -186,7 +186,7 @@ def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
             "scheme": "standard-webhooks",
             "secrets": "env ONCEBOX_HOOK_SECRET",
             "tolerance_seconds": 300,
-        }
+        },
     }
     assert shown["amazon"]["settings"]["expected_subscription_id"][0].startswith("d3b07384")
     assert SECRET not in oncebox(tmp_path, "inboxes").stdout.decode()
