@@ -13,6 +13,7 @@ from oncebox.formats.codec import (
     configure,
     get_codec,
     needs_key,
+    read_bounded,
     register,
 )
 from oncebox.formats.feed import FeedCodec
@@ -59,5 +60,6 @@ __all__ = [
     "identify",
     "needs_key",
     "parse_webhook",
+    "read_bounded",
     "register",
 ]

@@ -16,7 +16,7 @@ codec. Its ``settings`` (a JSON-ready mapping, never a secret) are what operator
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -98,6 +98,27 @@ class Overflow:
         """:meth:`delivery`, with the transport's facts ``delivery`` carries."""
         facts = {f.name: getattr(delivery, f.name) for f in fields(Delivery) if f.name != "body"}
         return self.delivery(detail, **facts)
+
+
+def read_bounded(chunks: Iterable[bytes], bound: int, **facts: Any) -> Delivery:
+    """The delivery of the body ``chunks`` make up, holding at most ``bound`` bytes of
+    it: a body past the bound is its :class:`Oversize` (its head, length and SHA-256),
+    whose rest was never held. ``facts`` are the transport's (``key``, ...)."""
+    kept: list[bytes] = []
+    size = 0
+    overflow: Overflow | None = None
+    for chunk in chunks:
+        if overflow is not None:
+            overflow.update(chunk)
+            continue
+        size += len(chunk)
+        kept.append(chunk)
+        if size > bound:
+            overflow = Overflow(b"".join(kept))
+            kept = []
+    if overflow is not None:
+        return overflow.delivery(**facts)
+    return Delivery(b"".join(kept), **facts)
 
 
 class Decoded(NamedTuple):
