@@ -8,7 +8,6 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oncebox.formats import Overflow, Unverified
-from oncebox.formats.codec import HEAD_KEPT
 from oncebox.surfaces.http import problems
 from oncebox.surfaces.http.access import BODY_KEY, OVERSIZE_KEY, VERIFIED_KEY
 from oncebox.surfaces.http.gate import BODY_LIMIT_KEY, KEEP_OVERSIZE_KEY, SIGNING_KEY
@@ -79,29 +78,29 @@ class BoundedBody:
             if overflow is not None:
                 overflow.update(chunk)
             elif size <= limit:
-                if signing is not None and not signing.hold(size):
+                if signing is None:
+                    chunks.append(chunk)
+                elif not signing.add(chunk):
                     await _answer(over_budget(), scope, receive, send)
                     return
-                chunks.append(chunk)
             elif keep:  # past the bound: from now on only the head is kept
-                overflow = Overflow(b"".join(chunks))
+                overflow = Overflow(signing.spill() if signing else b"".join(chunks))
                 overflow.update(chunk)
                 chunks = []
-                if signing is not None:
-                    signing.shrink(HEAD_KEPT)
             else:
                 await _answer(
                     problems.ProblemError(413, "too-large", _over(limit)), scope, receive, send
                 )
                 return
         if signing is not None:
-            verdict = signing.finish()
+            verdict, body = signing.finish()
             scope[VERIFIED_KEY] = verdict
             if isinstance(verdict, Unverified):
-                chunks, overflow = [], None  # nothing of it is kept
+                overflow = None  # nothing of it is kept
+        else:
+            body = b"".join(chunks)
         if overflow is not None:
             scope[OVERSIZE_KEY] = overflow
-        body = b"".join(chunks)
         scope[BODY_KEY] = body
         replayed = False
 

@@ -18,6 +18,7 @@ so that the gate, the body reader and the route read one rule:
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from oncebox.surfaces.http.groupcommit import Signed
 from oncebox.surfaces.http.problems import RETRY_AFTER, ProblemError
 
 DEFAULT_BUDGET = 32 * 1024 * 1024  # bytes of unverified bodies one worker holds at once
+# Once this much was held, the heap's free pages are handed back when it is all let go:
+# not after every small delivery, which would cost each one a walk of the heap.
+HAND_BACK_AFTER = 4 * 1024 * 1024
 
 
 def webhook_of(box: Oncebox, inbox: str) -> WebhookConfig | None:
@@ -79,31 +83,60 @@ class Budget:
 
     capacity: int
     held: int = 0
+    peak: int = 0  # the most held since the heap's free pages were last handed back
 
     def take(self, size: int) -> bool:
         if self.held + size > self.capacity:
             return False
         self.held += size
+        self.peak = max(self.peak, self.held)
         return True
 
     def give(self, size: int) -> None:
         self.held -= size
+        if self.held == 0 and self.peak >= HAND_BACK_AFTER:
+            self.peak = 0
+            hand_back_free_memory()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator gives memory back itself
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def hand_back_free_memory() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``). glibc
+    keeps freed pages that are not at the top of its heap: the bodies a flood of idle
+    uploads held, freed once they ended, stayed in the worker's RSS (+34 MiB for a
+    32 MiB budget, RELIABILITY.md) until something else reused them."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 @dataclass
 class Signing:
     """A sender-signed request between its head and the end of its body: the signature
-    computed as the body arrives, and the budget and message id it holds until then."""
+    computed as the body arrives, the body held within the worker's budget, and the
+    message id it holds until then."""
 
     webhook: WebhookConfig
     mac: BodyMac
     budget: Budget
     flights: set[Hashable]
     flight: Hashable
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0  # of the chunks held
     reserved: int = 0
-    done: bool = field(default=False)
+    done: bool = False
 
     def update(self, chunk: bytes) -> None:
+        """Feed a chunk of the body to the signature."""
         self.mac.update(chunk)
 
     def hold(self, size: int) -> bool:
@@ -115,26 +148,47 @@ class Signing:
         self.reserved = size
         return True
 
-    def shrink(self, size: int) -> None:
-        """Give back all but ``size`` bytes (a body past its bound keeps its head only)."""
-        if size < self.reserved:
-            self.budget.give(self.reserved - size)
-            self.reserved = size
+    def add(self, chunk: bytes) -> bool:
+        """Keep a chunk of the body, if the budget has room for it (False: none left)."""
+        if not self.hold(self.size + len(chunk)):
+            return False
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        return True
 
-    def finish(self) -> Verified | Unverified:
-        """The signature's verdict over the whole body; the budget is given back."""
-        self.release()
+    def spill(self) -> bytes:
+        """The body so far, once it is past its bound: from now on only a dead letter's
+        head of it is kept, and the rest of its room is given back."""
+        start = self._take()
+        if self.reserved > HEAD_KEPT:
+            self.budget.give(self.reserved - HEAD_KEPT)
+            self.reserved = HEAD_KEPT
+        return start
+
+    def finish(self) -> tuple[Verified | Unverified, bytes]:
+        """The signature's verdict over the whole body, and the body if it verified;
+        the budget is given back."""
         try:
-            return self.mac.verdict()
+            verdict: Verified | Unverified = self.mac.verdict()
         except Unverified as exc:
-            return exc
+            verdict = exc
+        body = self._take() if isinstance(verdict, Verified) else b""
+        self.release()
+        return verdict, body
 
     def release(self) -> None:
+        """Let go of everything the upload held (once: it may end in several ways)."""
         if not self.done:
             self.done = True
+            self.chunks, self.size = [], 0
             self.budget.give(self.reserved)
             self.reserved = 0
             self.flights.discard(self.flight)
+
+    def _take(self) -> bytes:
+        body = b"".join(self.chunks)
+        self.chunks, self.size = [], 0
+        return body
 
 
 class Senders:
