@@ -123,7 +123,9 @@ async def _answer(
 ) -> None:
     """Refuse a request whose body is not (all) read: the connection is closed."""
     headers = {**refusal.headers, "Connection": "close"}
-    response = problems.problem_response(refusal.status, refusal.kind, refusal.detail, headers)
+    response = problems.problem_response(
+        refusal.status, refusal.kind, refusal.detail, headers, **refusal.extra
+    )
     await response(scope, receive, send)
 
 

@@ -225,7 +225,7 @@ class Senders:
         flight = (inbox, verified.key) if verified.key else (inbox, head.prefix, head.given)
         if flight in self._flights:
             self.count(inbox, "in_flight")
-            raise busy("an upload of this message is still arriving")
+            raise busy("in_flight", "an upload of this message is still arriving")
         signing = Signing(webhook, webhook.mac(head), self.budget, self._flights, flight)
         bound = bound_of(self.box, inbox) or 0
         if not signing.hold(min(declared, HEAD_KEPT) if declared > bound else declared):
@@ -247,12 +247,17 @@ def refused(reason: str, detail: str) -> ProblemError:
     )
 
 
-def busy(detail: str) -> ProblemError:
-    return ProblemError(503, "busy", detail, headers={"Retry-After": RETRY_AFTER})
+def busy(reason: str, detail: str) -> ProblemError:
+    """A 503 for a sender's upload that cannot be taken now (``over_budget``,
+    ``in_flight``): nothing was read or stored; the sender's retry will be."""
+    return ProblemError(
+        503, "busy", detail, headers={"Retry-After": RETRY_AFTER}, extra={"reason": reason}
+    )
 
 
 def over_budget() -> ProblemError:
-    return busy("too many unverified webhook bodies are arriving at once: retry later")
+    detail = "too many unverified webhook bodies are arriving at once: retry later"
+    return busy("over_budget", detail)
 
 
 def missing_headers(webhook: WebhookConfig) -> ProblemError:
