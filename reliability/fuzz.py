@@ -598,6 +598,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--engine", choices=["auto", "atheris", "mutation"], default="auto")
     p.add_argument("--examples", type=int, default=150, help="schemathesis --max-examples")
     p.add_argument("--skip-service", action="store_true", help="fuzz targets only")
+    p.add_argument(
+        "--target", action="append", choices=list(targets.TARGETS), help="only these targets"
+    )
     args = p.parse_args(argv)
     started = time.perf_counter()
     failed: list[str] = []
@@ -609,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if engine == "mutation" and args.engine == "auto":
             print("atheris is not installed: using the seeded mutation fuzzer instead")
         print(f"fuzz targets ({args.runs:,} executions each, seed {args.seed}):")
-        for name in targets.TARGETS:
+        for name in args.target or targets.TARGETS:
             if engine == "atheris":
                 result = run_atheris(name, args.runs, args.seed, workdir)
             else:
