@@ -226,6 +226,8 @@ class Gate:
             scope[SIGNING_KEY] = await self.senders.begin(inbox, webhook, headers, declared)
         except problems.ProblemError as exc:
             return exc
+        except OnceboxError as exc:  # the store's clock could not be read
+            return problems.from_error(exc)
         scope[BODY_LIMIT_KEY] = self.bounds(inbox)
         return None
 

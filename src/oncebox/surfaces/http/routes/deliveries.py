@@ -83,10 +83,14 @@ WEBHOOK_HEADERS = {
     "webhook-signature": "standard-webhooks: space-separated `v1,<base64>` values, "
     "HMAC-SHA256 over `id.timestamp.body` with the base64 secret after `whsec_`; any one "
     "matching any of the inbox's secrets will do.",
-    "X-Hub-Signature-256": "github: `sha256=` and the hex HMAC-SHA256 of the body.",
+    "svix-id": "standard-webhooks, as Svix sends it: read before `webhook-id`.",
+    "svix-timestamp": "standard-webhooks, as Svix sends it: read before `webhook-timestamp`.",
+    "svix-signature": "standard-webhooks, as Svix sends it: read before `webhook-signature`.",
+    "X-Hub-Signature-256": "github: `sha256=` and the lower-case hex HMAC-SHA256 of the body.",
     "X-GitHub-Delivery": "github: the delivery's GUID; the key (not signed).",
-    "Stripe-Signature": "stripe: `t=<unix>,v1=<hex>[,v1=...]`, HMAC-SHA256 over `t.body`; "
-    "the event's `id` is the identity.",
+    "Stripe-Signature": "stripe: `t=<unix>,v1=<lower-case hex>[,v1=...]` (split on bare "
+    "commas), HMAC-SHA256 over `t.body`; `t` at most the inbox's tolerance old, any time "
+    "ahead; the event's `id` is the identity.",
 }
 SENDER_ONLY = " Read only on a webhook inbox, from a request without a bearer token."
 BINARY = {"schema": {"type": "string", "format": "binary"}}
