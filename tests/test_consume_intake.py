@@ -62,15 +62,38 @@ def consume(
 def test_a_malformed_transport_fact_is_a_bad_envelope_dead_letter_and_acked(
     tmp_path: Path, server: RedisServer, client: redis.Redis
 ) -> None:
-    stream = f"feed-{uuid.uuid4().hex[:8]}"
-    client.xadd(stream, {"body": b"row-1", "snapshot_id": b"S", "lease_token": b"twelve"})
-    client.xadd(stream, {"body": b"row-2", "snapshot_id": b"S", "device_time": b"\xff\xfe"})
-    summary = consume(tmp_path / "s.db", server.url, stream, "feed")
-    # Fenced out as stale_token they would stay pending and be decided again for ever.
+    stream = f"frames-{uuid.uuid4().hex[:8]}"
+    frame = make_frame(1, "K1", "MED", 3, 86).encode()
+    client.xadd(stream, {"body": frame, "key": b"r-1", "lease_token": b"twelve"})
+    client.xadd(stream, {"body": frame, "key": b"r-2", "device_time": b"\xff\xfe"})
+    summary = consume(tmp_path / "s.db", server.url, stream, "ussd")
+    # Left pending, they would be claimed and decided again for ever.
     assert summary["verdicts"] == {"rejected": 2}
     assert (summary["acked"], summary["group_pending"]) == (2, 0)
     with oncebox.open(f"sqlite:///{tmp_path / 's.db'}", inboxes=INBOXES) as box:
-        assert sorted(d.reason for d in box.dead_letters("feed")) == ["bad_envelope"] * 2
+        assert sorted(d.reason for d in box.dead_letters("ussd")) == ["bad_envelope"] * 2
+
+
+def test_on_a_fenced_inbox_a_malformed_envelope_without_the_lease_stores_nothing(
+    tmp_path: Path, server: RedisServer, client: redis.Redis
+) -> None:
+    """The fence comes first: an entry that holds no current lease stores nothing, not
+    even its dead letter, and stays pending like any fenced entry; one under the current
+    lease is dead-lettered and acked."""
+    with oncebox.open(f"sqlite:///{tmp_path / 'f.db'}", inboxes=INBOXES) as box:
+        token = str(box.lease("feed", "S", 600).token).encode()
+    stream = f"feed-{uuid.uuid4().hex[:8]}"
+    client.xadd(stream, {"body": b"row-1", "snapshot_id": b"S", "lease_token": b"twelve"})
+    client.xadd(stream, {"body": b"row-2", "snapshot_id": b"S", "device_time": b"\xff\xfe"})
+    client.xadd(
+        stream,
+        {"body": b"row-3", "snapshot_id": b"S", "lease_token": token, "device_time": b"\xff"},
+    )
+    summary = consume(tmp_path / "f.db", server.url, stream, "feed")
+    assert summary["reasons"] == {"rejected:stale_token": 2, "rejected:bad_envelope": 1}
+    assert (summary["acked"], summary["group_pending"]) == (1, 2)
+    with oncebox.open(f"sqlite:///{tmp_path / 'f.db'}", inboxes=INBOXES) as box:
+        assert [d.reason for d in box.dead_letters("feed")] == ["bad_envelope"]
 
 
 def test_an_entry_without_its_key_is_a_missing_key_dead_letter(

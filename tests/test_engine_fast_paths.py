@@ -20,9 +20,9 @@ from oncebox.formats.json_event import (
     IDENTITY_FIELDS,
     NOTIFICATION_TYPES,
     WORK_KEY_FIELDS,
-    _bounded_string,
     _event_time,
     _plain_string,
+    bounded_string,
     identity_key,
     validate_event,
 )
@@ -214,7 +214,7 @@ def _validate_reference(event: Any) -> dict[str, Any]:
         event["schema_version"], JsonNumber
     ):
         raise Invalid("bad_schema_version", "schema_version must be the integer 1")
-    fields = {name: _bounded_string(event, name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
+    fields = {name: bounded_string(event[name], name) for name in IDENTITY_FIELDS + WORK_KEY_FIELDS}
     kind = event["notification_type"]
     if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:
         raise Invalid(
@@ -276,4 +276,4 @@ def test_validate_event_decides_as_rule_by_rule(changes: dict[str, Any], drop: s
 @given(st.text(max_size=300) | field_values)
 def test_a_plain_string_is_one_the_rules_accept(value: Any) -> None:
     if _plain_string(value):
-        assert _bounded_string({"source": value}, "source") == value
+        assert bounded_string(value, "source") == value

@@ -20,7 +20,7 @@ def test_a_new_conflict_is_one_line_naming_it(caplog: pytest.LogCaptureFixture) 
             box.ingest("k", Delivery(b"b", key="x"))
             box.ingest("k", Delivery(b"b", key="x"))  # the same newcomer again: no new line
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["conflict quarantined: inbox=k identity=x record=1 quarantine=1"]
+    assert lines == ['conflict quarantined: inbox=k identity="x" record=1 quarantine=1']
 
 
 def test_the_demo_traffic_conflict_is_not_reported_as_a_fault(

@@ -42,11 +42,21 @@ class UnsafeSQLite(StorageError):
 
 
 class ApplyError(OnceboxError):
-    """An inbox's apply step failed; its transaction rolled back and nothing was stored."""
+    """An inbox's apply step failed; its transaction rolled back and nothing was stored.
 
-    def __init__(self, message: str | None = None, *, index: int = 0) -> None:
+    ``index`` is the failing delivery's place in its batch, or None where a step that
+    takes a whole batch at once failed and cannot say which one it was. ``inbox`` names
+    the inbox, so a surface can say what failed without repeating why: the message may
+    hold the step's own words (a driver's, naming tables), which stay in the server's
+    log and out of any answer to a client.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, index: int | None = 0, inbox: str = ""
+    ) -> None:
         super().__init__(message)
         self.index = index
+        self.inbox = inbox
 
 
 class NotFound(OnceboxError):

@@ -67,7 +67,9 @@ def resolve(
                 inbox.apply(tx, change)
             except Exception as exc:
                 raise ApplyError(
-                    f"inbox {inbox.name}: apply step failed on accepting quarantine {row.id}: {exc}"
+                    f"inbox {inbox.name}: apply step failed on accepting quarantine "
+                    f"{row.id}: {exc}",
+                    inbox=inbox.name,
                 ) from exc
         tx.close_quarantine(row.id, "accepted", note, now, actor)
     log.event(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncebox.errors import ConfigError
+from oncebox.formats import Invalid
+from oncebox.formats.json_event import bounded_string
 from oncebox.store.base import LedgerRow, Tx
 
 
@@ -40,7 +42,7 @@ def no_effect(tx: Tx, change: Change) -> None:
 
 
 def _work_key(fields: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (fields["seller_id"], fields["sku"], fields["marketplace_id"])
+    return (fields["seller_id"], fields["sku"], fields["marketplace_id"])  # WORK_KEY
 
 
 def bump_generation(tx: Tx, change: Change) -> None:
@@ -87,6 +89,63 @@ def triage_many(tx: Tx, inbox_id: int, records: Sequence[FirstRevision]) -> None
     """triage for a batch of first revisions: ledger rows at once, totals once per key."""
     if records:
         tx.ledger_insert(inbox_id, [_ledger_row(rid, fields) for rid, fields in records])
+
+
+# -- what a step can take ----------------------------------------------------------------
+# A step's fields are checked at decode, with the codec's own rules (DESIGN.md, ingest
+# step 2): a value a step cannot take is the delivery's ``bad_field`` dead letter, never
+# a failure inside the deciding transaction, where it would fail the delivery's whole
+# batch (and, on HTTP, everyone's requests decided with it).
+FieldCheck = Callable[[Mapping[str, Any]], None]
+COUNT_MAX = 999_999_999  # nine digits, as an H1 frame's counts: any sum fits 64 bits
+
+
+def _field(fields: Mapping[str, Any], name: str) -> Any:
+    if name not in fields:
+        raise Invalid("missing_field", f"field {name} is missing (the apply step needs it)")
+    return fields[name]
+
+
+def _count(fields: Mapping[str, Any], name: str) -> None:
+    value = _field(fields, name)
+    if type(value) is not int or not 0 <= value <= COUNT_MAX:
+        raise Invalid("bad_field", f"{name} must be a whole number from 0 to {COUNT_MAX:,}")
+
+
+def work_key_fields(fields: Mapping[str, Any]) -> None:
+    """``generation``: a work key of three bounded strings."""
+    for name in WORK_KEY:
+        bounded_string(_field(fields, name), name)
+
+
+def triage_fields(fields: Mapping[str, Any]) -> None:
+    """``triage``: a site and a need (bounded strings), a headcount and a priority."""
+    for name in ("site", "need"):
+        bounded_string(_field(fields, name), name)
+    _count(fields, "headcount")
+    _count(fields, "pri")
+
+
+WORK_KEY = ("seller_id", "sku", "marketplace_id")
+NEEDS: dict[ApplyStep, tuple[str, ...]] = {
+    bump_generation: WORK_KEY,
+    triage: ("site", "need", "headcount", "pri"),
+}
+_CHECKS: dict[ApplyStep, FieldCheck] = {
+    bump_generation: work_key_fields,
+    triage: triage_fields,
+}
+
+
+def field_check(step: ApplyStep) -> FieldCheck | None:
+    """How ``step``'s fields are checked at decode: a built-in step's rules, or a user
+    step's own ``check_fields(fields)`` (raising :class:`oncebox.Invalid`), if it has one."""
+    return _CHECKS.get(step) or getattr(step, "check_fields", None)
+
+
+def needed_fields(step: ApplyStep) -> tuple[str, ...]:
+    """The fields a step cannot run without (a user step's ``needs_fields``, if any)."""
+    return NEEDS.get(step) or tuple(getattr(step, "needs_fields", ()))
 
 
 # Built-in steps that can take a whole batch of first revisions at once. Their effects

@@ -10,9 +10,9 @@ from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolution, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.decide import Decided, decide_batch
-from oncebox.engine.decision import Decision
+from oncebox.engine.decision import Decision, unapplied
 from oncebox.engine.inboxes import InboxSpec
-from oncebox.engine.ingest import ActiveInbox, alert, prepare
+from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
@@ -20,6 +20,7 @@ from oncebox.engine.replay import replay_state, replay_verdict, replayable
 from oncebox.engine.views import Quarantined, view
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
+from oncebox.logtext import escaped
 from oncebox.store.base import Store, T, Tx
 
 
@@ -114,7 +115,8 @@ class Oncebox(Reads):
         (:meth:`ingest_each` decides the others anyway).
         """
         active = self.inbox(inbox)
-        items = [prepare(active.codec, d) for d in deliveries]
+        codec, check = active.codec, active.check
+        items = [prepare(codec, d, check) for d in deliveries]
         # Where the backend lets one writer in at a time (SQLite), the log entries are
         # appended in the deciding transaction itself: one transaction, one flush.
         # Elsewhere the decision commits without a flush of its own and the seal's
@@ -145,7 +147,10 @@ class Oncebox(Reads):
 
         The batch runs as one transaction; if an apply step fails in it, the deliveries
         before the failing one are decided again together, the failing one alone (where
-        it may still succeed), and the rest together again, and so on.
+        it may still succeed), and the rest together again, and so on. Where the step
+        could not say which delivery failed (a built-in step takes the batch at once),
+        each half is decided again on its own, so a bad delivery among n costs about
+        log n transactions, and it alone gets the error.
         """
         outcomes: list[Decision | ApplyError] = []
         rest = list(deliveries)
@@ -157,12 +162,29 @@ class Oncebox(Reads):
                 if len(rest) == 1:
                     outcomes.append(exc)
                     return outcomes
+                if exc.index is None:
+                    half = len(rest) // 2
+                    return (
+                        outcomes
+                        + self.ingest_each(inbox, rest[:half])
+                        + self.ingest_each(inbox, rest[half:])
+                    )
                 failed = min(max(exc.index, 0), len(rest) - 1)
             if failed:
                 outcomes += self.ingest_each(inbox, rest[:failed])
             outcomes += self.ingest_each(inbox, rest[failed : failed + 1])
             rest = rest[failed + 1 :]
         return outcomes
+
+    def ingest_all(self, inbox: str, deliveries: Sequence[Delivery]) -> list[Decision]:
+        """:meth:`ingest_each` with an apply step's failure answered as that delivery's
+        decision: ``rejected``, reason ``apply_failed``, ``may_ack`` false (nothing of
+        it was stored, so its sender must resend it). What a batch answer shows."""
+        outcomes = self.ingest_each(inbox, deliveries)
+        for outcome in outcomes:
+            if isinstance(outcome, ApplyError):
+                logger.error("%s", escaped(str(outcome)))
+        return [unapplied(o) if isinstance(o, ApplyError) else o for o in outcomes]
 
     def seal(self) -> dict[int, int]:
         """Append every queued log event now; returns record id -> log position for the
@@ -255,7 +277,8 @@ class Oncebox(Reads):
                 raise NotFound(f"no dead letter {letter_id}")
             active = self._by_id(letter.inbox_id)
             delivery = replace(replayable(letter), lease_token=lease_token)
-            decided = decide_batch(tx, active, [prepare(active.codec, delivery)], seal=False)
+            prepared = prepare(active.codec, delivery, active.check)
+            decided = decide_batch(tx, active, [prepared], seal=False)
             outcome = decided.decisions()[0]
             tx.mark_replayed(letter_id, tx.now(), actor, replay_verdict(outcome))
             log.event(tx, "replay", replay_state(letter, outcome, actor, note))

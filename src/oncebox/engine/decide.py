@@ -5,7 +5,8 @@ the transaction, in DESIGN.md's order:
 
 1. hold what the batch decides against (identity locks, the scopes' leases), and only
    then read the server clock, so that no wait can let a stale time pass;
-2. fence each delivery of a lease-fenced inbox against its scope's lease;
+2. fence each delivery of a lease-fenced inbox against its scope's lease, the invalid
+   ones too: without the current lease nothing is stored, not even a dead letter;
 3. read the batch's stored records, all at once;
 4. walk the deliveries in order (:class:`Walk`, pure): each one's verdict against what is
    stored and what the deliveries before it in the batch left, exactly as deciding them
@@ -14,7 +15,7 @@ the transaction, in DESIGN.md's order:
    duplicate counts, log events, records, the apply step's effects, verdict counts).
 
 Invalid input never reaches dedup state (seed 003, R1), and a fenced-out delivery stores
-nothing at all, so it must not be acknowledged (seed 000).
+nothing at all, valid or not, so it must not be acknowledged (seed 000).
 """
 
 from __future__ import annotations
@@ -135,15 +136,16 @@ def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bo
     tx.lock_identities(inbox_id, idents)
     fenced: dict[int, str] = {}
     if inbox.row.fenced:
-        scopes = sorted({item.delivery.snapshot_id or "" for item in items if item.ident})
+        # Every delivery is fenced, valid or not: a sender without the scope's current
+        # lease stores nothing at all, not even a dead letter.
+        scopes = sorted({item.delivery.snapshot_id or "" for item in items})
         current = tx.leases_for(inbox_id, scopes)
         now = tx.now()  # read once the leases are held: a wait must not pass a stale time
         for index, item in enumerate(items):
-            if item.ident is not None:
-                lease = current.get(item.delivery.snapshot_id or "")
-                refused = leases.fence(lease, item.delivery.lease_token, now)
-                if refused is not None:
-                    fenced[index] = refused
+            lease = current.get(item.delivery.snapshot_id or "")
+            refused = leases.fence(lease, item.delivery.lease_token, now)
+            if refused is not None:
+                fenced[index] = refused
     else:
         now = tx.now()
     wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
@@ -151,10 +153,10 @@ def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bo
     unknown = len({ident for ident in wanted if ident not in stored})
     walk = Walk(stored, tx.reserve_record_ids(unknown) if unknown else ())
     for index, item in enumerate(items):
-        if item.ident is None:
-            walk.reject(item)
-        elif index in fenced:
+        if index in fenced:
             walk.fence(item, fenced[index], leases.fence_detail(fenced[index], item.delivery))
+        elif item.ident is None:
+            walk.reject(item)
         else:
             walk.decide(index, item, now)
     return _write(tx, inbox, walk, now, seal)
@@ -321,9 +323,12 @@ def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:
         try:
             batched(tx, inbox.row.id, firsts)
         except Exception as exc:
+            # A step over the whole batch cannot say which record it failed on (None):
+            # a single record's failure is exact, so a batch of one still names it.
             raise ApplyError(
                 f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
-                index=walk.firsts[0],
+                index=walk.firsts[0] if len(walk.firsts) == 1 else None,
+                inbox=inbox.name,
             ) from exc
         return
     for record, index in zip(walk.records, walk.firsts, strict=True):
@@ -336,6 +341,7 @@ def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:
                 f"inbox {inbox.name}: apply step failed on delivery {index}: "
                 f"{type(exc).__name__}: {exc}",
                 index=index,
+                inbox=inbox.name,
             ) from exc
 
 

@@ -6,6 +6,8 @@ from dataclasses import MISSING, asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from oncebox.errors import ApplyError
+
 
 class Verdict(StrEnum):
     ACCEPTED = "accepted"
@@ -15,6 +17,7 @@ class Verdict(StrEnum):
 
 
 CONFLICT_REASON = "same_identity_different_content"
+APPLY_FAILED = "apply_failed"
 LATE_REPLAY = "late_replay"
 UNSTORED = frozenset({"stale_token", "expired_lease"})
 
@@ -73,6 +76,17 @@ def decision_of(inbox: str, verdict: Verdict, may_ack: bool = False, **facts: An
     made: Decision = object.__new__(Decision)
     made.__dict__.update(_DEFAULTS, inbox=inbox, verdict=verdict, may_ack=may_ack, **facts)
     return made
+
+
+def unapplied(error: ApplyError) -> Decision:
+    """An apply step's failure where a batch answers each delivery: rejected, nothing
+    of it stored, so it must not be acknowledged. Why it failed is the step's business
+    (the server's log): its words may name the store's tables, which no sender sees."""
+    detail = (
+        f"the apply step of inbox {error.inbox} failed on this delivery; nothing of it was "
+        f"stored: resend it once the step is fixed"
+    )
+    return decision_of(error.inbox, Verdict.REJECTED, False, reason=APPLY_FAILED, detail=detail)
 
 
 def classify(existing_witness: bytes | None, witness: bytes) -> Verdict:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oncebox.engine.apply import ApplyStep, resolve_apply
+from oncebox.engine.apply import ApplyStep, apply_name, needed_fields, resolve_apply
 from oncebox.errors import ConfigError
 from oncebox.formats import Codec, configure, get_codec, parse_webhook
 
@@ -109,6 +109,14 @@ class InboxSpec:
             # Its sender holds no lease: every signed delivery would be fenced out.
             raise ConfigError(f"inbox {self.name}: a webhook inbox cannot be lease-fenced")
         step = resolve_apply(self.apply)
+        given = getattr(codec, "field_names", None)  # None: the codec does not say
+        missing = [name for name in needed_fields(step) if given is not None and name not in given]
+        if missing:
+            hint = " (name them in its fields setting)" if hasattr(codec, "fields") else ""
+            raise ConfigError(
+                f"inbox {self.name}: apply step {apply_name(self.apply)} needs the field(s) "
+                f"{', '.join(missing)}, which codec {codec.name} does not give{hint}"
+            )
         retention = self.retention_seconds
         if retention is not None and retention < RETENTION_FLOOR and not self.retention_override:
             raise ConfigError(

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from oncebox.engine.apply import ApplyStep
+from oncebox.engine.apply import ApplyStep, FieldCheck, field_check
 from oncebox.engine.decision import Decision
 from oncebox.formats import (
     Codec,
@@ -25,6 +25,7 @@ from oncebox.formats import (
     identify,
 )
 from oncebox.formats.jsontext import compact_encoder
+from oncebox.logtext import escaped
 from oncebox.store.base import Arrival, InboxRow
 
 logger = logging.getLogger("oncebox")
@@ -44,6 +45,11 @@ class ActiveInbox:
     def name(self) -> str:
         return self.row.name
 
+    @property
+    def check(self) -> FieldCheck | None:
+        """What the apply step needs of a delivery's fields, checked at decode."""
+        return field_check(self.apply)
+
 
 class Prepared(NamedTuple):
     """One delivery after the pure steps: decoded and identified, or refused.
@@ -61,8 +67,13 @@ class Prepared(NamedTuple):
     witness: bytes | None = None
 
 
-def prepare(codec: Codec, delivery: Delivery) -> Prepared:
-    """Bound the raw size, then decode, validate and identify; never touches storage."""
+def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -> Prepared:
+    """Bound the raw size, then decode, validate (the codec's rules, then ``check``: what
+    the apply step needs of the fields) and identify; never touches storage."""
+    unstorable = _unstorable(delivery)
+    if unstorable is not None:
+        # Kept with its text facts escaped, so its dead letter can be stored at all.
+        delivery = _escaped(delivery)
     if isinstance(delivery, Oversize):  # its transport kept only the head of it
         detail = delivery.detail or f"{delivery.length} bytes exceeds {codec.max_bytes}"
         return Prepared(delivery, invalid=Invalid("too_large", detail))
@@ -71,8 +82,12 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         return Prepared(delivery, invalid=invalid)
     if isinstance(delivery, Unreadable):  # its transport adapter could not read it
         return Prepared(delivery, invalid=Invalid(delivery.reason, delivery.detail))
+    if unstorable is not None:
+        return Prepared(delivery, invalid=unstorable)
     try:
         decoded = codec.decode(delivery)
+        if check is not None:
+            check(decoded.fields)
         identity = identify(codec, decoded)
     except Invalid as invalid:
         return Prepared(delivery, invalid=invalid)
@@ -80,6 +95,48 @@ def prepare(codec: Codec, delivery: Delivery) -> Prepared:
         return Prepared(delivery, invalid=Invalid("codec_error", f"{type(exc).__name__}: {exc}"))
     ident, witness = identity.digest_bytes, identity.witness_bytes
     return Prepared(delivery, decoded, identity, None, ident, witness)
+
+
+_TEXT_FACTS = ("key", "snapshot_id", "device_time", "delivery_id")
+
+
+def _unstorable(delivery: Delivery) -> Invalid | None:
+    """Why a delivery's key or a transport fact cannot be stored as text, if it cannot:
+    a lone surrogate has no UTF-8 form, and PostgreSQL holds no NUL in text. Refused
+    here, as that delivery's own dead letter, instead of failing its whole batch."""
+    for name in _TEXT_FACTS:
+        value = getattr(delivery, name)
+        if value is None or (value.isascii() and "\x00" not in value):
+            continue
+        if "\x00" in value:
+            why = "holds a NUL character"
+        else:
+            try:
+                value.encode("utf-8")
+                continue
+            except UnicodeEncodeError:
+                why = "holds a lone surrogate, which is not text"
+        reason = "bad_key" if name == "key" else "bad_envelope"
+        return Invalid(reason, f"the delivery's {name.replace('_', ' ')} {why}")
+    return None
+
+
+def _escape(value: str | None) -> str | None:
+    if value is None:
+        return None
+    text = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
+
+
+def _escaped(delivery: Delivery) -> Delivery:
+    """``delivery`` with its key and text facts escaped as a store can hold them."""
+    return replace(
+        delivery,
+        key=_escape(delivery.key),
+        snapshot_id=_escape(delivery.snapshot_id),
+        device_time=_escape(delivery.device_time),
+        delivery_id=_escape(delivery.delivery_id),
+    )
 
 
 _NO_ARRIVAL = Arrival()
@@ -124,13 +181,15 @@ def fields_json(decoded: Decoded) -> str:
 
 
 def alert(decisions: list[Decision]) -> None:
-    """Tell operators about new conflicts, once they are committed."""
+    """Tell operators about new conflicts, once they are committed. The identity is
+    the sender's key, so it is escaped and quoted: no key can end the line or add a
+    field to it."""
     for d in decisions:
         if d.first_quarantine:
             logger.warning(
-                "conflict quarantined: inbox=%s identity=%s record=%s quarantine=%s",
-                d.inbox,
-                d.identity,
+                'conflict quarantined: inbox=%s identity="%s" record=%s quarantine=%s',
+                escaped(d.inbox, ' "'),
+                escaped(d.identity or "", '"'),
                 d.record_id,
                 d.quarantine_id,
             )

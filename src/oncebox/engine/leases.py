@@ -62,11 +62,24 @@ def fence_detail(reason: str, delivery: Delivery) -> str:
     return f"the lease on scope {delivery.snapshot_id!r} expired by the server clock"
 
 
+def _text(scope: str) -> bool:
+    try:
+        scope.encode("utf-8")  # a lone surrogate is not text a store can hold
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_scope(scope: str) -> None:
-    if not isinstance(scope, str) or not _SCOPE.fullmatch(scope) or scope != scope.strip():
+    if (
+        not isinstance(scope, str)
+        or not _SCOPE.fullmatch(scope)
+        or scope != scope.strip()
+        or not _text(scope)
+    ):
         raise InvalidOperation(
-            f"lease scope {scope!r}: use 1 to 256 characters, no control characters or "
-            f"surrounding whitespace"
+            f"lease scope {scope!r}: use 1 to 256 characters of text, no control characters "
+            f"or surrounding whitespace"
         )
 
 

@@ -37,6 +37,7 @@ from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 from oncebox.formats.canonical import canonical
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import loads
+from oncebox.logtext import escaped
 from oncebox.store.base import Store, Tx
 
 T = TypeVar("T")
@@ -288,12 +289,14 @@ class Reconciler:
 
         reviewed_after = self.box.write(count)
         if reviewed_after:
+            # The key's repr escapes what is not printable already; the reader's error
+            # may quote what the remote sent.
             logger.warning(
-                "oncebox work key %s in %s failed %d times and went to review: %s",
+                "oncebox work key %r in %s failed %d times and went to review: %s",
                 list(ticket.key),
                 self.inbox,
                 reviewed_after,
-                error[:200],
+                escaped(error[:200]),
             )
 
     def refresh_once(self) -> Outcome:

@@ -17,6 +17,7 @@ class FeedCodec:
     identity: IdentityMode = "content"
     max_bytes = MAX_BYTES
     fenced = True
+    field_names = frozenset({"snapshot_id"})
 
     def decode(self, delivery: Delivery) -> Decoded:
         if len(delivery.body) > MAX_BYTES:

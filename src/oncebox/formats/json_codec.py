@@ -133,6 +133,11 @@ class JsonCodec:
         return self.family + (canonical(decides).decode("utf-8") if decides else "")
 
     @property
+    def field_names(self) -> frozenset[str]:
+        """The fields this codec hands apply steps: the configured ones."""
+        return frozenset(self.fields)
+
+    @property
     def needs_key(self) -> bool:
         """Identified by the transport's key (a webhook's verified message id aside)."""
         return self.mode == "key" and self.webhook is None

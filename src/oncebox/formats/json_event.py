@@ -41,8 +41,10 @@ _EVENT_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
-def _bounded_string(event: dict[str, Any], name: str) -> str:
-    value = event[name]
+def bounded_string(value: Any, name: str) -> str:
+    """``value`` if it is a string a work key or a ledger can hold as text and index:
+    1 to 256 characters, no surrounding whitespace, no control characters; else
+    ``bad_field`` naming ``name``."""
     if not isinstance(value, str) or isinstance(value, JsonNumber):
         raise Invalid("bad_field", f"{name} must be a string")
     if not 1 <= len(value) <= 256:
@@ -55,7 +57,7 @@ def _bounded_string(event: dict[str, Any], name: str) -> str:
 
 
 def _plain_string(value: Any) -> bool:
-    """Whether :func:`_bounded_string` surely accepts ``value``: the usual case, checked
+    """Whether :func:`bounded_string` surely accepts ``value``: the usual case, checked
     in one expression; anything else takes the rule-by-rule path for its reason."""
     return (
         type(value) is str
@@ -95,7 +97,7 @@ def validate_event(event: Any) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name in STRING_FIELDS:
         value = event[name]
-        fields[name] = value if _plain_string(value) else _bounded_string(event, name)
+        fields[name] = value if _plain_string(value) else bounded_string(value, name)
     kind = event["notification_type"]
     # Type first: an object or array is unhashable and must not reach the set lookup.
     if not isinstance(kind, str) or isinstance(kind, JsonNumber) or kind not in NOTIFICATION_TYPES:

@@ -25,6 +25,7 @@ class KeyedCodec:
     name = "keyed"
     identity: IdentityMode = "key"
     max_bytes = MAX_BYTES
+    field_names: frozenset[str] = frozenset()  # nothing about the body is read
 
     def __init__(self, webhook: WebhookConfig | None = None) -> None:
         if webhook is not None and webhook.default_identity != "key":

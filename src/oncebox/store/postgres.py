@@ -31,7 +31,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from oncebox.errors import RetryTransaction, StorageError, StorageUnavailable
+from oncebox.errors import ApplyError, RetryTransaction, StorageError, StorageUnavailable
 from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
@@ -55,6 +55,11 @@ def _driver_error(exc: BaseException | None) -> BaseException | None:
             return exc
         exc, seen = exc.__cause__, seen + 1
     return None
+
+
+def _store_failed(exc: BaseException) -> bool:
+    """Whether the store failed, rather than a statement an apply step ran."""
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout)
 
 
 def _storage_error(exc: BaseException) -> StorageError:
@@ -235,12 +240,14 @@ class PostgresStore:
                     raise
                 conn.execute("COMMIT")
         except Exception as exc:
-            # A driver error may arrive wrapped (an apply step's ApplyError): the driver's
-            # verdict on the transaction is what counts.
+            # A driver error may arrive wrapped (an apply step's ApplyError). Where the
+            # store failed under the step (a lost connection, a deadlock), the driver's
+            # verdict on the transaction is what counts; where only the step's own
+            # statement failed (a constraint it broke, a bad value), the step did.
             cause = _driver_error(exc)
             if isinstance(cause, _RETRYABLE):
                 raise Retry(str(cause)) from exc
-            if cause is not None:
+            if cause is not None and (not isinstance(exc, ApplyError) or _store_failed(cause)):
                 raise _storage_error(cause) from exc
             raise
 

@@ -212,6 +212,10 @@ class Evicted:
     ident: bytes
     witness: bytes
     first_seen: float
+    # What a dropped tombstone had counted, carried on its inbox (counts never go down).
+    duplicates: int = 0
+    late_replays: int = 0
+    max_lateness: float = 0.0
 
 
 @dataclass(frozen=True)

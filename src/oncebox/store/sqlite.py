@@ -22,6 +22,7 @@ from typing import Any
 import apsw
 
 from oncebox.errors import (
+    ApplyError,
     ConfigError,
     RetryTransaction,
     StorageError,
@@ -70,6 +71,23 @@ def _busy_handler() -> Callable[[int], bool]:
         return True
 
     return busy
+
+
+_STORE_FAILURES = (
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.FullError,
+    apsw.IOError,
+    apsw.CantOpenError,
+    apsw.CorruptError,
+    apsw.NoMemError,
+)
+
+
+def _store_failed(exc: apsw.Error) -> bool:
+    """Whether the store failed, rather than a statement an apply step ran (a
+    constraint it broke, a value of the wrong type, SQL of its own that is wrong)."""
+    return isinstance(exc, _STORE_FAILURES)
 
 
 def _storage_error(exc: apsw.Error) -> StorageError:
@@ -230,9 +248,13 @@ class SQLiteStore:
             except BaseException as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                # A driver error may arrive wrapped (an apply step's ApplyError).
-                cause = exc if isinstance(exc, apsw.Error) else exc.__cause__
-                if isinstance(cause, apsw.Error):
+                if isinstance(exc, apsw.Error):
+                    raise _storage_error(exc) from exc
+                # An apply step's failure stays that delivery's ApplyError, unless the
+                # store itself failed under it (busy, full, I/O): then nothing of the
+                # batch could be decided, and the caller must retry it whole.
+                cause = exc.__cause__ if isinstance(exc, ApplyError) else None
+                if isinstance(cause, apsw.Error) and _store_failed(cause):
                     raise _storage_error(cause) from exc
                 raise
             try:

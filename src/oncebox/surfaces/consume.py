@@ -45,6 +45,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.decision import Decision
 from oncebox.errors import ApplyError, StorageError
 from oncebox.formats import Delivery, Unreadable
+from oncebox.logtext import escaped
 from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
 
 if TYPE_CHECKING:
@@ -111,10 +112,18 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
             detail = "the entry has neither a body nor a line field"
             return Unreadable(body=raw, delivery_id=entry_id, detail=detail)
         # A fact the store cannot take (a lease token that is no integer, text that is
-        # not UTF-8): dead-lettered, so it is acked instead of fenced out and decided
-        # again every idle period for ever.
+        # not UTF-8): dead-lettered and acked, not decided again every idle period for
+        # ever. On a lease-fenced inbox the fence still comes first, so the scope and
+        # token are carried where they can be read: without the current lease the entry
+        # stores nothing and stays pending, like any fenced entry.
         detail = "a transport fact is malformed (lease_token an integer, facts UTF-8 text)"
-        return Unreadable(body=raw, delivery_id=entry_id, detail=detail, reason="bad_envelope")
+        return Unreadable(
+            body=raw,
+            delivery_id=entry_id,
+            detail=detail,
+            reason="bad_envelope",
+            **_fence_facts(fields),
+        )
     token = facts.get("lease_token")
     return Delivery(
         body=body,
@@ -144,6 +153,16 @@ def _facts(fields: Mapping[bytes, bytes]) -> dict[str, str] | None:
     if token is not None and not (_TOKEN.fullmatch(token) and int(token) <= INT64_MAX):
         return None
     return facts
+
+
+def _fence_facts(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """Of a malformed entry's facts, the scope and lease token, where each is readable."""
+    found: dict[str, Any] = {}
+    for name in ("snapshot_id", "lease_token"):
+        single = _facts({name.encode(): fields[name.encode()]} if name.encode() in fields else {})
+        if single and name in single:
+            found[name] = int(single[name]) if name == "lease_token" else single[name]
+    return found
 
 
 class StreamConsumer:
@@ -232,7 +251,8 @@ class StreamConsumer:
                 total.add(self.step(self.block_ms))
                 backoff = 0.1
             except self._retryable as exc:
-                log.warning("consume %s: %s; retrying in %.1fs", self.stream, exc, backoff)
+                shown = escaped(str(exc))
+                log.warning("consume %s: %s; retrying in %.1fs", self.stream, shown, backoff)
                 self._group_ready = False
                 stop_event.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
@@ -358,7 +378,8 @@ class StreamConsumer:
         decisions: list[Decision | None] = []
         for outcome in self.box.ingest_each(self.inbox, deliveries):
             if isinstance(outcome, ApplyError):
-                log.error("consume %s: apply step failed; left pending: %s", self.stream, outcome)
+                shown = escaped(str(outcome))  # it quotes the step's error, and that the data
+                log.error("consume %s: apply step failed; left pending: %s", self.stream, shown)
                 decisions.append(None)
             else:
                 decisions.append(outcome)

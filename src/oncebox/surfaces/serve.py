@@ -6,6 +6,7 @@ every other command a third of a second to load.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,14 @@ Seconds = click.FloatRange(min=0, min_open=True)
     help="The access log on stderr: the combined format, JSON lines (method, path, "
     "status, inbox, verdict, latency), or none. Never a token.",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    "proxies",
+    metavar="ADDRESSES",
+    callback=lambda _ctx, _param, value: _proxies(value),
+    help="Proxies (addresses or networks, comma-separated, or *) whose X-Forwarded-For "
+    "and X-Forwarded-Proto are believed. By default none: the client is the peer.",
+)
 @click.pass_obj
 def serve(
     obj: Any,
@@ -90,6 +99,7 @@ def serve(
     max_connections: int,
     unverified_budget: int,
     log_format: str,
+    proxies: list[str] | None,
 ) -> None:
     """Run the HTTP API (uvicorn).
 
@@ -131,7 +141,27 @@ def serve(
         limits,
         ready,
         access_log=None if log_format == "off" else log_format,
+        proxies=proxies,
     )
+
+
+def _proxies(value: str | None) -> list[str] | None:
+    """The trusted proxies as uvicorn compares them; a typo is refused here, where
+    uvicorn would keep it as a name no peer ever has, and trust nobody silently."""
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",")]
+    if items == ["*"]:
+        return items
+    trusted = []
+    for item in items:
+        try:
+            # uvicorn reads "10.0.0.1/8" as a name: given as the network it means.
+            network = ipaddress.ip_network(item, strict=False) if "/" in item else None
+            trusted.append(str(network if network is not None else ipaddress.ip_address(item)))
+        except ValueError:
+            raise click.BadParameter(f"{item!r} is not an IP address or network") from None
+    return trusted
 
 
 def _read(path: str) -> bytes:

@@ -8,6 +8,7 @@ import io
 import json
 import re
 import sys
+import unicodedata
 from dataclasses import fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -151,9 +152,8 @@ def triage_table(triage: dict[str, Any], table: str = "totals") -> Table:
 
 
 def csv_text(head: list[str], rows: list[list[Any]]) -> str:
-    """RFC 4180 CSV. A text cell a spreadsheet would take for a formula (=, +, -, @ and
-    the like first) is quoted with a leading apostrophe: sites and needs come from
-    senders."""
+    """RFC 4180 CSV. A text cell a spreadsheet could take for a formula (see
+    :func:`opens_formula`) gets a leading apostrophe: sites and needs come from senders."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(head)
@@ -163,6 +163,23 @@ def csv_text(head: list[str], rows: list[list[Any]]) -> str:
 
 
 def _cell(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if isinstance(value, str) and opens_formula(value):
         return "'" + value
     return value
+
+
+FORMULA_OPENERS = ("=", "+", "-", "@")
+
+
+def opens_formula(text: str) -> bool:
+    """Whether a spreadsheet could read ``text`` as a formula: it starts with a tab or a
+    carriage return (OWASP's list), or its first character that is neither blank nor
+    invisible, read as NFKC folds it, opens one. Spreadsheets skip a leading line feed,
+    space or separator (``\\x1c``, U+0085) before a formula, and take the full-width
+    and small forms of ``= + - @`` for the ASCII ones."""
+    if text[:1] in ("\t", "\r"):
+        return True
+    for char in unicodedata.normalize("NFKC", text):
+        if not char.isspace() and char.isprintable():
+            return char in FORMULA_OPENERS
+    return False

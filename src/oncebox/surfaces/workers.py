@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from oncebox.errors import OnceboxError
+from oncebox.logtext import escaped
 
 log = logging.getLogger("oncebox.workers")
 
@@ -74,7 +75,8 @@ def _child(index: int, job: Callable[[int], Any], write: int, parent: int) -> No
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:  # one line, as the CLI reports errors
-        print(f"oncebox: worker {index}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        shown = escaped(str(exc))  # what failed may quote what someone sent
+        print(f"oncebox: worker {index}: {type(exc).__name__}: {shown}", file=sys.stderr)
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()

@@ -78,6 +78,13 @@ class RetentionSql(SqlBase):
         dropped = self._rows("drop_tombstones", params, Evicted)
         if dropped:
             self._remember_dropped(max(e.record_id for e in dropped))
+            carried = {
+                "inbox": inbox_id,
+                "duplicates": sum(e.duplicates for e in dropped),
+                "late_replays": sum(e.late_replays for e in dropped),
+                "max_lateness": max(e.max_lateness for e in dropped),
+            }
+            self._run("carry_dropped_counts", carried)
         self._record_evictions(inbox_id, "tombstone", dropped, now)
         return dropped
 

@@ -96,7 +96,7 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
 def _decide(
     box: oncebox.Oncebox, inbox: str, pending: list[oncebox.Delivery], out: IO[str]
 ) -> None:
-    for decision in box.ingest_batch(inbox, pending):
+    for decision in box.ingest_all(inbox, pending):
         out.write(json.dumps(decision.to_dict(), separators=(",", ":")) + "\n")
     out.flush()
 

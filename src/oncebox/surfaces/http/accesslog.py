@@ -7,11 +7,14 @@ the client. Nothing of a request's head or body is logged beyond that, so a toke
 is: not the ``Authorization`` header, not the console's sign-in form. The verdict is read
 from a single delivery's answer (``"verdict":"accepted"``, a few hundred bytes), so no
 handler needs to report it.
+
+Whatever of a line the client chose (the request line, the referer, the User-Agent, the
+address a trusted proxy forwarded, the path and inbox of a JSON line) is escaped by
+:mod:`oncebox.logtext`, so that no request can end its line or forge another.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -21,13 +24,14 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oncebox.logtext import escaped, json_line
 from oncebox.surfaces.http.limits import ANSWERED
 
 FORMATS = ("combined", "json")
+Q = '"'  # escaped as well inside a combined line's quoted fields
 logger = logging.getLogger("oncebox.access")
 _INBOX = re.compile(r"^/v1/inboxes/([^/]+)/")
 _VERDICT = re.compile(rb'"verdict":\s*"([a-z]+)"')
-_UNSAFE = re.compile(r'[\x00-\x1f\x7f"\\]')
 
 
 def install(stream: object = None) -> None:
@@ -38,11 +42,6 @@ def install(stream: object = None) -> None:
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-
-
-def _quoted(text: str) -> str:
-    """Text for inside a combined line's quotes: controls and quotes escaped."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class AccessLog:
@@ -95,7 +94,7 @@ class AccessLog:
             inbox = params.get("inbox")
             if inbox is None and (found := _INBOX.match(path)):
                 inbox = unquote(found.group(1))
-            return json.dumps(
+            return json_line(
                 {
                     "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
                     "client": client[0],
@@ -106,8 +105,7 @@ class AccessLog:
                     "verdict": verdict,
                     "latency_ms": round(latency * 1000, 3),
                     "bytes": sent,
-                },
-                ensure_ascii=False,
+                }
             )
         headers = dict(scope["headers"])
         target = scope.get("raw_path") or path.encode()
@@ -117,7 +115,9 @@ class AccessLog:
         stamp = datetime.now().astimezone().strftime("%d/%b/%Y:%H:%M:%S %z")
         referer = headers.get(b"referer", b"-").decode("latin-1")
         agent = headers.get(b"user-agent", b"-").decode("latin-1")
+        # The client field is not quoted: a space in it (an odd forwarded value) would
+        # shift every field after it, so it is escaped too, and so is a quote.
         return (
-            f'{client[0]} - - [{stamp}] "{_quoted(request)}" {status} {sent or "-"} '
-            f'"{_quoted(referer)}" "{_quoted(agent)}"'
+            f'{escaped(client[0], " " + Q)} - - [{stamp}] "{escaped(request, Q)}" {status} '
+            f'{sent or "-"} "{escaped(referer, Q)}" "{escaped(agent, Q)}"'
         )

@@ -27,7 +27,9 @@ from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.middleware import BoundedBody, Timing
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
+from oncebox.surfaces.http.routes.health import Readiness
 from oncebox.surfaces.http.senders import DEFAULT_BUDGET, Senders, bound_of
+from oncebox.surfaces.http.slashes import redirect_slashes_relatively
 
 DESCRIPTION = (
     "oncebox turns at-least-once, out-of-order and sometimes corrupted deliveries into "
@@ -82,8 +84,11 @@ def create_app(
     app.state.box = box
     app.state.group_commit = group
     app.state.metrics = metrics
+    # box.probe looked up at each probe, not once here: a stand-in set later is used.
+    app.state.readiness = Readiness(lambda: box.probe())
     for router in ROUTERS:
         app.include_router(router)
+    redirect_slashes_relatively(app.router)  # never to the host a request's head names
 
     app.add_exception_handler(ProblemError, problems.on_problem)
     app.add_exception_handler(OnceboxError, problems.on_oncebox_error)

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from oncebox.engine.checkpoint import ProofError
+from oncebox.engine.decision import unapplied
 from oncebox.errors import (
     ApplyError,
     InvalidOperation,
@@ -29,6 +30,7 @@ from oncebox.errors import (
     StorageUnavailable,
     UnknownInbox,
 )
+from oncebox.logtext import escaped
 
 logger = logging.getLogger("oncebox.http")
 MEDIA_TYPE = "application/problem+json"
@@ -92,17 +94,30 @@ def problem_response(
 
 
 def from_error(exc: OnceboxError) -> ProblemError:
-    """The one place engine errors become HTTP statuses."""
-    if isinstance(exc, StorageUnavailable):
-        return ProblemError(
-            503, "storage-unavailable", str(exc), headers={"Retry-After": RETRY_AFTER}
-        )
+    """The one place engine errors become HTTP statuses.
+
+    What the store or an apply step said stays in the server's log: a driver's message
+    names tables and columns, and a client is told only what it can act on.
+    """
     if isinstance(exc, StorageError):
-        return ProblemError(503, "storage-error", str(exc))
+        logger.error("storage failed, nothing decided: %s", escaped(str(exc)))
+        kind = "storage-unavailable" if isinstance(exc, StorageUnavailable) else "storage-error"
+        return ProblemError(
+            503,
+            kind,
+            "the store could not decide this request; nothing was stored: retry",
+            headers={"Retry-After": RETRY_AFTER},
+        )
     if isinstance(exc, UnknownInbox | NotFound):
         return ProblemError(404, "not-found", str(exc))
     if isinstance(exc, ApplyError):
-        return ProblemError(500, "apply-failed", str(exc), extra={"index": exc.index})
+        logger.error("apply step failed: %s", escaped(str(exc)))
+        return ProblemError(
+            500,
+            "apply-failed",
+            unapplied(exc).detail or "",
+            extra={"index": exc.index} if exc.index is not None else None,
+        )
     if isinstance(exc, InvalidOperation | ProofError):
         return ProblemError(409, "invalid-operation", str(exc))
     return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")
@@ -143,5 +158,5 @@ async def on_validation_error(_request: Request, exc: Exception) -> Response:
 
 
 async def on_unexpected(_request: Request, exc: Exception) -> Response:
-    logger.error("internal error: %s: %s", type(exc).__name__, exc)
+    logger.error("internal error: %s: %s", type(exc).__name__, escaped(str(exc)))
     return problem_response(500, "internal", "internal error; nothing was acknowledged")

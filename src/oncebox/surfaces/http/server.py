@@ -47,10 +47,15 @@ def run(
     sock: socket.socket | None = None,
     limits: Limits | None = None,
     access_log: str | None = None,
+    proxies: list[str] | None = None,
 ) -> None:
     """Serve ``app`` on uvicorn until interrupted, on ``host:port`` or a bound ``sock``,
     with the head and body deadlines and the connection bound of ``limits``, and an
-    access line per request on stderr in ``access_log``'s format (combined, json)."""
+    access line per request on stderr in ``access_log``'s format (combined, json).
+
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed only from ``proxies``
+    (addresses, networks or ``*``); by default from nobody. uvicorn's own default
+    believes any local peer, so anything on the host could name any client."""
     served: Any = app
     if access_log is not None:
         accesslog.install()
@@ -64,6 +69,8 @@ def run(
         access_log=False,
         http=GuardedProtocol.with_limits(limits or Limits()),
         headers=[(WORKER_HEADER, str(os.getpid()))],
+        proxy_headers=proxies is not None,
+        forwarded_allow_ips=proxies or [],
     )
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
 
@@ -76,6 +83,7 @@ def run_workers(
     limits: Limits | None = None,
     ready: Callable[[int], None] | None = None,
     access_log: str | None = None,
+    proxies: list[str] | None = None,
 ) -> None:
     """Serve ``make_app()`` in ``count`` worker processes on one port until interrupted.
 
@@ -90,7 +98,7 @@ def run_workers(
         with _listenable(family, address) as sock:
             if ready is not None:
                 ready(sock.getsockname()[1])
-            run(make_app(), sock=sock, limits=limits, access_log=access_log)
+            run(make_app(), sock=sock, limits=limits, access_log=access_log, proxies=proxies)
         return
     # A plain bind first: it fails if anything listens on the port already (a socket with
     # SO_REUSEPORT alone could join another server's group), and it resolves port 0.
@@ -104,7 +112,7 @@ def run_workers(
         def worker(_index: int) -> None:
             reserved.close()
             sock = _socket(family, address, reuse_port=True)
-            run(make_app(), sock=sock, limits=limits, access_log=access_log)
+            run(make_app(), sock=sock, limits=limits, access_log=access_log, proxies=proxies)
 
         workers.run_workers(count, worker)
 

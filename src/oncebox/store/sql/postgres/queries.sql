@@ -190,9 +190,12 @@ GROUP BY hour, verdict ORDER BY hour, verdict;
 SELECT
   (SELECT count(*) FROM records WHERE inbox_id = %(inbox)s AND evicted_at IS NULL),
   (SELECT count(*) FROM records WHERE inbox_id = %(inbox)s AND evicted_at IS NOT NULL),
-  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = %(inbox)s),
-  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = %(inbox)s),
-  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = %(inbox)s),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = %(inbox)s)
+    + (SELECT dropped_duplicates FROM inboxes WHERE id = %(inbox)s),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = %(inbox)s)
+    + (SELECT dropped_late_replays FROM inboxes WHERE id = %(inbox)s),
+  greatest((SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = %(inbox)s),
+           (SELECT dropped_max_lateness FROM inboxes WHERE id = %(inbox)s)),
   (SELECT count(*) FROM quarantine WHERE inbox_id = %(inbox)s AND status = 'open'),
   (SELECT count(*) FROM quarantine WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
@@ -330,11 +333,21 @@ WITH dropped AS (
     ORDER BY first_seen LIMIT %(limit)s
     FOR UPDATE
   )
-  RETURNING id AS record_id, ident, witness, first_seen
+  RETURNING id AS record_id, ident, witness, first_seen, seen_count - 1 AS duplicates,
+            late_replays, max_lateness
 ), positions AS (
   DELETE FROM seal_positions WHERE record_id IN (SELECT record_id FROM dropped)
 )
-SELECT record_id, ident, witness, first_seen FROM dropped;
+SELECT record_id, ident, witness, first_seen, duplicates, late_replays, max_lateness
+FROM dropped;
+
+-- name: carry_dropped_counts
+-- What the dropped tombstones had counted stays on their inbox: counts never go down.
+UPDATE inboxes
+SET dropped_duplicates = dropped_duplicates + %(duplicates)s,
+    dropped_late_replays = dropped_late_replays + %(late_replays)s,
+    dropped_max_lateness = greatest(dropped_max_lateness, %(max_lateness)s)
+WHERE id = %(inbox)s;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)

@@ -151,9 +151,12 @@ GROUP BY hour, verdict ORDER BY hour, verdict;
 SELECT
   (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NULL),
   (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NOT NULL),
-  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = :inbox),
-  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = :inbox),
-  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = :inbox),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = :inbox)
+    + (SELECT dropped_duplicates FROM inboxes WHERE id = :inbox),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = :inbox)
+    + (SELECT dropped_late_replays FROM inboxes WHERE id = :inbox),
+  max((SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = :inbox),
+      (SELECT dropped_max_lateness FROM inboxes WHERE id = :inbox)),
   (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox AND status = 'open'),
   (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox),
   (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
@@ -281,7 +284,16 @@ WHERE id IN (
   WHERE inbox_id = :inbox AND evicted_at IS NOT NULL AND first_seen < :cutoff
   ORDER BY first_seen LIMIT :limit
 )
-RETURNING id AS record_id, ident, witness, first_seen;
+RETURNING id AS record_id, ident, witness, first_seen, seen_count - 1 AS duplicates,
+          late_replays, max_lateness;
+
+-- name: carry_dropped_counts
+-- What the dropped tombstones had counted stays on their inbox: counts never go down.
+UPDATE inboxes
+SET dropped_duplicates = dropped_duplicates + :duplicates,
+    dropped_late_replays = dropped_late_replays + :late_replays,
+    dropped_max_lateness = max(dropped_max_lateness, :max_lateness)
+WHERE id = :inbox;
 
 -- name: log_eviction
 INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)

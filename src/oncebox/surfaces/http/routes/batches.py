@@ -64,7 +64,9 @@ DOCUMENTED = {
 )
 async def deliver_batch(inbox: InboxName, who: Writer, svc: Served, request: Request) -> BatchOut:
     """Decide a batch of deliveries in one transaction; each gets the decision it would
-    have got alone, in the batch's order."""
+    have got alone, in the batch's order. A delivery whose apply step fails is answered
+    `rejected`, reason `apply_failed`, `may_ack` false (nothing of it stored); the others
+    are decided all the same."""
     codec = svc.box.inbox(inbox).codec.name
     media = request.headers.get("content-type", NDJSON).split(";")[0].strip().lower()
     if media == "application/json":
@@ -81,5 +83,5 @@ async def deliver_batch(inbox: InboxName, who: Writer, svc: Served, request: Req
             f"{len(lines)} deliveries; a batch holds at most {svc.batch_limit}",
         )
     deliveries = [delivery_from_line(codec, line) for line in lines]
-    decisions = await run_in_threadpool(svc.box.ingest_batch, inbox, deliveries)
+    decisions = await run_in_threadpool(svc.box.ingest_all, inbox, deliveries)
     return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
