@@ -621,6 +621,9 @@ def test_openapi_lists_the_routes(serve: Callable[..., Served], file_box: Oncebo
         "webhook-id",  # what a webhook inbox's sender signs with instead of a token
         "webhook-timestamp",
         "webhook-signature",
+        "svix-id",  # Svix's names for the same three
+        "svix-timestamp",
+        "svix-signature",
         "X-Hub-Signature-256",
         "X-GitHub-Delivery",
         "Stripe-Signature",
