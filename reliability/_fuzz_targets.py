@@ -645,6 +645,11 @@ WEBHOOK_HEADERS = {
     "github": ("x-hub-signature-256", "x-github-delivery"),
     "stripe": ("stripe-signature",),
 }
+# The header names that come before each one above, as the senders' libraries read them
+# (Svix's for Standard Webhooks).
+WEBHOOK_ALIASES = {"webhook-id": "svix-id", "webhook-timestamp": "svix-timestamp",
+                   "webhook-signature": "svix-signature"}  # fmt: skip
+_LOWER_HEX = frozenset("0123456789abcdef")
 # The json codec a Stripe inbox gets by default (identified by the event's /id), and
 # keyed for the schemes that send a message id: what serve decodes a verified body with.
 STRIPE_JSON: Any = get_codec("json").configure({}, WEBHOOKS[("stripe", 300)])
@@ -676,7 +681,7 @@ def _plain_id(value: str) -> bool:
 
 def _unix(text: str) -> bool:
     """A unix time as ``str(int)`` spells it, in at most 12 digits."""
-    return text.isascii() and text.isdigit() and str(int(text)) == text and len(text) <= 12
+    return len(text) <= 12 and text.isascii() and text.isdigit() and str(int(text)) == text
 
 
 def reference_verdict(
@@ -684,16 +689,25 @@ def reference_verdict(
 ) -> tuple[str, str | None, int | None]:
     """The scheme as its documentation defines it, checked with hmac here: (``good`` or
     the kind of failure, the message id, the signed time)."""
-    found = {k.lower(): v for k, v in headers.items()}
+    lowered = {k.lower(): v for k, v in headers.items()}
     need = WEBHOOK_HEADERS[scheme]
+    # Each header under the first of its names present (Svix's before Standard Webhooks').
+    found = {}
+    for name in need:
+        alias = WEBHOOK_ALIASES.get(name)
+        if alias is not None and alias in lowered:
+            found[name] = lowered[alias]
+        elif name in lowered:
+            found[name] = lowered[name]
     if not all(found.get(name) for name in need):
         return "missing", None, None
     secrets = _RAW_SECRETS
     if scheme == "github":
         signature, delivery = found[need[0]], found[need[1]]
         hexed = signature[7:]
+        # octokit compares the header as sent: sha256= and lower-case hex only.
         if not (_plain_id(delivery) and signature.startswith("sha256=") and len(hexed) == 64
-                and all(c in string.hexdigits for c in hexed)):  # fmt: skip
+                and set(hexed) <= _LOWER_HEX):  # fmt: skip
             return "malformed", None, None
         good = any(hmac.compare_digest(_mac(s, body), bytes.fromhex(hexed)) for s in secrets)
         return ("good" if good else "mismatch"), delivery, None
@@ -707,14 +721,16 @@ def reference_verdict(
         given = [_b64(e[3:]) for e in signature.split(" ") if e.startswith("v1,")]
         good = any(_mac(s, signed) == g for s in secrets for g in given)
         return ("good" if good else "mismatch"), msg_id, int(stamp)
-    elements = [e.strip().partition("=") for e in found[need[0]].split(",")]
+    # Stripe's libraries split on bare commas (", v1=" names " v1"), compare v1 as
+    # lower-case hex, and bound only the past.
+    elements = [e.partition("=") for e in found[need[0]].split(",")]
     stamps = [value for name, _, value in elements if name == "t"]
     if len(stamps) != 1 or not _unix(stamps[0]):
         return "malformed", None, None
-    if abs(now - int(stamps[0])) > tolerance:
+    if now - int(stamps[0]) > tolerance:
         return "stale", None, None
     signed = f"{stamps[0]}.".encode() + body
-    given = [v.lower() for name, _, v in elements if name == "v1"]
+    given = [v for name, _, v in elements if name == "v1"]
     good = any(_mac(s, signed).hex() in given for s in secrets)
     return ("good" if good else "mismatch"), None, int(stamps[0])
 
@@ -743,7 +759,9 @@ def webhook_target(data: bytes) -> str:
     spare spliced into the signature header, 32 a header dropped, 64 header names in
     other cases, 128 the signed time (GitHub: the delivery id) respelled as the spare.
     The offset bytes move the signed time either side of the tolerance (and the clock
-    by half a second). Header values are text as an ASGI server decodes them (latin-1).
+    by half a second); the last one's bit 8 sends Standard Webhooks' headers under
+    Svix's names, and its bit 16 also the Standard Webhooks names with the spare as
+    their values. Header values are text as an ASGI server decodes them (latin-1).
     """
     head = data[:4].ljust(4, b"\0")
     scheme = WEBHOOK_SCHEMES[head[0] % 3]
@@ -779,6 +797,9 @@ def webhook_target(data: bytes) -> str:
             headers["X-GitHub-Delivery"] = spare
     if mode & 32:
         del headers[names[head[2] % len(names)]]
+    if scheme == "standard-webhooks" and head[3] & 8:
+        svixed = {WEBHOOK_ALIASES.get(k, k): v for k, v in headers.items()}
+        headers = {**({k: spare for k in headers} if head[3] & 16 else {}), **svixed}
     if mode & 64:
         headers = {(k.upper() if head[3] & 4 else k.title()): v for k, v in headers.items()}
     config = WEBHOOKS[(scheme, tolerance)]
@@ -995,7 +1016,10 @@ def _webhook_seeds() -> list[bytes]:
                     body = bodies[(mode + abs(delta)) % len(bodies)]
                     out.append(
                         bytes([scheme | tolerance_bit, mode, offset >> 8, offset & 0xFF])
-                        + b"msg_2mYfuzz\n" + body + b"\n" + spare.encode("latin-1")
+                        + b"msg_2mYfuzz\n"
+                        + body
+                        + b"\n"
+                        + spare.encode("latin-1")
                     )
     return out
 

@@ -7,7 +7,8 @@ section):
 - **idle uploads**: ``--uploads`` connections each send a delivery head declaring 1 MiB
   (the default bound) and all of the body but its last byte, then idle; the server's RSS
   before and after, and how many were answered and closed. Without a token first, then
-  (the negative control) with a live one, whose bodies the server does take in.
+  (the negative control) with a live one to the feed inbox, whose bodies the server
+  does take in.
 - **slow heads**: ``--slow`` connections send a request head one byte a second (and as
   many send nothing at all); seconds until the server closes each (``--cap`` at most).
 - **slow bodies**: the same with a complete, authenticated head and a body one byte a
@@ -15,9 +16,17 @@ section):
 - **over the bound**: with ``--max-connections B``, B idle connections, then ``--slow``
   more: how many of those were closed within a second, and whether a request is served
   once the held ones go.
+- **made-up webhook uploads** (issue 19, item 2): on a ``keyed`` GitHub inbox, for each
+  of ``--hook-uploads`` (200 and 1,000) and ``--hook-workers`` (1 and 2), as many
+  connections each send a head with ``X-Hub-Signature-256: sha256=00...`` and a
+  ``X-GitHub-Delivery`` of their own, declaring 1 MiB, and all of the body but its last
+  byte, then idle; the RSS of every server process before, while they idle, and once
+  they have gone, and how many were answered 503 (the unverified budget, 32 MiB per
+  worker by default).
 
-    .venv/bin/python reliability/slowclients.py                  # ~1 minute
+    .venv/bin/python reliability/slowclients.py                  # ~2 minutes
     .venv/bin/python reliability/slowclients.py --uploads 200 --slow 20
+    .venv/bin/python reliability/slowclients.py --only-hooks --hook-uploads 200 1000
 """
 
 from __future__ import annotations
@@ -61,12 +70,12 @@ def settled_rss(pid: int) -> int:
     return last
 
 
-def idle_uploads(served: Served, count: int, headers: Sequence[str]) -> str:
+def idle_uploads(served: Served, count: int, headers: Sequence[str], path: str = DELIVERIES) -> str:
     before = settled_rss(served.proc.pid)
     sockets = []
     for _ in range(count):
         sock = served.connect()
-        sock.sendall(head(DELIVERIES, BODY, *headers))
+        sock.sendall(head(path, BODY, *headers))
         with contextlib.suppress(OSError):
             sock.sendall(b"x" * (BODY - 1))
         sockets.append(sock)
@@ -80,6 +89,65 @@ def idle_uploads(served: Served, count: int, headers: Sequence[str]) -> str:
     return (
         f"RSS {before / 2**20:.1f} -> {after / 2**20:.1f} MiB (+{(after - before) / 2**20:.1f}),"
         f" {answered} answered, {closed} closed by the server"
+    )
+
+
+HOOK_CONFIG = """
+[inboxes.gh]
+codec = "keyed"
+webhook = { scheme = "github", secret = "slowclients-probe-secret" }
+"""
+
+
+def tree_rss(pid: int) -> int:
+    """The RSS of a process and all of its descendants (the workers of ``serve``)."""
+    total, todo = 0, [pid]
+    while todo:
+        one = todo.pop()
+        with contextlib.suppress(OSError, AssertionError):
+            total += rss_bytes(one)
+            for task in Path(f"/proc/{one}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return total
+
+
+def settled_tree_rss(pid: int) -> int:
+    last = tree_rss(pid)
+    for _ in range(40):
+        time.sleep(0.25)
+        now = tree_rss(pid)
+        if abs(now - last) < 256 * 1024:
+            return now
+        last = now
+    return last
+
+
+def hook_uploads(served: Served, count: int) -> str:
+    """``count`` idle uploads with made-up GitHub signatures (see the module)."""
+    path = "/v1/inboxes/gh/deliveries"
+    pid = served.proc.pid
+    before = settled_tree_rss(pid)
+    sockets = []
+    for n in range(count):
+        sock = served.connect()
+        sock.sendall(head(path, BODY, f"X-Hub-Signature-256: sha256={'0' * 64}",
+                          f"X-GitHub-Delivery: probe-{n}-{time.monotonic_ns()}"))  # fmt: skip
+        with contextlib.suppress(OSError):
+            sock.sendall(b"x" * (BODY - 1))
+        sockets.append(sock)
+    held = settled_tree_rss(pid)
+    busy = 0
+    for sock in sockets:
+        _, answer = closed_within(sock, 0.05)
+        busy += status_of(answer) == 503
+        sock.close()
+    time.sleep(1.0)  # the server sees each connection go, and lets its body go
+    after = settled_tree_rss(pid)
+    mib = 2**20
+    return (
+        f"RSS {before / mib:.1f} -> {held / mib:.1f} MiB (+{(held - before) / mib:.1f}) while "
+        f"idle, {after / mib:.1f} MiB (+{(after - before) / mib:.1f}) once gone; "
+        f"{busy} answered 503"
     )
 
 
@@ -157,8 +225,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--header-timeout", type=float, default=5.0)
     parser.add_argument("--body-timeout", type=float, default=20.0)
     parser.add_argument("--max-connections", type=int, default=64)
+    parser.add_argument("--hook-uploads", type=int, nargs="*", default=[200, 1000])
+    parser.add_argument("--hook-workers", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--only-hooks", action="store_true", help="the webhook probe only")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="oncebox-slowclients-") as work:
+        config = Path(work) / "hooks.toml"
+        config.write_text(HOOK_CONFIG)
+        for workers in args.hook_workers:
+            for count in args.hook_uploads:
+                hooks_url = f"sqlite:///{Path(work) / f'hooks-{workers}-{count}.db'}"
+                env = {"ONCEBOX_CONFIG": str(config)}
+                options = ["--workers", str(workers), "--body-timeout", "60"]
+                with serving(hooks_url, *options, env=env) as served:
+                    for _ in range(20):
+                        get(f"{served.base}/healthz")
+                    line = hook_uploads(served, count)
+                    print(f"{count} made-up webhook uploads, serve --workers {workers}: {line}",
+                          flush=True)  # fmt: skip
+        if args.only_hooks:
+            return 0
         url = f"sqlite:///{Path(work) / 'served.db'}"
         secret = create_token(url)
         authed = f"Authorization: Bearer {secret}"
@@ -173,7 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("serve", " ".join(options), flush=True)
             line = idle_uploads(served, args.uploads, [])
             print(f"{args.uploads} idle unauthenticated uploads: {line}", flush=True)
-            line = idle_uploads(served, args.uploads, [authed])
+            # To the feed inbox, whose bound (1 MiB) holds them: past listing's 64 KiB,
+            # one delivery keeps only a dead letter's head (issue 19, item 5).
+            line = idle_uploads(served, args.uploads, [authed], "/v1/inboxes/feed/deliveries")
             print(f"{args.uploads} idle authenticated uploads (control): {line}", flush=True)
             line = time_to_close(served, args.slow, args.cap, b"", head(DELIVERIES, 10))
             print(f"slow heads, a byte a second: {line}", flush=True)

@@ -181,11 +181,12 @@ def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
     assert shown["orders"]["codec"] == 'json{"identity":["/id"],"witness_ignore":["/attempt"]}'
     assert shown["orders"]["settings"]["identity"] == ["/id"]
     assert shown["hooks"]["settings"] == {
+        "max_bytes": 1_048_576,  # what a Standard Webhooks sender sends
         "webhook": {
             "scheme": "standard-webhooks",
             "secrets": "env ONCEBOX_HOOK_SECRET",
             "tolerance_seconds": 300,
-        }
+        },
     }
     assert shown["amazon"]["settings"]["expected_subscription_id"][0].startswith("d3b07384")
     assert SECRET not in oncebox(tmp_path, "inboxes").stdout.decode()

@@ -58,6 +58,7 @@ def test_clients_that_arrive_during_a_commit_join_the_others_instead_of_taking_t
     # batches taking turns; the late four, one round behind, end alone.
     assert engine.sizes == [4] + [8] * 11 + [4]
 
+
 def test_a_batch_never_exceeds_max_batch_and_nobody_waits_past_max_wait() -> None:
     engine = SlowEngine()
     group = GroupCommit(cast(Oncebox, engine), max_wait=0.01, max_batch=3)

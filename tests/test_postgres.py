@@ -25,12 +25,17 @@ from oncebox.formats.ussd_h1 import make_frame
 USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
 
 
-def run_children(script: str, args: list[list[str]], env: dict[str, str] | None = None,
-                 timeout: float = 180) -> list[list[dict[str, Any]]]:
+def run_children(
+    script: str, args: list[list[str]], env: dict[str, str] | None = None, timeout: float = 180
+) -> list[list[dict[str, Any]]]:
     procs = [
-        subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *a],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, **(env or {})})
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(script), *a],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
         for a in args
     ]
     outputs = []
@@ -84,8 +89,7 @@ def test_eight_processes_share_one_stream(pg_url: str) -> None:
         # Every distinct newcomer is quarantined exactly once, whichever variant won.
         rows = box.quarantined("ussd", status=None)
         assert len(rows) == len({(r.identity, r.witness) for r in rows}) == 20 * 2
-        assert stats["verdicts"]["conflict"] == sum(
-            d["verdict"] == "conflict" for d in decisions)
+        assert stats["verdicts"]["conflict"] == sum(d["verdict"] == "conflict" for d in decisions)
         report = box.verify()
         assert report.ok and report.uncovered == []
 
@@ -111,14 +115,24 @@ def test_hosts_with_skewed_clocks_agree_because_only_the_database_clock_counts(
 ) -> None:
     with oncebox.open(pg_url, inboxes=[InboxSpec("feed", codec="feed")]) as box:
         token = box.lease("feed", "S", 4).token
-    inside = run_children(SKEWED, [[pg_url, str(token), "600", "a"],
-                                   [pg_url, str(token), "-600", "b"],
-                                   [pg_url, str(token), "0", "c"]])
+    inside = run_children(
+        SKEWED,
+        [
+            [pg_url, str(token), "600", "a"],
+            [pg_url, str(token), "-600", "b"],
+            [pg_url, str(token), "0", "c"],
+        ],
+    )
     assert [out[0]["verdict"] for out in inside] == ["accepted"] * 3
     time.sleep(4.5)
-    after = run_children(SKEWED, [[pg_url, str(token), "600", "d"],
-                                  [pg_url, str(token), "-600", "e"],
-                                  [pg_url, str(token), "0", "f"]])
+    after = run_children(
+        SKEWED,
+        [
+            [pg_url, str(token), "600", "d"],
+            [pg_url, str(token), "-600", "e"],
+            [pg_url, str(token), "0", "f"],
+        ],
+    )
     assert [out[0]["reason"] for out in after] == ["expired_lease"] * 3
 
 
@@ -160,8 +174,11 @@ def durable_url(pg_durable: Server) -> Iterator[str]:
 def test_the_server_killed_under_load_loses_no_ack(pg_durable: Server, durable_url: str) -> None:
     # Four clients, overlapping identities; the server dies with -m immediate mid-stream.
     procs = [
-        subprocess.Popen([sys.executable, "-c", textwrap.dedent(RETRYING), durable_url,
-                          str(n * 40), "160"], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(RETRYING), durable_url, str(n * 40), "160"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for n in range(4)
     ]
     time.sleep(1.0)
@@ -215,8 +232,9 @@ STUCK = """
 def test_a_client_killed_inside_its_transaction_leaves_nothing(pg_url: str, tmp_path: Path) -> None:
     with oncebox.open(pg_url, inboxes=USSD):
         pass
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(STUCK), pg_url],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(STUCK), pg_url], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "inside"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -224,8 +242,10 @@ def test_a_client_killed_inside_its_transaction_leaves_nothing(pg_url: str, tmp_
         deadline = time.monotonic() + 30
         while True:  # the server notices the dead client and rolls its transaction back
             try:
-                decision = box.ingest("ussd", oncebox.Delivery(
-                    make_frame(0, "Site", "MED", 5, 50).encode(), key="rec0"))
+                decision = box.ingest(
+                    "ussd",
+                    oncebox.Delivery(make_frame(0, "Site", "MED", 5, 50).encode(), key="rec0"),
+                )
                 break
             except oncebox.StorageError:
                 assert time.monotonic() < deadline

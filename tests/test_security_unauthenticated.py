@@ -38,10 +38,10 @@ def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'served.db'}"
 
 
-def _upload_but_last_byte(served: Served, *headers: str) -> socket.socket:
+def _upload_but_last_byte(served: Served, *headers: str, path: str = DELIVERIES) -> socket.socket:
     """A delivery head declaring BODY bytes, then all of them but the last: an idle upload."""
     sock = served.connect()
-    sock.sendall(head(DELIVERIES, BODY, *headers))
+    sock.sendall(head(path, BODY, *headers))
     # Refused and closed before the body went (what should happen): the send fails.
     with contextlib.suppress(BrokenPipeError, ConnectionResetError, TimeoutError):
         sock.sendall(b"x" * (BODY - 1))
@@ -80,9 +80,12 @@ def test_idle_unauthenticated_uploads_hold_no_bodies(tmp_path: Path) -> None:
 
         # Negative control: uploads that carry a live token are taken in, and the probe
         # sees their bodies held (until they complete or their body timeout ends them).
+        # To the feed inbox, whose bound (1 MiB) holds them: past listing's 64 KiB only
+        # a dead letter's head is kept.
         before = _settled_rss(pid)
         authed = f"Authorization: Bearer {secret}"
-        sockets = [_upload_but_last_byte(served, authed) for _ in range(UPLOADS)]
+        feed = "/v1/inboxes/feed/deliveries"
+        sockets = [_upload_but_last_byte(served, authed, path=feed) for _ in range(UPLOADS)]
         held_authed = _settled_rss(pid) - before
         print(
             f"{UPLOADS} idle authenticated 1 MiB uploads: server RSS +{held_authed / 2**20:.1f} MiB"
@@ -176,7 +179,12 @@ def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None
             (("Authorization: Bearer nope",), 401),
         ):
             sock = served.connect()
-            sock.sendall(head(DELIVERIES, 2 * BODY if status == 413 else BODY, *headers))
+            # Over the server's bound on the batch route: one delivery's body over its
+            # inbox's bound is read to its end instead, to keep it as a dead letter.
+            if status == 413:
+                sock.sendall(head("/v1/inboxes/listing/batch", 2 * BODY, *headers))
+            else:
+                sock.sendall(head(DELIVERIES, BODY, *headers))
             # The client keeps sending its body slowly; the server must still hang up.
             answer = b""
             closed = False

@@ -10,9 +10,13 @@ and nothing at all is stored (records, duplicates, quarantine and dead letters c
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -34,7 +38,7 @@ from oncebox.formats.webhooks import (
     sign_stripe,
     standard_secret,
 )
-from serveproc import serving
+from serveproc import free_port, serving
 
 # standard-webhooks/standard-webhooks' libraries' test secret, and a second one: the
 # inbox holds both, as during a rotation.
@@ -249,11 +253,12 @@ def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> Non
     github = {"X-Hub-Signature-256": GH_SIGNATURE, "X-GitHub-Delivery": GH_DELIVERY}
     wrong = {**github, "Authorization": "Bearer obx_unknown"}
     assert hooks.post("gh", GH_BODY, wrong).status_code == 401
-    # Without a token, a body past the inbox codec's bound is not read: 413, not stored.
+    # Without a token, a body past the inbox codec's bound signed by a stranger: 401,
+    # nothing stored.
     before = hooks.stored()
     big = b'{"pad": "' + b"x" * HOOKS_MAX + b'"}'
-    sw = standard(standard_secret(SW_NEW), "msg_big", int(time.time()), big)
-    assert hooks.post("hooks", big, sw).status_code == 413
+    forged = standard(SW_STRANGER, "msg_big", int(time.time()), big)
+    assert hooks.post("hooks", big, forged).json()["reason"] == "bad_signature"
     # And an inbox without a webhook takes no signature at all, refused from the head.
     plain = hooks.post("plain", GH_BODY, github)
     assert plain.status_code == 401 and "reason" not in plain.json()
@@ -276,3 +281,48 @@ def test_the_readmes_curl_example_works_as_written(hooks: Hooks) -> None:
         answers.append(json.loads(ran.stdout))
     assert [a["verdict"] for a in answers] == ["accepted", "duplicate"]
     assert answers[0]["identity"] == "msg_p5jXN8AQM9LWM0D4loKWxJek"
+
+
+def _block(fence: str, marker: str) -> str:
+    """The README's one ``fence`` block holding ``marker``, as written."""
+    [found] = [b.split("```", 1)[0] for b in README.split(f"```{fence}\n")[1:] if marker in b]
+    return found
+
+
+def test_the_readmes_webhook_example_runs_as_written(tmp_path: Path) -> None:
+    """Issue 19, item 7: the inboxes, the server block and the sender's block of
+    "Signed webhooks", each as written, in a directory of their own: ``serve`` starts
+    on the documented default store, and the sender's request is accepted."""
+    if not (shutil.which("curl") and shutil.which("openssl")):
+        pytest.skip("the README's example needs curl and openssl")
+    (tmp_path / "oncebox.toml").write_text(_block("toml", '"HOOK_OLD", "HOOK_NEW"'))
+    port = str(free_port())  # the one change: a port of its own, not 8080
+    server = _block("sh", "export HOOK_OLD=").replace("8080", port)
+    sender = _block("sh", "webhook-signature: v1,").replace("8080", port)
+    env = {k: v for k, v in os.environ.items() if k not in ("ONCEBOX_DB", "ONCEBOX_CONFIG")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen(["bash", "-c", server], cwd=tmp_path, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "oncebox serve did not start"
+            time.sleep(0.2)
+        answers = []
+        for _ in range(2):
+            ran = subprocess.run(
+                ["bash", "-c", sender], capture_output=True, timeout=30, check=True, env=env
+            )
+            answers.append(json.loads(ran.stdout))
+        assert [a["verdict"] for a in answers] == ["accepted", "duplicate"]
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # gone already, if it failed
+            os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+    assert (tmp_path / "oncebox.db").exists()  # the documented default store

@@ -24,7 +24,16 @@ from oncebox.errors import (
     UnknownInbox,
     UnsafeSQLite,
 )
-from oncebox.formats import Codec, Decoded, Delivery, Invalid, register
+from oncebox.formats import (
+    Codec,
+    Decoded,
+    Delivery,
+    Invalid,
+    Overflow,
+    Oversize,
+    read_bounded,
+    register,
+)
 from oncebox.store import open_store
 
 __version__ = "0.1.0"
@@ -74,6 +83,8 @@ __all__ = [
     "NotFound",
     "Oncebox",
     "OnceboxError",
+    "Overflow",
+    "Oversize",
     "ProofError",
     "StorageError",
     "StorageUnavailable",
@@ -81,5 +92,6 @@ __all__ = [
     "UnsafeSQLite",
     "Verdict",
     "open",
+    "read_bounded",
     "register",
 ]

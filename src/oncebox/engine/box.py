@@ -222,9 +222,7 @@ class Oncebox(Reads):
         active = self.inbox(inbox)
         if not active.row.fenced:
             raise InvalidOperation(f"inbox {inbox} is not lease-fenced")
-        return self.write(
-            lambda tx: leases.issue(tx, active.row.id, inbox, scope, ttl, tx.now())
-        )
+        return self.write(lambda tx: leases.issue(tx, active.row.id, inbox, scope, ttl, tx.now()))
 
     def release(self, inbox: str, scope: str, token: int) -> None:
         """Give a lease up early; its token is stale from now on."""

@@ -55,6 +55,8 @@ _REASONS = {
     "wrong_tree": "the checkpoints are of different logs",
     "record_mismatch": "the record the proof shows is not the one the log entry sealed",
 }
+
+
 class ProofError(OnceboxError):
     """A checkpoint or proof does not check out."""
 

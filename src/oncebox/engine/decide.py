@@ -30,7 +30,7 @@ from oncebox.engine.apply import BATCHED, Change
 from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
 from oncebox.errors import ApplyError, RetryTransaction
-from oncebox.formats import Invalid
+from oncebox.formats import Invalid, Oversize
 from oncebox.store.base import Letter, Newcomer, NewRecord, Stored, Tx
 
 
@@ -64,16 +64,21 @@ class Walk:
 
     def reject(self, item: Prepared) -> None:
         invalid = item.invalid or Invalid("bad_format")
-        body = item.delivery.body
+        delivery = item.delivery
+        body = delivery.body
+        if isinstance(delivery, Oversize):  # the head only: its length and hash came with it
+            length, digest = delivery.length, delivery.sha256
+        else:
+            length, digest = len(body), hashlib.sha256(body).hexdigest()
         self.letters.append(
             Letter(
                 invalid.reason,
                 invalid.detail,
                 body[:DEAD_LETTER_HEAD],
-                len(body),
-                hashlib.sha256(body).hexdigest(),
-                item.delivery.key,
-                arrival(item.delivery),
+                length,
+                digest,
+                delivery.key,
+                arrival(delivery),
             )
         )
         self.outcomes.append(Outcome("reject", item, len(self.letters) - 1))

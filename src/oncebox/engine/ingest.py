@@ -19,6 +19,7 @@ from oncebox.formats import (
     Delivery,
     Identity,
     Invalid,
+    Oversize,
     Unreadable,
     Verified,
     identify,
@@ -73,6 +74,9 @@ def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -
     if unstorable is not None:
         # Kept with its text facts escaped, so its dead letter can be stored at all.
         delivery = _escaped(delivery)
+    if isinstance(delivery, Oversize):  # its transport kept only the head of it
+        detail = delivery.detail or f"{delivery.length} bytes exceeds {codec.max_bytes}"
+        return Prepared(delivery, invalid=Invalid("too_large", detail))
     if len(delivery.body) > codec.max_bytes:
         invalid = Invalid("too_large", f"{len(delivery.body)} bytes exceeds {codec.max_bytes}")
         return Prepared(delivery, invalid=invalid)

@@ -49,7 +49,6 @@ _NULLABLE = frozenset({"identity", "snapshot_id"})
 _INTEGER = frozenset({"id", "revision"})
 
 
-
 def _hex_path(path: Sequence[bytes]) -> list[str]:
     return [node.hex() for node in path]
 

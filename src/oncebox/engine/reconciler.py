@@ -53,6 +53,7 @@ class Intake(Protocol):
 
     def write(self, work: Callable[[Tx], T]) -> T: ...
 
+
 logger = logging.getLogger("oncebox")
 MAX_DOCUMENT_BYTES = 65_536
 

@@ -4,6 +4,8 @@ from oncebox.formats.codec import (
     Codec,
     Decoded,
     Delivery,
+    Overflow,
+    Oversize,
     Unreadable,
     codec_family,
     codec_names,
@@ -11,6 +13,7 @@ from oncebox.formats.codec import (
     configure,
     get_codec,
     needs_key,
+    read_bounded,
     register,
 )
 from oncebox.formats.feed import FeedCodec
@@ -21,7 +24,8 @@ from oncebox.formats.json_event import JsonEventCodec
 from oncebox.formats.keyed import KeyedCodec
 from oncebox.formats.sp_api import SpApiListingCodec
 from oncebox.formats.ussd_h1 import UssdH1Codec
-from oncebox.formats.webhooks import Unverified, Verified, WebhookConfig, parse_webhook
+from oncebox.formats.webhook_config import WebhookConfig, parse_webhook
+from oncebox.formats.webhooks import Unverified, Verified
 
 register(JsonEventCodec())
 register(UssdH1Codec())
@@ -40,6 +44,8 @@ __all__ = [
     "JsonCodec",
     "JsonEventCodec",
     "KeyedCodec",
+    "Overflow",
+    "Oversize",
     "SpApiListingCodec",
     "Unreadable",
     "Unverified",
@@ -54,5 +60,6 @@ __all__ = [
     "identify",
     "needs_key",
     "parse_webhook",
+    "read_bounded",
     "register",
 ]

@@ -15,15 +15,18 @@ codec. Its ``settings`` (a JSON-ready mapping, never a secret) are what operator
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from oncebox.errors import ConfigError
-from oncebox.formats.webhooks import Verified, WebhookConfig
+from oncebox.formats.webhook_config import WebhookConfig
+from oncebox.formats.webhooks import Verified
 
 IdentityMode = Literal["content", "key"]
+HEAD_KEPT = 65_536  # what a dead letter keeps of a body (engine.ingest.DEAD_LETTER_HEAD)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,68 @@ class Unreadable(Delivery):
 
     detail: str = ""
     reason: str = "bad_format"
+
+
+@dataclass(frozen=True)
+class Oversize(Delivery):
+    """A delivery over a bound, as its transport kept it while reading: its first bytes
+    (``body``, at most 64 KiB), its whole ``length`` and the ``sha256`` (hex) of all of
+    it, computed as it streamed, so that the whole never has to be held. Dead-lettered
+    ``too_large`` whatever the inbox's codec; ``detail`` names the bound it is over."""
+
+    length: int = 0
+    sha256: str = ""
+    detail: str = ""
+
+
+class Overflow:
+    """What is kept of a body once it is past its bound, while the rest streams by: its
+    first :data:`HEAD_KEPT` bytes, and the length and SHA-256 of all of it."""
+
+    def __init__(self, start: bytes = b"") -> None:
+        self._head = bytearray()
+        self._hash = hashlib.sha256()
+        self.length = 0
+        self.update(start)
+
+    def update(self, chunk: bytes) -> None:
+        room = HEAD_KEPT - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+        self._hash.update(chunk)
+        self.length += len(chunk)
+
+    def delivery(self, detail: str = "", **facts: Any) -> Oversize:
+        """The :class:`Oversize` delivery of what streamed by, with the transport's facts."""
+        digest = self._hash.hexdigest()
+        return Oversize(bytes(self._head), length=self.length, sha256=digest, detail=detail,
+                        **facts)  # fmt: skip
+
+    def instead_of(self, delivery: Delivery, detail: str = "") -> Oversize:
+        """:meth:`delivery`, with the transport's facts ``delivery`` carries."""
+        facts = {f.name: getattr(delivery, f.name) for f in fields(Delivery) if f.name != "body"}
+        return self.delivery(detail, **facts)
+
+
+def read_bounded(chunks: Iterable[bytes], bound: int, **facts: Any) -> Delivery:
+    """The delivery of the body ``chunks`` make up, holding at most ``bound`` bytes of
+    it: a body past the bound is its :class:`Oversize` (its head, length and SHA-256),
+    whose rest was never held. ``facts`` are the transport's (``key``, ...)."""
+    kept: list[bytes] = []
+    size = 0
+    overflow: Overflow | None = None
+    for chunk in chunks:
+        if overflow is not None:
+            overflow.update(chunk)
+            continue
+        size += len(chunk)
+        kept.append(chunk)
+        if size > bound:
+            overflow = Overflow(b"".join(kept))
+            kept = []
+    if overflow is not None:
+        return overflow.delivery(**facts)
+    return Delivery(b"".join(kept), **facts)
 
 
 class Decoded(NamedTuple):

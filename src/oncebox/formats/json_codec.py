@@ -28,9 +28,9 @@ from oncebox.formats.codec import Decoded, Delivery, IdentityMode, check_setting
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.jsonpointer import MISSING, Tokens, parse, remove, resolve, spell
 from oncebox.formats.strictjson import JsonNumber, loads
-from oncebox.formats.webhooks import WebhookConfig
+from oncebox.formats.webhook_config import WebhookConfig
 
-MAX_BYTES_LIMIT = 16 * 1024 * 1024
+MAX_BYTES_LIMIT = 32 * 1024 * 1024  # above GitHub's 25 MB cap on a webhook's payload
 MAX_DEPTH_LIMIT = 256  # deeper than this, the canonical writer's recursion is at risk
 SETTINGS = frozenset({"identity", "witness_ignore", "fields", "max_bytes", "max_depth"})
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -160,11 +160,13 @@ class JsonCodec:
         identified as its scheme says (the sender's message id, or Stripe's ``/id``)."""
         check_settings(self.family, settings, SETTINGS)
         default = webhook.default_identity if webhook is not None else "content"
+        default_bound = webhook.max_bytes if webhook is not None else json_event.MAX_BYTES
         return JsonCodec(
             identity=settings.get("identity", default),
             witness_ignore=settings.get("witness_ignore", ()),
             fields=settings.get("fields"),
-            max_bytes=settings.get("max_bytes", json_event.MAX_BYTES),
+            # A webhook inbox takes what its sender sends (webhooks.DEFAULT_MAX_BYTES).
+            max_bytes=settings.get("max_bytes", default_bound),
             max_depth=settings.get("max_depth", json_event.MAX_DEPTH),
             webhook=webhook,
         )

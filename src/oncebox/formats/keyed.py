@@ -15,7 +15,7 @@ from typing import Any
 from oncebox.errors import ConfigError
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode, check_settings
 from oncebox.formats.invalid import Invalid
-from oncebox.formats.webhooks import WebhookConfig
+from oncebox.formats.webhook_config import WebhookConfig
 
 MAX_BYTES = 1_048_576
 MISSING_KEY = "missing_key"
@@ -34,10 +34,14 @@ class KeyedCodec:
                 f'use codec "json" (identified by the event\'s /id)'
             )
         self.webhook = webhook
+        # A webhook inbox takes what its sender sends (webhooks.DEFAULT_MAX_BYTES).
+        self.max_bytes = MAX_BYTES if webhook is None else webhook.max_bytes
 
     @property
     def settings(self) -> dict[str, Any]:
-        return {} if self.webhook is None else {"webhook": self.webhook.describe()}
+        if self.webhook is None:
+            return {}
+        return {"max_bytes": self.max_bytes, "webhook": self.webhook.describe()}
 
     @property
     def needs_key(self) -> bool:

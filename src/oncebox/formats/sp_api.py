@@ -43,7 +43,7 @@ from oncebox.formats.canonical import canonical
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode, check_settings
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import JsonNumber, loads
-from oncebox.formats.webhooks import WebhookConfig
+from oncebox.formats.webhook_config import WebhookConfig
 
 MAX_BYTES = 262_144  # the largest SQS message and EventBridge event
 MAX_DEPTH = 20

@@ -1,20 +1,25 @@
 """Signed webhooks, verified purely: no I/O and no clock (the caller passes the time).
 
 A sender cannot hold oncebox's bearer token, so a webhook inbox trusts the sender's
-signature instead. Three schemes:
+signature instead. Three schemes, each read as the sender's own verifier reads it:
 
 - ``standard-webhooks``: ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``
-  (space-separated ``v1,<base64>``); HMAC-SHA256 over ``id.timestamp.body`` keyed by the
-  base64 secret after ``whsec_``.
-- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body; the key is
-  ``X-GitHub-Delivery``, which a redelivery keeps but the signature does not cover.
-- ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=...]``, HMAC-SHA256 over
-  ``t.body`` keyed by the endpoint secret as written; no key (the event's ``id`` is).
+  (or Svix's ``svix-id``, ``svix-timestamp``, ``svix-signature``; space-separated
+  ``v1,<base64>``); HMAC-SHA256 over ``id.timestamp.body`` keyed by the base64 secret
+  after ``whsec_``.
+- ``github``: ``X-Hub-Signature-256: sha256=<lower-case hex>``, HMAC-SHA256 of the body;
+  the key is ``X-GitHub-Delivery``, which a redelivery keeps but the signature does not
+  cover.
+- ``stripe``: ``Stripe-Signature: t=<unix>,v1=<lower-case hex>[,v1=...]``, HMAC-SHA256
+  over ``t.body`` keyed by the endpoint secret as written; no key (the event's ``id`` is).
 
-Every comparison is constant-time. Several secrets may be configured at once, so a
-rotation needs no downtime. A refusal is :class:`Unverified`, never
-:class:`~oncebox.formats.invalid.Invalid`: an unverified request must store nothing, not
-even a dead letter, or anyone could fill the store.
+A request is checked in two halves, so that a body need not be held to be verified:
+:class:`SignedHead` is everything its headers can be refused for (read by the scheme's
+``*_head``), and :class:`BodyMac` is the signature computed as the body arrives (every
+scheme signs a prefix the head gives, then the body). Every comparison is constant-time.
+Several secrets may be configured at once, so a rotation needs no downtime. A refusal is
+:class:`Unverified`, never :class:`~oncebox.formats.invalid.Invalid`: an unverified
+request must store nothing, not even a dead letter, or anyone could fill the store.
 """
 
 from __future__ import annotations
@@ -25,25 +30,37 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from oncebox.errors import ConfigError, OnceboxError
+from oncebox.errors import OnceboxError
 
 SCHEMES = ("github", "standard-webhooks", "stripe")
-# The headers each scheme cannot verify without (lower case, as HTTP/2 and ASGI send them).
-SIGNATURE_HEADERS = {
-    "github": ("x-hub-signature-256", "x-github-delivery"),
-    "standard-webhooks": ("webhook-id", "webhook-timestamp", "webhook-signature"),
-    "stripe": ("stripe-signature",),
+# The headers each scheme cannot verify without (lower case, as HTTP/2 and ASGI send
+# them): one entry per header, the names it may come under, the first present one read.
+# Standard Webhooks also takes Svix's names, first, as Svix's own library reads them.
+SIGNATURE_HEADERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "github": (("x-hub-signature-256",), ("x-github-delivery",)),
+    "standard-webhooks": (
+        ("svix-id", "webhook-id"),
+        ("svix-timestamp", "webhook-timestamp"),
+        ("svix-signature", "webhook-signature"),
+    ),
+    "stripe": (("stripe-signature",),),
+}
+# The body bound an inbox takes by default, per scheme: what its senders send (README,
+# "Signed webhooks"). GitHub caps payloads at 25 MB and delivers nothing larger; Svix,
+# the main Standard Webhooks sender, takes payloads up to about 350 KB; Stripe publishes
+# no cap, and its events carry one object whose embedded lists it truncates.
+DEFAULT_MAX_BYTES = {
+    "github": 25 * 1024 * 1024,
+    "standard-webhooks": 1024 * 1024,
+    "stripe": 1024 * 1024,
 }
 TOLERANCE = 300  # seconds; both Standard Webhooks and Stripe use five minutes
-MAX_TOLERANCE = 3600
 STANDARD_PREFIX = "whsec_"
 _TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,11}")  # as str(int) spells it: no sign, no zeros
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # lower case, as the senders' own verifiers compare
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_KEYS = frozenset({"scheme", "secret", "secret_env", "tolerance"})
 MAX_ID = 256
 
 
@@ -66,6 +83,42 @@ class Verified(NamedTuple):
     key_signed: bool
 
 
+class SignedHead(NamedTuple):
+    """A request's signature headers, read and checked before any of its body: the
+    facts a good signature will vouch for, what it covers before the body (``prefix``),
+    and the signatures the request carries (``given``, decoded)."""
+
+    verified: Verified
+    prefix: bytes
+    given: tuple[bytes, ...]
+    mismatch: str  # what a refusal says when none of ``given`` matches
+
+
+class BodyMac:
+    """HMAC-SHA256 of a head's prefix and a body, under every secret at once, fed as the
+    body arrives: the body need not be held to be verified."""
+
+    def __init__(self, secrets: Sequence[bytes], head: SignedHead) -> None:
+        self.head = head
+        self._macs = [hmac.new(s, head.prefix, hashlib.sha256) for s in secrets]
+
+    def update(self, chunk: bytes) -> None:
+        for mac in self._macs:
+            mac.update(chunk)
+
+    def verdict(self) -> Verified:
+        """The head's facts if a given signature matches; else :class:`Unverified`."""
+        # Every pair is compared, so the time taken says nothing about which one matched.
+        found = False
+        for mac in self._macs:
+            mine = mac.digest()
+            for theirs in self.head.given:
+                found |= hmac.compare_digest(mine, theirs)
+        if not found:
+            raise Unverified("bad_signature", self.head.mismatch)
+        return self.head.verified
+
+
 def _hmac(secret: bytes, *parts: bytes) -> bytes:
     mac = hmac.new(secret, digestmod=hashlib.sha256)
     for part in parts:
@@ -77,11 +130,11 @@ def _headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
-def _required(headers: dict[str, str], name: str) -> str:
-    value = headers.get(name.lower())
-    if not value:
-        raise Unverified("missing_signature", f"no {name} header")
-    return value
+def _required(headers: dict[str, str], names: tuple[str, ...]) -> str:
+    present = [headers[name] for name in names if name in headers]
+    if not present or not present[0]:
+        raise Unverified("missing_signature", f"no {' or '.join(reversed(names))} header")
+    return present[0]
 
 
 def _sender_id(value: str, name: str) -> str:
@@ -90,25 +143,21 @@ def _sender_id(value: str, name: str) -> str:
     return value
 
 
-def _timestamp(value: str, now: float, tolerance: int, name: str) -> int:
+def _timestamp(value: str, now: float, tolerance: int, name: str, ahead: bool = True) -> int:
     if not _TIMESTAMP.fullmatch(value):
         raise Unverified("bad_signature_header", f"{name} is not a unix time in seconds")
-    stamp = int(value)
-    if abs(now - stamp) > tolerance:
+    return in_window(int(value), now, tolerance, ahead)
+
+
+def in_window(stamp: int, now: float, tolerance: int, ahead: bool = True) -> int:
+    """``stamp`` if it is at most ``tolerance`` seconds old at ``now`` (and, with
+    ``ahead``, at most that far ahead); else :class:`Unverified` ``stale_signature``."""
+    if now - stamp > tolerance or (ahead and stamp - now > tolerance):
         raise Unverified("stale_signature", f"signed at {stamp}, {now - stamp:.0f}s from now")
     return stamp
 
 
-def _any_match(expected: Sequence[bytes], given: Sequence[bytes]) -> bool:
-    # Every pair is compared, so the time taken says nothing about which one matched.
-    found = False
-    for mine in expected:
-        for theirs in given:
-            found |= hmac.compare_digest(mine, theirs)
-    return found
-
-
-# -- Standard Webhooks ----------------------------------------------------------------------
+# -- Standard Webhooks (and Svix) -----------------------------------------------------------
 def standard_secret(text: str) -> bytes:
     """The key bytes of a Standard Webhooks secret (``whsec_`` prefix optional, padding
     optional, as the specification's own libraries accept it)."""
@@ -128,17 +177,14 @@ def sign_standard_webhooks(secret: bytes, msg_id: str, timestamp: int, body: byt
     return "v1," + base64.b64encode(mac).decode("ascii")
 
 
-def verify_standard_webhooks(
-    headers: Mapping[str, str],
-    body: bytes,
-    secrets: Sequence[bytes],
-    now: float,
-    tolerance: int = TOLERANCE,
-) -> Verified:
+def standard_webhooks_head(
+    headers: Mapping[str, str], now: float, tolerance: int = TOLERANCE
+) -> SignedHead:
     found = _headers(headers)
-    msg_id = _sender_id(_required(found, "webhook-id"), "webhook-id")
-    stamp_text = _required(found, "webhook-timestamp")
-    signatures = _required(found, "webhook-signature")
+    id_names, stamp_names, signature_names = SIGNATURE_HEADERS["standard-webhooks"]
+    msg_id = _sender_id(_required(found, id_names), "webhook-id")
+    stamp_text = _required(found, stamp_names)
+    signatures = _required(found, signature_names)
     if "." in msg_id:
         # The signed content is dot-delimited: a dot in the id could move bytes between
         # the id and the timestamp under one signature.
@@ -153,10 +199,21 @@ def verify_standard_webhooks(
             given.append(base64.b64decode(value, validate=True))
         except (binascii.Error, ValueError):
             continue
-    signed = (f"{msg_id}.{stamp_text}.".encode(), body)
-    if not _any_match([_hmac(s, *signed) for s in secrets], given):
-        raise Unverified("bad_signature", "no v1 signature matches")
-    return Verified("standard-webhooks", msg_id, stamp, key_signed=True)
+    if not given:
+        raise Unverified("bad_signature", "no v1 signature given")
+    verified = Verified("standard-webhooks", msg_id, stamp, key_signed=True)
+    prefix = f"{msg_id}.{stamp_text}.".encode()
+    return SignedHead(verified, prefix, tuple(given), "no v1 signature matches")
+
+
+def verify_standard_webhooks(
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets: Sequence[bytes],
+    now: float,
+    tolerance: int = TOLERANCE,
+) -> Verified:
+    return _whole(secrets, standard_webhooks_head(headers, now, tolerance), body)
 
 
 # -- GitHub ---------------------------------------------------------------------------------
@@ -165,24 +222,55 @@ def sign_github(secret: bytes, body: bytes) -> str:
     return "sha256=" + _hmac(secret, body).hex()
 
 
-def verify_github(headers: Mapping[str, str], body: bytes, secrets: Sequence[bytes]) -> Verified:
+def github_head(headers: Mapping[str, str]) -> SignedHead:
     found = _headers(headers)
-    signature = _required(found, "X-Hub-Signature-256")
-    delivery = _sender_id(_required(found, "X-GitHub-Delivery"), "X-GitHub-Delivery")
+    signature_names, delivery_names = SIGNATURE_HEADERS["github"]
+    signature = _required(found, signature_names)
+    delivery = _sender_id(_required(found, delivery_names), "X-GitHub-Delivery")
     hexdigest = signature.removeprefix("sha256=")
     if hexdigest == signature or not _HEX64.fullmatch(hexdigest):
-        raise Unverified("bad_signature_header", "X-Hub-Signature-256 is not sha256=<hex>")
-    if not _any_match([_hmac(s, body) for s in secrets], [bytes.fromhex(hexdigest)]):
-        raise Unverified("bad_signature", "X-Hub-Signature-256 does not match")
+        raise Unverified(
+            "bad_signature_header", "X-Hub-Signature-256 is not sha256=<lower-case hex>"
+        )
     # GitHub signs no time: a replay is caught only as a duplicate of its delivery id,
     # which the signature does not cover (key_signed=False says so).
-    return Verified("github", delivery, None, key_signed=False)
+    verified = Verified("github", delivery, None, key_signed=False)
+    return SignedHead(
+        verified, b"", (bytes.fromhex(hexdigest),), "X-Hub-Signature-256 does not match"
+    )
+
+
+def verify_github(headers: Mapping[str, str], body: bytes, secrets: Sequence[bytes]) -> Verified:
+    return _whole(secrets, github_head(headers), body)
 
 
 # -- Stripe ---------------------------------------------------------------------------------
 def sign_stripe(secret: bytes, timestamp: int, body: bytes) -> str:
     """The ``Stripe-Signature`` value Stripe sends for ``body`` at ``timestamp``."""
     return f"t={timestamp},v1={_hmac(secret, f'{timestamp}.'.encode(), body).hex()}"
+
+
+def stripe_head(headers: Mapping[str, str], now: float, tolerance: int = TOLERANCE) -> SignedHead:
+    [names] = SIGNATURE_HEADERS["stripe"]
+    header = _required(_headers(headers), names)
+    stamps, given = [], []
+    # Split on bare commas, as Stripe's libraries do: "t=..., v1=..." names " v1".
+    for element in header.split(","):
+        name, _, value = element.partition("=")
+        if name == "t":
+            stamps.append(value)
+        elif name == "v1" and _HEX64.fullmatch(value):
+            given.append(bytes.fromhex(value))
+        # v0 (test mode's fake scheme) and anything else: ignored, against downgrades.
+    if len(stamps) != 1:
+        raise Unverified("bad_signature_header", "Stripe-Signature needs exactly one t=")
+    # Only the past is bounded, as Stripe's libraries bound it: a server clock behind
+    # Stripe's must not refuse every event, and a replay is a duplicate of its event id.
+    stamp = _timestamp(stamps[0], now, tolerance, "Stripe-Signature t", ahead=False)
+    if not given:
+        raise Unverified("bad_signature", "no v1 signature given")
+    verified = Verified("stripe", None, stamp, key_signed=False)
+    return SignedHead(verified, f"{stamps[0]}.".encode(), tuple(given), "no v1 signature matches")
 
 
 def verify_stripe(
@@ -192,108 +280,10 @@ def verify_stripe(
     now: float,
     tolerance: int = TOLERANCE,
 ) -> Verified:
-    header = _required(_headers(headers), "Stripe-Signature")
-    stamps, given = [], []
-    for element in header.split(","):
-        name, _, value = element.strip().partition("=")
-        if name == "t":
-            stamps.append(value)
-        elif name == "v1" and _HEX64.fullmatch(value):
-            given.append(bytes.fromhex(value))
-        # v0 (test mode's fake scheme) and anything else: ignored, against downgrades.
-    if len(stamps) != 1:
-        raise Unverified("bad_signature_header", "Stripe-Signature needs exactly one t=")
-    stamp = _timestamp(stamps[0], now, tolerance, "Stripe-Signature t")
-    signed = (f"{stamps[0]}.".encode(), body)
-    if not _any_match([_hmac(s, *signed) for s in secrets], given):
-        raise Unverified("bad_signature", "no v1 signature matches")
-    return Verified("stripe", None, stamp, key_signed=False)
+    return _whole(secrets, stripe_head(headers, now, tolerance), body)
 
 
-# -- an inbox's declaration -----------------------------------------------------------------
-@dataclass(frozen=True)
-class WebhookConfig:
-    """How an inbox's sender signs. The secrets stay in memory only: they are out of
-    the repr, out of :meth:`describe`, and never part of anything stored."""
-
-    scheme: str
-    secrets: tuple[bytes, ...] = field(repr=False)
-    source: str = "inline"
-    tolerance: int = TOLERANCE
-
-    def verify(self, headers: Mapping[str, str], body: bytes, now: float) -> Verified:
-        """Check one request; raise :class:`Unverified` unless it is good at ``now``."""
-        if self.scheme == "github":
-            return verify_github(headers, body, self.secrets)
-        if self.scheme == "stripe":
-            return verify_stripe(headers, body, self.secrets, now, self.tolerance)
-        return verify_standard_webhooks(headers, body, self.secrets, now, self.tolerance)
-
-    @property
-    def headers(self) -> tuple[str, ...]:
-        """The headers a request must carry to be verified at all (see
-        :data:`SIGNATURE_HEADERS`): without them, it can be refused from its head."""
-        return SIGNATURE_HEADERS[self.scheme]
-
-    @property
-    def default_identity(self) -> str | tuple[str, ...]:
-        """What identifies a delivery unless the inbox says otherwise: the sender's id
-        for the message, or for Stripe (which sends none) the event's ``/id``."""
-        return ("/id",) if self.scheme == "stripe" else "key"
-
-    def describe(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {"scheme": self.scheme, "secrets": self.source}
-        if self.scheme != "github":
-            shown["tolerance_seconds"] = self.tolerance
-        return shown
-
-
-def _texts(value: Any, what: str) -> list[str]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
-        raise ConfigError(f"webhook {what} must be a string or a list of strings")
-    return list(items)
-
-
-def _secret_texts(table: Mapping[str, Any], env: Mapping[str, str]) -> tuple[list[str], str]:
-    if ("secret" in table) == ("secret_env" in table):
-        raise ConfigError("webhook needs exactly one of secret and secret_env")
-    if "secret" in table:
-        texts = _texts(table["secret"], "secret")
-        return texts, f"inline ({len(texts)})"
-    names = _texts(table["secret_env"], "secret_env")
-    unset = [name for name in names if not env.get(name)]
-    if unset:
-        raise ConfigError(f"webhook secret_env: {', '.join(unset)} not set in the environment")
-    return [env[name] for name in names], "env " + ", ".join(names)
-
-
-def parse_webhook(table: Any, env: Mapping[str, str]) -> WebhookConfig:
-    """Check an inbox's ``webhook = { scheme = ..., secret = ... }`` (or ``secret_env``,
-    a variable name or several, read from ``env``). Errors never repeat a secret."""
-    if not isinstance(table, Mapping):
-        raise ConfigError('webhook must be a table, e.g. { scheme = "github", secret_env = "X" }')
-    unknown = sorted(set(table) - _KEYS)
-    if unknown:
-        raise ConfigError(f"webhook: unknown key(s) {', '.join(unknown)}")
-    scheme = table.get("scheme")
-    if scheme not in SCHEMES:
-        raise ConfigError(f"webhook scheme must be one of {', '.join(SCHEMES)}")
-    texts, source = _secret_texts(table, env)
-    secrets = []
-    for n, text in enumerate(texts, 1):
-        if scheme == "standard-webhooks":
-            try:
-                secrets.append(standard_secret(text))
-            except ValueError as exc:
-                raise ConfigError(f"webhook secret #{n}: {exc}") from None
-        elif not text:
-            raise ConfigError(f"webhook secret #{n} is empty")
-        else:
-            secrets.append(text.encode("utf-8"))
-    tolerance = table.get("tolerance", TOLERANCE)
-    if "tolerance" in table and scheme == "github":
-        raise ConfigError("webhook tolerance: github signs no timestamp")
-    if type(tolerance) is not int or not 1 <= tolerance <= MAX_TOLERANCE:
-        raise ConfigError(f"webhook tolerance must be whole seconds, 1 to {MAX_TOLERANCE}")
-    return WebhookConfig(scheme, tuple(secrets), source, tolerance)
+def _whole(secrets: Sequence[bytes], head: SignedHead, body: bytes) -> Verified:
+    mac = BodyMac(secrets, head)
+    mac.update(body)
+    return mac.verdict()

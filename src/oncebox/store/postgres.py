@@ -148,8 +148,9 @@ class PostgresTx(SqlTx):
     ) -> list[tuple[int, bool]]:
         # In (identity, witness) order: concurrent batches that share newcomers wait on
         # each other's rows in one order, so they queue instead of deadlocking.
-        order = sorted(range(len(newcomers)),
-                       key=lambda i: (newcomers[i].ident, newcomers[i].witness))
+        order = sorted(
+            range(len(newcomers)), key=lambda i: (newcomers[i].ident, newcomers[i].witness)
+        )
         kept = super().quarantine(inbox_id, [newcomers[i] for i in order], reason, now)
         placed: list[tuple[int, bool]] = [(0, False)] * len(newcomers)
         for i, row in zip(order, kept, strict=True):

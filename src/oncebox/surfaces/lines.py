@@ -14,6 +14,12 @@ an object, no body field) is still delivered, its raw bytes as the body, so the 
 refuses it and it is dead-lettered (``feed``: it is the payload itself): nothing read is
 dropped.
 
+A line longer than :func:`line_bound` (a bare-form codec's body bound, else room for an
+envelope around the largest body) is never held whole: :func:`bounded_lines` reads it in
+pieces, keeping its first 64 KiB and the length and SHA-256 of all of it
+(:class:`~oncebox.formats.Overflow`), and it is delivered as an
+:class:`~oncebox.formats.Oversize`, a ``too_large`` dead letter whatever the codec.
+
 A line that is JSON but cannot be read (nested deeper than 20, a duplicate member, a
 lone surrogate escape, NaN) or whose key or facts no store can hold as text (a NUL) is
 an :class:`~oncebox.formats.Unreadable` delivery: a ``bad_format`` dead letter of the
@@ -30,10 +36,19 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import IO, Any
 
-from oncebox.formats import Delivery, Invalid, Unreadable, codec_family
+from oncebox.formats import (
+    Codec,
+    Delivery,
+    Invalid,
+    Overflow,
+    Oversize,
+    Unreadable,
+    codec_family,
+)
 from oncebox.formats.strictjson import JsonNumber, loads
 
 # codec name -> (body field, identity key field)
@@ -43,9 +58,56 @@ ENVELOPES: dict[str, tuple[str, str | None]] = {
 }
 BARE = frozenset({"json-event", "json", "sp-api-listing"})
 ENVELOPE_DEPTH = 20  # as deep as an event may nest; an envelope needs far less
+ENVELOPE_ROOM = 65_536  # an envelope's key and facts, beside its body
 _FACTS = ("snapshot_id", "device_time", "delivery_id")
 _TOKEN = re.compile(r"[0-9]{1,19}")
 INT64_MAX = 2**63 - 1  # tokens are 64-bit in both stores
+
+
+def line_bound(codec: Codec) -> int:
+    """The longest line read whole for ``codec``: its body bound where the line is the
+    body, else room for an envelope around the largest body (JSON spells a byte in at
+    most six characters, ``\\u001f``)."""
+    if codec_family(codec.name) in BARE:
+        return codec.max_bytes
+    return 6 * codec.max_bytes + ENVELOPE_ROOM
+
+
+def bounded_lines(stream: IO[bytes], bound: int) -> Iterator[bytes | Overflow]:
+    """The stream's lines (each with its newline, as iterating the stream gives them);
+    a line over ``bound`` bytes (its newline aside) as the :class:`Overflow` of it,
+    read in pieces of at most ``bound + 2`` bytes."""
+    while True:
+        line = stream.readline(bound + 2)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) <= bound:
+            yield line
+            continue
+        # Over the bound: trailing CRs are held back until the line goes on or ends,
+        # so that what is kept is the line as rstrip(b"\r\n") would give it.
+        overflow, held = Overflow(), b""
+        while True:
+            ended = line.endswith(b"\n")
+            text = held + (line[:-1] if ended else line)
+            stripped = text.rstrip(b"\r")
+            overflow.update(stripped)
+            held = text[len(stripped) :]
+            if ended:
+                break
+            line = stream.readline(bound + 2)
+            if not line:
+                break
+        yield overflow
+
+
+def oversize_line(codec: Codec, overflow: Overflow) -> Oversize:
+    """What a line over :func:`line_bound` delivers: where the line is the body, that
+    body over its bound; else the raw line, whose envelope was never read."""
+    if codec_family(codec.name) in BARE:
+        return overflow.delivery()
+    bound = line_bound(codec)
+    return overflow.delivery(f"a line of {overflow.length} bytes, over the {bound} one may have")
 
 
 def delivery_from_line(codec: str, line: bytes) -> Delivery:

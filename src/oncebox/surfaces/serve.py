@@ -19,6 +19,7 @@ from oncebox.surfaces.workers import cpu_count
 HEADER_TIMEOUT = 5.0
 BODY_TIMEOUT = 20.0
 MAX_CONNECTIONS = 1024
+UNVERIFIED_BUDGET = 32 * 1024 * 1024  # oncebox.surfaces.http.senders.DEFAULT_BUDGET
 Seconds = click.FloatRange(min=0, min_open=True)
 
 
@@ -61,6 +62,15 @@ Seconds = click.FloatRange(min=0, min_open=True)
     help="Open connections per worker; one more is answered 503 and closed at once.",
 )
 @click.option(
+    "--unverified-budget",
+    type=click.IntRange(0),
+    default=UNVERIFIED_BUDGET,
+    show_default=True,
+    metavar="BYTES",
+    help="Bytes of webhook bodies not verified yet that one worker holds at once; an "
+    "upload past it is answered 503 with Retry-After and closed.",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["combined", "json", "off"]),
     default="combined",
@@ -87,6 +97,7 @@ def serve(
     header_timeout: float,
     body_timeout: float,
     max_connections: int,
+    unverified_budget: int,
     log_format: str,
     proxies: list[str] | None,
 ) -> None:
@@ -108,7 +119,8 @@ def serve(
         secret = load_demo_traffic(box)
         click.echo(
             "oncebox: demo traffic loaded (a USSD session, a retransmission and a conflict "
-            "made on purpose, open in the console's quarantine)", err=True
+            "made on purpose, open in the console's quarantine)",
+            err=True,
         )
         click.echo(f"oncebox: demo token (all inboxes, all scopes): {secret}", err=True)
     if count > 1:
@@ -122,7 +134,7 @@ def serve(
 
     limits = Limits(header_timeout, body_timeout, max_connections)
     server.run_workers(
-        lambda: create_app(obj.box, private_key=key),
+        lambda: create_app(obj.box, private_key=key, unverified_budget=unverified_budget),
         count,
         host,
         port,

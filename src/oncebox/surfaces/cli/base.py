@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 import oncebox
+from oncebox.engine.config import load_config
 from oncebox.surfaces import listing
 
 DEFAULT_DB = "sqlite:///oncebox.db"
@@ -66,10 +67,13 @@ class Context:
             config = self.config
             if config is None and Path("oncebox.toml").exists():
                 config = "oncebox.toml"
-            url = self.db
-            if url is None and config is None:
-                url = DEFAULT_DB
-            self._box = oncebox.open(url, config=config)
+            if config is None:
+                self._box = oncebox.open(self.db or DEFAULT_DB)
+            else:
+                # The store: --db, else the config's own store, else the default (a
+                # config that declares inboxes only must not leave serve without one).
+                configured, inboxes = load_config(config)
+                self._box = oncebox.open(self.db or configured or DEFAULT_DB, inboxes=inboxes)
         return self._box
 
     def forget(self) -> None:

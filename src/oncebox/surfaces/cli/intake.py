@@ -16,15 +16,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 import oncebox
 from oncebox.engine.inboxes import parse_duration
+from oncebox.formats import Overflow
 from oncebox.surfaces.cli.base import Context, cli, emit, fail
-from oncebox.surfaces.lines import delivery_from_line
+from oncebox.surfaces.lines import bounded_lines, delivery_from_line, line_bound, oversize_line
 
 PROGRESS_FROM_BYTES = 1_000_000
 
 
-def _lines(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
+def _lines(stream: IO[bytes], size: int | None, bound: int) -> Iterator[bytes | Overflow]:
     if size is None or size < PROGRESS_FROM_BYTES:
-        yield from stream
+        yield from bounded_lines(stream, bound)
         return
     progress = Progress(
         TextColumn("ingesting"),
@@ -35,8 +36,8 @@ def _lines(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
     )
     with progress:
         task = progress.add_task("ingest", total=size)
-        for line in stream:
-            progress.advance(task, len(line))
+        for line in bounded_lines(stream, bound):
+            progress.advance(task, len(line) if isinstance(line, bytes) else line.length)
             yield line
 
 
@@ -64,7 +65,10 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
     Example: oncebox ingest ussd frames.ndjson
     """
     box = obj.box
-    codec = box.inbox(inbox).codec.name
+    codec = box.inbox(inbox).codec
+    # A line longer than any delivery to this inbox could need is never held whole:
+    # it is a too_large dead letter of its head, length and SHA-256.
+    bound = line_bound(codec)
     if source == "-":
         stream, size = sys.stdin.buffer, None
     else:
@@ -73,12 +77,15 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
         except OSError as exc:
             fail(f"cannot read {source}: {exc.strerror}")
     out = sys.stdout
-    pending = []
+    pending: list[oncebox.Delivery] = []
     with stream:
-        for line in _lines(stream, size):
-            if not line.strip():
+        for line in _lines(stream, size, bound):
+            if isinstance(line, Overflow):
+                pending.append(oversize_line(codec, line))
+            elif line.strip():
+                pending.append(delivery_from_line(codec.name, line))
+            else:
                 continue
-            pending.append(delivery_from_line(codec, line))
             if len(pending) >= batch:
                 _decide(box, inbox, pending, out)
                 pending = []

@@ -34,6 +34,8 @@ from oncebox.surfaces.http.signing import request_target
 from oncebox.surfaces.lines import INT64_MAX  # ids and tokens: 64-bit in both stores
 
 BODY_KEY = "oncebox.body"  # the request body, as BoundedBody read it
+OVERSIZE_KEY = "oncebox.oversize"  # a body over its bound, as BoundedBody kept it (Overflow)
+VERIFIED_KEY = "oncebox.verified"  # a signed body's verdict (Verified or Unverified)
 
 
 @dataclass

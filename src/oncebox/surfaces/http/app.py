@@ -28,7 +28,7 @@ from oncebox.surfaces.http.middleware import BoundedBody, Timing
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
 from oncebox.surfaces.http.routes.health import Readiness
-from oncebox.surfaces.http.senders import sender_of
+from oncebox.surfaces.http.senders import DEFAULT_BUDGET, Senders, bound_of
 from oncebox.surfaces.http.slashes import redirect_slashes_relatively
 
 DESCRIPTION = (
@@ -54,11 +54,14 @@ def create_app(
     clock: Callable[[], float] = time.time,
     group_wait: float = 0.002,
     group_max: int = 256,
+    unverified_budget: int = DEFAULT_BUDGET,
 ) -> FastAPI:
     """The oncebox HTTP API over ``box``.
 
     ``private_key`` (Ed25519 PEM) signs checkpoints; ``clock`` is the clock HMAC request
-    timestamps are checked against; ``group_wait``/``group_max`` tune group commit.
+    timestamps are checked against; ``group_wait``/``group_max`` tune group commit;
+    ``unverified_budget`` bounds the bytes of webhook bodies not verified yet that this
+    app holds at once.
     """
     group = GroupCommit(box, max_wait=group_wait, max_batch=group_max)
     metrics = Metrics(box, group)
@@ -103,8 +106,8 @@ def create_app(
         needs=RouteNeeds([r for router in ROUTERS for r in router.routes], REQUIRED, SIGNED),
         form_prefix=CONSOLE,
         form_limit=MAX_FORM,
-        senders=lambda inbox: sender_of(box, inbox, max_body),
-        on_refused=metrics.refused,
+        senders=Senders(box, unverified_budget, metrics.refused),
+        bounds=lambda inbox: bound_of(box, inbox),
     )
     app.add_middleware(Timing, metrics=metrics)
     openapi.install(app)

@@ -10,10 +10,19 @@ wait unread, and closing drops those). The console's forms are the one exception
 are signed in by a form, so their bodies are bounded to a form's size instead.
 
 A webhook inbox's deliveries are the other: their sender holds no token but signs each
-request (:mod:`oncebox.surfaces.http.senders`), and a signature can only be checked over
-the whole body. Such a request must carry every header its scheme signs with; then its
-body is read, bounded by what the inbox's codec could take (and by the server's bound),
-under the same head and body deadlines as any other, and the route verifies it.
+request (:mod:`oncebox.surfaces.http.senders`). Such a request must carry every header
+its scheme signs with, and everything those headers can be refused for (their syntax,
+the signed time, a second upload of a message still arriving, no room left in the
+worker's budget of unverified bytes) is refused here, before any of its body is read.
+Then its body is read under the same head and body deadlines as any other, its
+signature computed as it arrives (:class:`~oncebox.surfaces.http.senders.Signing`),
+bounded by what the inbox's codec could take.
+
+On the one-delivery route the body's bound is the inbox codec's own. A body over it,
+sent with a token that may write to the inbox (one that does not sign its requests: a
+signature cannot be checked without the whole body) or by a webhook sender, is kept as
+a ``too_large`` dead letter (``KEEP_OVERSIZE``): the body reader keeps its head and the
+length and SHA-256 of all of it as it streams by.
 
 The gate only keeps unauthenticated bytes out; it does not admit anything. Every request
 is still authenticated and authorized where it always was (the route's dependencies, the
@@ -39,9 +48,11 @@ from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.http import problems
-from oncebox.surfaces.http.senders import Sender, missing_headers
+from oncebox.surfaces.http.senders import Senders, missing_headers
 
 BODY_LIMIT_KEY = "oncebox.body_limit"  # read by BoundedBody: this request's own bound
+KEEP_OVERSIZE_KEY = "oncebox.keep_oversize"  # BoundedBody keeps a body over its bound
+SIGNING_KEY = "oncebox.signing"  # a sender-signed request's Signing, fed by BoundedBody
 CLOSE = {"Connection": "close"}
 
 
@@ -129,8 +140,8 @@ class Gate:
         needs: Callable[[Scope], Need],
         form_prefix: str,
         form_limit: int,
-        senders: Callable[[str], Sender | None] = lambda _inbox: None,
-        on_refused: Callable[[str, str], None] = lambda _inbox, _reason: None,
+        senders: Senders | None = None,
+        bounds: Callable[[str], int | None] = lambda _inbox: None,
         cache_seconds: float = 2.0,
         cache_size: int = 4096,
     ) -> None:
@@ -140,7 +151,7 @@ class Gate:
         self.form_prefix = form_prefix
         self.form_limit = form_limit
         self.senders = senders
-        self.on_refused = on_refused
+        self.bounds = bounds
         self.cache_seconds = cache_seconds
         self.cache_size = cache_size
         self._live: dict[str, tuple[float, Token]] = {}
@@ -171,7 +182,7 @@ class Gate:
                 authorization = value.decode("latin-1")
         secret = bearer_secret(authorization)
         if secret is None:
-            return self._unsigned(scope)
+            return await self._unsigned(scope)
         try:
             token = await self._token(secret)
         except OnceboxError as exc:
@@ -187,20 +198,37 @@ class Gate:
             return problems.ProblemError(
                 403, "forbidden", f"this token may not use inbox {need.inbox!r}"
             )
+        bound = self.bounds(need.inbox) if need.signed and need.inbox is not None else None
+        if bound is not None:  # the one-delivery route: the inbox's own bound
+            scope[BODY_LIMIT_KEY] = bound
+            scope[KEEP_OVERSIZE_KEY] = not token.signs
         return None
 
-    def _unsigned(self, scope: Scope) -> problems.ProblemError | None:
+    async def _unsigned(self, scope: Scope) -> problems.ProblemError | None:
         """Without a token: let a webhook sender's request through to be verified (its
-        body bounded to what its inbox takes), refuse anything else."""
+        head checked, its body bounded to what its inbox takes), refuse anything else."""
         need = self.needs(scope)
-        sender = self.senders(need.inbox) if need.signed and need.inbox is not None else None
-        if sender is None or need.inbox is None:
+        inbox = need.inbox if need.signed else None
+        webhook = self.senders.webhook(inbox) if self.senders and inbox is not None else None
+        if self.senders is None or webhook is None or inbox is None:
             return unauthorized("send Authorization: Bearer <token>")
-        present = {name for name, _ in scope["headers"]}
-        if not all(name in present for name in sender.headers):
-            self.on_refused(need.inbox, "missing_signature")
-            return missing_headers(sender)
-        scope[BODY_LIMIT_KEY] = sender.max_body
+        present = {name.decode("latin-1") for name, _ in scope["headers"]}
+        if not all(present.intersection(names) for names in webhook.headers):
+            self.senders.count(inbox, "missing_signature")
+            return missing_headers(webhook)
+        headers = {}
+        declared = 0
+        for name, value in scope["headers"]:
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+            if name == b"content-length" and value.isdigit():
+                declared = int(value)
+        try:
+            scope[SIGNING_KEY] = await self.senders.begin(inbox, webhook, headers, declared)
+        except problems.ProblemError as exc:
+            return exc
+        except OnceboxError as exc:  # the store's clock could not be read
+            return problems.from_error(exc)
+        scope[BODY_LIMIT_KEY] = self.bounds(inbox)
         return None
 
     async def _token(self, secret: str) -> Token | None:

@@ -20,9 +20,11 @@ before anything of the batch is decided. Every request is thus authenticated aft
 arrived, as if it had been authenticated alone: a token revoked before a request came
 is refused, and a refused request is not decided.
 
-A request its sender signed instead (a webhook, :class:`Signed`) is verified in that same
-turn, against the server clock read once for the turn (the database's, on PostgreSQL):
-an unverified one is refused like a bad token, and nothing of it is decided.
+A request its sender signed instead (a webhook, :class:`Signed`) is checked in that same
+turn against the server clock read once for the turn (the database's, on PostgreSQL):
+its signed time (its signature was computed as its body arrived), or the whole of it if
+it had no body to stream. An unverified one is refused like a bad token, and nothing of
+it is decided.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ class Credential:
 class Signed:
     """A request its sender signed: ``verify`` runs in the worker thread with the
     server clock's time and returns the delivery to decide (its key and the signature
-    it was verified with), or raises to refuse the request (401)."""
+    it was verified with), or raises to refuse the request (401: a signed time gone
+    stale while the body arrived, a bad signature)."""
 
     verify: Callable[[float], Delivery]
 
@@ -161,9 +164,7 @@ class GroupCommit:
             else:
                 entry.future.set_result(outcome)
 
-    def _decide(
-        self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]
-    ) -> list[Outcome]:
+    def _decide(self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]) -> list[Outcome]:
         """In a worker thread: admit the requests, then decide the admitted ones."""
         outcomes: list[Outcome | None] = [None] * len(work)
         deliveries = [delivery for delivery, _ in work]

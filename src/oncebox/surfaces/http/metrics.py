@@ -57,6 +57,11 @@ class StoreCollector(Collector):
             "Open quarantine rows (conflicts awaiting an operator).",
             labels=["inbox"],
         )
+        rejected = CounterMetricFamily(
+            "oncebox_rejected",
+            "Deliveries rejected, by inbox and reason (too_large: over the inbox's bound).",
+            labels=["inbox", "reason"],
+        )
         dead = GaugeMetricFamily(
             "oncebox_dead_letters", "Dead letters kept (invalid deliveries).", labels=["inbox"]
         )
@@ -74,6 +79,10 @@ class StoreCollector(Collector):
             stats = self.box.stats(active.name)
             for verdict, n in sorted(stats["verdicts"].items()):
                 deliveries.add_metric([active.name, verdict], n)
+            for kind, n in sorted(stats["reasons"].items()):
+                verdict, _, reason = kind.partition(":")
+                if verdict == "rejected":
+                    rejected.add_metric([active.name, reason], n)
             quarantine.add_metric([active.name], stats["quarantine_open"])
             dead.add_metric([active.name], stats["dead_letters"])
             work = self.box.work_figures(active.name)
@@ -81,14 +90,15 @@ class StoreCollector(Collector):
             review.add_metric([active.name], work["in_review"])
         refused = CounterMetricFamily(
             "oncebox_webhook_refusals",
-            "Webhook requests refused for their signature, by inbox and reason (this "
-            "process; a refusal stores nothing, so the store cannot count it).",
+            "Webhook requests refused, by inbox and reason: their signature, or (503) "
+            "over_budget and in_flight (this process; a refusal stores nothing, so the "
+            "store cannot count it).",
             labels=["inbox", "reason"],
         )
         for (inbox, reason), n in sorted(self.refusals.items()):
             if self.visible(inbox):
                 refused.add_metric([inbox, reason], n)
-        yield from (deliveries, quarantine, dead, dirty, review, refused)
+        yield from (deliveries, rejected, quarantine, dead, dirty, review, refused)
         if not self.everything:
             return
         yield GaugeMetricFamily(

@@ -7,10 +7,12 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from oncebox.formats import Overflow, Unverified
 from oncebox.surfaces.http import problems
-from oncebox.surfaces.http.access import BODY_KEY
-from oncebox.surfaces.http.gate import BODY_LIMIT_KEY
+from oncebox.surfaces.http.access import BODY_KEY, OVERSIZE_KEY, VERIFIED_KEY
+from oncebox.surfaces.http.gate import BODY_LIMIT_KEY, KEEP_OVERSIZE_KEY, SIGNING_KEY
 from oncebox.surfaces.http.metrics import Metrics
+from oncebox.surfaces.http.senders import Signing, over_budget
 
 
 class BoundedBody:
@@ -20,6 +22,17 @@ class BoundedBody:
     and replayed to the app, so nothing downstream reads an unbounded stream. The gate
     may set a smaller bound for a request (``BODY_LIMIT_KEY``). A 413 closes the
     connection: the rest of that body is never read.
+
+    Two kinds of request the gate marks are read differently:
+
+    - a sender-signed one (``SIGNING_KEY``): each chunk goes into its signature as it
+      arrives, and its body is held only within the worker's budget of unverified bytes
+      (503 past it); its verdict is left for the route (``VERIFIED_KEY``), and the body
+      of one that failed it is dropped at once;
+    - one whose body over the bound is kept (``KEEP_OVERSIZE_KEY``, and every signed
+      one): past the bound, only its head and the length and SHA-256 of all of it are
+      kept as the rest streams by (``OVERSIZE_KEY``, an empty body replayed), for the
+      route to dead-letter.
     """
 
     def __init__(self, app: ASGIApp, max_body: int) -> None:
@@ -30,12 +43,27 @@ class BoundedBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit: int = scope.get(BODY_LIMIT_KEY, self.max_body)
+        signing: Signing | None = scope.get(SIGNING_KEY)
+        try:
+            await self._bounded(scope, receive, send, signing)
+        finally:
+            if signing is not None:
+                signing.release()
+
+    async def _bounded(
+        self, scope: Scope, receive: Receive, send: Send, signing: Signing | None
+    ) -> None:
+        limit: int = scope.get(BODY_LIMIT_KEY) or self.max_body
+        keep = signing is not None or scope.get(KEEP_OVERSIZE_KEY, False)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._too_large(limit, scope, receive, send)
+        over = declared is not None and declared.isdigit() and int(declared) > limit
+        if over and not keep:
+            await _answer(
+                problems.ProblemError(413, "too-large", _over(limit)), scope, receive, send
+            )
             return
         chunks: list[bytes] = []
+        overflow = Overflow() if over else None  # known to be over: keep the head only
         size = 0
         more = True
         while more:
@@ -43,13 +71,36 @@ class BoundedBody:
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._too_large(limit, scope, receive, send)
-                return
-            chunks.append(chunk)
             more = message.get("more_body", False)
-        body = b"".join(chunks)
+            if signing is not None:
+                signing.update(chunk)
+            size += len(chunk)
+            if overflow is not None:
+                overflow.update(chunk)
+            elif size <= limit:
+                if signing is None:
+                    chunks.append(chunk)
+                elif not signing.add(chunk):
+                    await _answer(over_budget(), scope, receive, send)
+                    return
+            elif keep:  # past the bound: from now on only the head is kept
+                overflow = Overflow(signing.spill() if signing else b"".join(chunks))
+                overflow.update(chunk)
+                chunks = []
+            else:
+                await _answer(
+                    problems.ProblemError(413, "too-large", _over(limit)), scope, receive, send
+                )
+                return
+        if signing is not None:
+            verdict, body = signing.finish()
+            scope[VERIFIED_KEY] = verdict
+            if isinstance(verdict, Unverified):
+                overflow = None  # nothing of it is kept
+        else:
+            body = b"".join(chunks)
+        if overflow is not None:
+            scope[OVERSIZE_KEY] = overflow
         scope[BODY_KEY] = body
         replayed = False
 
@@ -62,11 +113,20 @@ class BoundedBody:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problems.problem_response(
-            413, "too-large", f"the request body exceeds {limit} bytes", {"Connection": "close"}
-        )
-        await response(scope, receive, send)
+
+def _over(limit: int) -> str:
+    return f"the request body exceeds {limit} bytes"
+
+
+async def _answer(
+    refusal: problems.ProblemError, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Refuse a request whose body is not (all) read: the connection is closed."""
+    headers = {**refusal.headers, "Connection": "close"}
+    response = problems.problem_response(
+        refusal.status, refusal.kind, refusal.detail, headers, **refusal.extra
+    )
+    await response(scope, receive, send)
 
 
 class Timing:

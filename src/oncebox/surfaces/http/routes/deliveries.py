@@ -10,8 +10,16 @@ status means for a client:
 | 200 | duplicate | true | seen before; safe to ack |
 | 200 | conflict | true | quarantined for an operator; safe to ack |
 | 422 | rejected (bad input) | true | dead-lettered; safe to ack, resending will not help |
+| 413 | rejected (too_large) | true | over the inbox's bound: dead-lettered in part |
 | 409 | rejected (stale_token, expired_lease) | false | not stored: take a new lease |
 | 503 | (problem document) | - | storage unavailable: retry after Retry-After |
+
+A body over the inbox codec's bound is read as it streams by, keeping only its head and
+the length and SHA-256 of all of it (:class:`~oncebox.surfaces.http.middleware.BoundedBody`),
+and decided as a ``too_large`` dead letter: 413 with the decision. Only an authenticated
+request leaves one (a token that may write to the inbox and does not sign its requests,
+or a webhook whose signature verified over the whole body); any other is refused as it
+would be anyway, and nothing is stored.
 
 On an inbox whose codec declares a webhook, a request without a bearer token is
 authenticated by its sender's signature instead (:mod:`oncebox.surfaces.http.senders`):
@@ -33,15 +41,23 @@ from oncebox.engine.decision import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
-from oncebox.formats import Delivery, needs_key
+from oncebox.formats import Delivery, Overflow, Unverified, Verified, needs_key
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.surfaces.http.access import BODY_KEY, REQUIRED, SIGNED, Service, admitted
+from oncebox.surfaces.http.access import (
+    BODY_KEY,
+    OVERSIZE_KEY,
+    REQUIRED,
+    SIGNED,
+    VERIFIED_KEY,
+    Service,
+    admitted,
+)
 from oncebox.surfaces.http.gate import bearer_secret, unauthorized
 from oncebox.surfaces.http.groupcommit import Credential
 from oncebox.surfaces.http.models import DecisionOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
-from oncebox.surfaces.http.senders import signed, webhook_of
+from oncebox.surfaces.http.senders import refused, signed, webhook_of
 
 TAG = {
     "name": "deliveries",
@@ -49,6 +65,7 @@ TAG = {
     "the sender may acknowledge it.",
 }
 JSON = "application/json"
+TOO_LARGE = "too_large"
 HEADERS = {
     "Oncebox-Key": "The identity key the transport gives (a USSD frame id, a message key).",
     "Oncebox-Snapshot": "The snapshot (export) the delivery came in; recorded, not identity.",
@@ -66,10 +83,14 @@ WEBHOOK_HEADERS = {
     "webhook-signature": "standard-webhooks: space-separated `v1,<base64>` values, "
     "HMAC-SHA256 over `id.timestamp.body` with the base64 secret after `whsec_`; any one "
     "matching any of the inbox's secrets will do.",
-    "X-Hub-Signature-256": "github: `sha256=` and the hex HMAC-SHA256 of the body.",
+    "svix-id": "standard-webhooks, as Svix sends it: read before `webhook-id`.",
+    "svix-timestamp": "standard-webhooks, as Svix sends it: read before `webhook-timestamp`.",
+    "svix-signature": "standard-webhooks, as Svix sends it: read before `webhook-signature`.",
+    "X-Hub-Signature-256": "github: `sha256=` and the lower-case hex HMAC-SHA256 of the body.",
     "X-GitHub-Delivery": "github: the delivery's GUID; the key (not signed).",
-    "Stripe-Signature": "stripe: `t=<unix>,v1=<hex>[,v1=...]`, HMAC-SHA256 over `t.body`; "
-    "the event's `id` is the identity.",
+    "Stripe-Signature": "stripe: `t=<unix>,v1=<lower-case hex>[,v1=...]` (split on bare "
+    "commas), HMAC-SHA256 over `t.body`; `t` at most the inbox's tolerance old, any time "
+    "ahead; the event's `id` is the identity.",
 }
 SENDER_ONLY = " Read only on a webhook inbox, from a request without a bearer token."
 BINARY = {"schema": {"type": "string", "format": "binary"}}
@@ -137,8 +158,46 @@ def status_for(decision: Decision) -> int:
     if decision.verdict is Verdict.ACCEPTED:
         return 201
     if decision.verdict is Verdict.REJECTED:
+        if decision.reason == TOO_LARGE:
+            return 413  # dead-lettered, but a sender must hear that its body is too big
         return 409 if decision.reason in UNSTORED else 422
     return 200  # duplicate, conflict: stored (or counted), safe to ack
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": DecisionOut, "description": "duplicate or conflict: safe to ack"},
+    409: {
+        "model": DecisionOut,
+        "description": "stale token or expired lease: not stored, may_ack false; take a "
+        "new lease and resend",
+    },
+    422: {"model": DecisionOut, "description": "invalid: dead-lettered, safe to ack"},
+    **errors(
+        400,
+        *AUTHENTICATED,
+        404,
+        413,
+        503,
+        e400="A malformed Oncebox-Lease-Token header, or no Oncebox-Key for an inbox "
+        "identified by it; nothing was decided or stored.",
+        e401="No token, an unknown or revoked one, or (for a signing token) a bad, stale "
+        "or replayed signature; on a webhook inbox without a token, a missing, malformed, "
+        "stale or wrong sender signature, named by the problem's `reason` "
+        "(missing_signature, bad_signature_header, stale_signature, bad_signature). "
+        "Nothing was decided or stored.",
+        e404="No such inbox.",
+        e413="The body is over the inbox codec's bound. From a token that may write to "
+        "the inbox and does not sign its requests, or a webhook sender whose signature "
+        "verified, the answer is the decision: rejected `too_large`, dead-lettered with "
+        "its first 64 KiB, length and SHA-256, safe to ack. From a signing token, a "
+        "problem document: the connection is closed and nothing was stored.",
+        e503="Storage unavailable; or, for a webhook sender, too many unverified bodies "
+        "arriving at once on this worker, or an upload of the same message still "
+        "arriving: nothing was stored, retry after Retry-After.",
+    ),
+}
+# A body over the bound from an authenticated sender is dead-lettered: its 413 is a decision.
+RESPONSES[413] = {**RESPONSES[413], "model": DecisionOut}
 
 
 @router.post(
@@ -147,31 +206,7 @@ def status_for(decision: Decision) -> int:
     response_model=DecisionOut,
     summary="Deliver one message; answers with its decision",
     response_description="accepted: a new record; safe to ack",
-    responses={
-        200: {"model": DecisionOut, "description": "duplicate or conflict: safe to ack"},
-        409: {
-            "model": DecisionOut,
-            "description": "stale token or expired lease: not stored, may_ack false; take a "
-            "new lease and resend",
-        },
-        422: {"model": DecisionOut, "description": "invalid: dead-lettered, safe to ack"},
-        **errors(
-            400,
-            *AUTHENTICATED,
-            404,
-            413,
-            e400="A malformed Oncebox-Lease-Token header, or no Oncebox-Key for an inbox "
-            "identified by it; nothing was decided or stored.",
-            e401="No token, an unknown or revoked one, or (for a signing token) a bad, stale "
-            "or replayed signature; on a webhook inbox without a token, a missing, malformed, "
-            "stale or wrong sender signature, named by the problem's `reason` "
-            "(missing_signature, bad_signature_header, stale_signature, bad_signature). "
-            "Nothing was decided or stored.",
-            e404="No such inbox.",
-            e413="The body is over the bound (for a webhook sender, the inbox codec's own "
-            "bound); the connection is closed and nothing was stored.",
-        ),
-    },
+    responses=RESPONSES,
     openapi_extra=DOCUMENTED,
 )
 async def deliver(request: Request) -> Response:
@@ -192,14 +227,30 @@ async def deliver(request: Request) -> Response:
     inbox: str = scope["path_params"]["inbox"]
     headers = request.headers
     secret = bearer_secret(headers.get("authorization"))
+    overflow: Overflow | None = scope.get(OVERSIZE_KEY)
     if secret is None:
-        # No token: only a webhook inbox's sender may deliver, verified in the group
-        # commit turn at the server clock's time.
+        # No token: only a webhook inbox's sender may deliver, its signature checked as
+        # its body arrived, its signed time again in the group commit turn.
         webhook = webhook_of(svc.box, inbox)
         if webhook is None:
             raise unauthorized("send Authorization: Bearer <token>")
+
+        def count(reason: str) -> None:
+            svc.metrics.refused(inbox, reason)
+
+        verdict: Verified | Unverified | None = scope.get(VERIFIED_KEY)
+        if isinstance(verdict, Unverified):
+            count(verdict.reason)
+            raise refused(verdict.reason, verdict.detail)
         body = scope.get(BODY_KEY, b"")
-        check = signed(webhook, headers, body, lambda why: svc.metrics.refused(inbox, why))
+        make = None
+        if overflow is not None:
+            kept = overflow
+
+            def make(facts: Verified) -> Delivery:
+                return kept.delivery(key=facts.key, signature=facts)
+
+        check = signed(webhook, headers, body, verdict, count, make)
         decision = await svc.group.submit(inbox, Delivery(body=body), check)
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
     try:
@@ -226,6 +277,8 @@ async def deliver(request: Request) -> Response:
         delivery_id=headers.get("oncebox-delivery-id"),
         lease_token=lease_token,
     )
+    if overflow is not None:  # over the inbox's bound: its head, length and SHA-256
+        delivery = overflow.instead_of(delivery)
     decision = await svc.group.submit(inbox, delivery, Credential(secret, admit))
     return Response(decision_json(decision), status_for(decision), media_type=JSON)
 

@@ -39,9 +39,7 @@ WHEN_SCHEMA = WithJsonSchema(
         ]
     }
 )
-Since = Annotated[
-    str | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")
-]
+Since = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")]
 Until = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
 Search = Annotated[
     str | None,

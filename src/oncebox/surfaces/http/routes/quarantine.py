@@ -108,7 +108,5 @@ def resolve_quarantine(
     is, or accept the newcomer as the record's next revision. The note is kept, and the
     token's name as who resolved it (on the row and in the log)."""
     _shown(svc.box, quarantine_id, who, TokenScope.OPERATOR)
-    row = svc.box.resolve(
-        quarantine_id, resolution.action, resolution.note, actor=who.token.name
-    )
+    row = svc.box.resolve(quarantine_id, resolution.action, resolution.note, actor=who.token.name)
     return _shown(svc.box, row.id, who, TokenScope.OPERATOR)
