@@ -79,12 +79,26 @@ def lease(box: Oncebox, inbox: str) -> int | None:
     return box.lease("feed", "S1", 600).token if inbox == "feed" else None
 
 
+def fenced(inbox: str) -> bool:
+    """On the lease-fenced inbox the fence comes first (issue 19, item 8): a hostile line
+    carries no readable lease, so it stores nothing, not even a dead letter, and may not
+    be acked; the lines around it are decided all the same."""
+    return inbox == "feed"
+
+
 def assert_dead_lettered(
     box: Oncebox, inbox: str, decisions: list[Decision], line: bytes, name: str
 ) -> None:
-    """The valid lines around the hostile one accepted; it is a dead letter of itself."""
+    """The valid lines around the hostile one accepted; it is a dead letter of itself
+    (fenced out instead, on a fenced inbox)."""
     first, hostile, last = decisions
     assert first.verdict is Verdict.ACCEPTED and last.verdict is Verdict.ACCEPTED, name
+    if fenced(inbox):
+        assert (hostile.verdict, hostile.reason, hostile.may_ack) == (
+            Verdict.REJECTED, "stale_token", False
+        ), name  # fmt: skip
+        assert hostile.dead_letter_id is None and box.dead_letters(inbox) == [], name
+        return
     assert hostile.verdict is Verdict.REJECTED and hostile.may_ack, (name, hostile)
     assert hostile.dead_letter_id is not None, name
     (letter,) = [d for d in box.dead_letters(inbox) if d.id == hostile.dead_letter_id]
@@ -128,7 +142,8 @@ def test_an_http_batch_decides_around_a_hostile_line(
     )
     assert response.status_code == 200, response.text[:300]
     verdicts = [(d["verdict"], d["may_ack"]) for d in response.json()["decisions"]]
-    assert verdicts == [("accepted", True), ("rejected", True), ("accepted", True)]
+    refused = ("rejected", not fenced(inbox))
+    assert verdicts == [("accepted", True), refused, ("accepted", True)]
     # The same as a JSON array: a deep element that is balanced, so only the reader sees it.
     deep = b"[" * 50_000 + b"]" * 50_000
     elements = [valid_line(inbox, 3, token), deep, valid_line(inbox, 4, token)]
@@ -138,7 +153,7 @@ def test_an_http_batch_decides_around_a_hostile_line(
     )
     assert response.status_code == 200, response.text[:300]
     verdicts = [(d["verdict"], d["may_ack"]) for d in response.json()["decisions"]]
-    assert verdicts == [("accepted", True), ("rejected", True), ("accepted", True)]
+    assert verdicts == [("accepted", True), refused, ("accepted", True)]
 
 
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
@@ -166,7 +181,10 @@ def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str
     decisions = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(decisions) == len(lines)
     assert decisions[0]["verdict"] == decisions[-1]["verdict"] == "accepted"
-    assert all(d["verdict"] == "rejected" and d["may_ack"] for d in decisions[1:-1]), decisions
+    ackable = not fenced(inbox)
+    assert all(
+        d["verdict"] == "rejected" and d["may_ack"] is ackable for d in decisions[1:-1]
+    ), decisions
 
 
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
@@ -190,6 +208,10 @@ def test_the_redis_consumer_acks_a_hostile_entry_as_a_dead_letter(
     hostile = len(HOSTILE) + 1
     assert summary.entries == hostile + 2
     assert summary.verdicts == {"accepted": 2, "rejected": hostile}, summary.to_dict()
+    if fenced(inbox):  # fenced out, as any entry without the lease: pending, nothing kept
+        assert (summary.acked, summary.left_pending) == (2, hostile)
+        assert box.dead_letters(inbox) == []
+        return
     assert (summary.acked, summary.left_pending) == (hostile + 2, 0)
     assert len(box.dead_letters(inbox)) == hostile
 
@@ -206,8 +228,10 @@ def test_a_malformed_entry_is_a_dead_letter_whatever_the_codec(make_box: BoxFact
         for n, fields in enumerate(entries):
             delivery = delivery_from_entry(codec, f"7-{n}", fields)
             decision = box.ingest_batch(inbox, [delivery])[0]
-            assert decision.verdict is Verdict.REJECTED and decision.may_ack, (inbox, fields)
-            assert decision.dead_letter_id is not None
+            assert decision.verdict is Verdict.REJECTED, (inbox, fields)
+            # Fenced out on the fenced inbox (no lease can be read): nothing kept.
+            assert decision.may_ack is not fenced(inbox), (inbox, fields)
+            assert (decision.dead_letter_id is None) is fenced(inbox)
 
 
 # -- properties ------------------------------------------------------------------------------------

@@ -67,6 +67,19 @@ class Served:
 def served(shared_url: str, tmp_path: Path) -> Iterator[Served]:
     """Conflicts of 300 KB (and one with a 2,000-character key) in ``blobs``, one in
     ``other``, three dead letters of 64 KiB in ``listing``; then ``oncebox serve``."""
+    with _serving(shared_url, tmp_path) as found:
+        yield found
+
+
+@pytest.fixture
+def served_pg(pg_url: str, tmp_path: Path) -> Iterator[Served]:
+    """``served`` on PostgreSQL alone, where a reader can be held inside the store."""
+    with _serving(pg_url, tmp_path) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def _serving(shared_url: str, tmp_path: Path) -> Iterator[Served]:
     config = tmp_path / "oncebox.toml"
     config.write_text(CONFIG)
     logging.getLogger("oncebox").setLevel(logging.ERROR)
@@ -177,14 +190,13 @@ def test_another_inboxs_rows_answer_as_absent_ones_do(served: Served) -> None:
             assert said == two.json()["detail"].replace(str(absent), "N")
 
 
-def test_searches_never_hold_the_write_path(served: Served) -> None:
+def test_searches_never_hold_the_write_path(served_pg: Served) -> None:
     """Searches held inside the store (a table lock on PostgreSQL: they cannot finish)
     take no more than their slots: one search more is answered 503 with Retry-After at
     once, and honest deliveries are decided while the held ones wait. Before: every
     search took a thread and a connection of the writers' pool, and the deliveries
     waited for the pool."""
-    if not served.url.startswith("postgresql"):
-        pytest.skip("SQLite readers cannot be held inside the store (WAL never blocks them)")
+    served = served_pg  # SQLite's readers cannot be held inside the store: WAL never blocks them
 
     def search(_: int) -> httpx.Response:
         with served.client() as http:
