@@ -16,7 +16,7 @@ from oncebox import ConfigError, InboxSpec
 from oncebox.engine.config import load_config
 from oncebox.formats import codec_settings
 
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "codecs.md").read_text("utf-8")
 FIXTURES = Path(__file__).parent / "fixtures" / "sp_api"
 SECRET = "whsec_" + "c3ludGhldGljLXN0YW5kYXJkLXdlYmhvb2tzLWtleQ=="
 ENV = {"ONCEBOX_HOOK_SECRET": SECRET, "ONCEBOX_GITHUB_SECRET": "gh-synthetic-secret"}

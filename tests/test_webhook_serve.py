@@ -265,7 +265,7 @@ def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> Non
     assert hooks.stored() == before
 
 
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "webhooks.md").read_text("utf-8")
 
 
 def test_the_readmes_curl_example_works_as_written(hooks: Hooks) -> None:
