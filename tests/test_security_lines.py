@@ -187,6 +187,7 @@ def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str
     ), decisions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
 def test_the_redis_consumer_acks_a_hostile_entry_as_a_dead_letter(
     make_box: BoxFactory,

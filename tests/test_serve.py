@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from helpers import event_body
 from oncebox.surfaces.http import server
 
@@ -46,6 +48,7 @@ def test_settle_heap_freezes_startup_objects_and_raises_thresholds() -> None:
     assert tuple(thresholds) == server.GC_THRESHOLDS
 
 
+@pytest.mark.slow
 def test_oncebox_serve_decides_deliveries_and_stops_on_sigterm(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'served.db'}"
     env = {**os.environ, "ONCEBOX_DB": db}

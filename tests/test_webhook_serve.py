@@ -40,6 +40,8 @@ from oncebox.formats.webhooks import (
 )
 from serveproc import free_port, serving
 
+pytestmark = pytest.mark.slow  # oncebox serve as a process
+
 # standard-webhooks/standard-webhooks' libraries' test secret, and a second one: the
 # inbox holds both, as during a rotation.
 SW_OLD = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
