@@ -145,6 +145,7 @@ def decisions(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]
     return [json.loads(line) for line in result.stdout.decode().splitlines()]
 
 
+@pytest.mark.slow
 def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
     frames = [
@@ -192,6 +193,7 @@ def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
     assert SECRET not in oncebox(tmp_path, "inboxes").stdout.decode()
 
 
+@pytest.mark.slow
 def test_a_changed_pointer_set_is_refused_by_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
     oncebox(tmp_path, "inboxes")

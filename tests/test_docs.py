@@ -224,6 +224,7 @@ def test_the_readme_library_tour_runs_as_written(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_readme_cli_tour_runs_as_written(tmp_path: Path) -> None:
     out = run_cli_tour(tmp_path)
     verdicts = [json.loads(line)["verdict"] for line in out.splitlines()[:4]]

@@ -156,6 +156,7 @@ def test_an_http_batch_decides_around_a_hostile_line(
     assert verdicts == [("accepted", True), refused, ("accepted", True)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
 def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"

@@ -36,6 +36,7 @@ def _request(url: str, body: bytes | None = None, secret: str | None = None) -> 
         return response.status, json.loads(response.read())
 
 
+@pytest.mark.slow
 def test_settle_heap_freezes_startup_objects_and_raises_thresholds() -> None:
     # In a child, so that this test process keeps its own GC settings.
     code = (
