@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import pytest
+from jinja2 import UndefinedError
 from markupsafe import escape
 
 import oncebox
@@ -27,6 +28,7 @@ from helpers import event_body
 from httpserver import serving
 from oncebox import Delivery, InboxSpec, ManualClock, Oncebox
 from oncebox.surfaces.http import create_app
+from oncebox.surfaces.http.console.html import ENV, render
 from test_console import browser as browser  # the same Chromium, checked there
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
@@ -174,3 +176,13 @@ def test_hostile_fields_keep_their_values_and_links_stay_on_the_console(
     shot.mkdir(parents=True, exist_ok=True)
     page.goto(hostile.url + "/console/quarantine")
     page.screenshot(path=str(shot / "hostile-quarantine.png"), full_page=True)
+
+
+def test_a_value_a_template_was_not_given_fails_instead_of_rendering_blank() -> None:
+    for name in ENV.list_templates():  # each compiles
+        ENV.get_template(name)
+    assert 'value="n"' in render("signin.html", None, "Sign in", nonce="n", refusal=None)
+    with pytest.raises(UndefinedError):
+        render("signin.html", None, "Sign in", refusal=None)  # no nonce
+    with pytest.raises(UndefinedError):
+        render("message.html", None, "Refused", text="no")  # no back
