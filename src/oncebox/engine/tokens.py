@@ -24,7 +24,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -182,6 +182,18 @@ def authenticate(tx: Tx, secret: str) -> Token | None:
     if row.revoked_at is not None:
         return None
     return from_row(row)
+
+
+def still_live(store: Store, digests: Collection[bytes]) -> set[bytes]:
+    """Those of ``digests`` (:func:`secret_hash` of secrets :func:`authenticate` took a
+    moment ago) whose tokens are still live, in one read: for a caller that must refuse
+    a token revoked since (the HTTP group commit, as each turn begins)."""
+    with store.reading() as tx:
+        return {
+            digest
+            for digest in digests
+            if (row := tx.token_by_hash(digest)) is not None and row.revoked_at is None
+        }
 
 
 # -- request signing -------------------------------------------------------------------

@@ -15,10 +15,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from oncebox.engine.sessions import SESSION_SECONDS
-from oncebox.engine.sessions import refusal as sign_in_refusal
 from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
+from oncebox.surfaces.http.auth import SignInRefused, sign_in
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console import letters, pages, quarantine, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
@@ -80,17 +80,12 @@ async def signin(request: Request, svc: Served) -> Response:
     given = fields.get("signin", "")
     if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
         return signin_page(h.notice("The sign-in form expired; try again.", "bad"), 403)
-    secret = fields.get("token", "").strip()
-    token = await run_in_threadpool(svc.box.authenticate, secret) if secret else None
-    if token is None:
-        return signin_page(h.notice("Unknown or revoked token.", "bad"), 401)
-    why = sign_in_refusal(token)
-    if why is not None:
-        return signin_page(h.notice(f"Refused: {why}.", "bad"), 403)
-    previous = request.cookies.get(COOKIE)
-    if previous:  # signing in again replaces the browser's session, not adds one
-        await run_in_threadpool(svc.sessions.end, previous)
-    session_id = await run_in_threadpool(svc.sessions.open, token)
+    try:
+        session_id = await sign_in(
+            svc.box, svc.sessions, fields.get("token", ""), request.cookies.get(COOKIE)
+        )
+    except SignInRefused as exc:
+        return signin_page(h.notice(exc.detail, "bad"), exc.status)
     response = RedirectResponse(BASE, status_code=303, headers=HEADERS)
     response.set_cookie(
         COOKIE,

@@ -10,7 +10,8 @@ from starlette.responses import Response
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces import listing
-from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.access import InboxName, RowId, Served
+from oncebox.surfaces.http.auth import Authed, Caller, needs
 from oncebox.surfaces.http.listed import QuarantineListedOut
 from oncebox.surfaces.http.models import QuarantineOut, ResolveIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
@@ -32,9 +33,9 @@ After = Annotated[
 ]
 
 
-def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> dict[str, Any]:
+def _shown(box: Oncebox, quarantine_id: int, who: Caller) -> dict[str, Any]:
     found = box.get_quarantine(quarantine_id)
-    inbox = who.found(scope, found[0] if found else None, f"no quarantine row {quarantine_id}")
+    inbox = who.found(found[0] if found else None, f"no quarantine row {quarantine_id}")
     assert found is not None
     return as_json(found[1], inbox=inbox, original=box.original(found[1]))
 
@@ -46,9 +47,10 @@ def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> 
     response_description="The rows in id order, each with its original",
     responses=inbox_errors(),
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def list_quarantine(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     status: Annotated[
         Literal["open", "kept", "accepted", "all"],
@@ -75,9 +77,10 @@ async def list_quarantine(
     response_description="The row, with its original",
     responses=errors(*AUTHENTICATED, 404, 422, e404="No such quarantine row."),
 )
+@needs(TokenScope.READ)
 def show_quarantine(quarantine_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
     """One quarantine row (read scope on its inbox)."""
-    return _shown(svc.box, quarantine_id, who, TokenScope.READ)
+    return _shown(svc.box, quarantine_id, who)
 
 
 @router.post(
@@ -98,6 +101,7 @@ def show_quarantine(quarantine_id: RowId, who: Authed, svc: Served) -> dict[str,
         e409="The row is resolved already.",
     ),
 )
+@needs(TokenScope.OPERATOR)
 def resolve_quarantine(
     quarantine_id: RowId,
     who: Authed,
@@ -107,6 +111,6 @@ def resolve_quarantine(
     """Resolve a quarantine row (operator scope on its inbox): keep the original as it
     is, or accept the newcomer as the record's next revision. The note is kept, and the
     token's name as who resolved it (on the row and in the log)."""
-    _shown(svc.box, quarantine_id, who, TokenScope.OPERATOR)
+    _shown(svc.box, quarantine_id, who)
     row = svc.box.resolve(quarantine_id, resolution.action, resolution.note, actor=who.token.name)
-    return _shown(svc.box, row.id, who, TokenScope.OPERATOR)
+    return _shown(svc.box, row.id, who)
