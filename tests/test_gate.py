@@ -6,6 +6,10 @@ scope check, the group commit and the metrics filter use. Counted here by wrappi
 ``Oncebox.authenticate`` and the store's two credential reads (a token by its secret's
 hash, a session with its token); the group commit's re-check of revocation, once per
 turn for the tokens in it, is counted apart.
+
+The figures, before and after: ``pytest -s tests/test_gate.py -k once`` (the imports of
+the gate's own names are inside the tests that need them, so that this one also runs
+against an older tree).
 """
 
 from __future__ import annotations
@@ -33,8 +37,6 @@ from oncebox.formats.ussd_h1 import make_frame
 from oncebox.formats.webhooks import sign_github
 from oncebox.store.sqltx.leases import TokensSql
 from oncebox.surfaces.http import create_app
-from oncebox.surfaces.http.auth import NEEDS, Caller
-from oncebox.surfaces.http.routes import ROUTERS
 
 GH_SECRET = "It's a Secret to Everybody"
 HOOKS = (
@@ -169,9 +171,16 @@ def test_each_request_looks_its_credential_up_once(
     for name, seen in found.items():
         assert seen.get("authenticate", 0) <= 1, name
         assert seen.get("session reads", 0) <= 1, name
-    for name in ("single delivery", "batch", "read listing", "metrics"):
-        assert found[name]["authenticate"] == 1 == found[name + " (again)"]["authenticate"]
-    for name in ("webhook delivery", "console page"):
+    for name in ("batch", "read listing", "row by id", "metrics"):
+        assert found[name] == {"authenticate": 1, "token reads": 1}, name
+        assert found[name + " (again)"] == found[name], name
+    # A delivery: its head's lookup (none when the head check remembers the token from a
+    # moment ago), then its turn's re-check of the token.
+    for name in ("single delivery", "single delivery, signing token"):
+        assert found[name] == {"authenticate": 1, "token reads": 2}, name
+        again = found[name + " (again)"]
+        assert again["token reads"] == again.get("authenticate", 0) + 1, name
+    for name in ("webhook delivery", "console page", "console, no such page"):
         assert "authenticate" not in found[name] and "token reads" not in found[name], name
     assert found["console page"]["session reads"] == 1
 
@@ -179,8 +188,8 @@ def test_each_request_looks_its_credential_up_once(
 def test_a_turn_re_checks_its_tokens_in_one_read(
     box: Oncebox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Deliveries decided together: each looked up once at its head, and each turn reads
-    its token once more, whatever the number of requests in it."""
+    """Deliveries decided together: each looked up at most once at its head, and each
+    turn reads its token once more, whatever the number of requests in it."""
     secret = box.create_token("w", ["ussd"], ["write"]).secret
     counted = Counted(monkeypatch)
     app = create_app(box, group_wait=0.2)
@@ -198,8 +207,8 @@ def test_a_turn_re_checks_its_tokens_in_one_read(
             assert list(pool.map(post, range(clients))) == [201] * clients
     turns = app.state.group_commit.transactions
     print(f"{clients} deliveries in {turns} turn(s): {dict(counted.seen)}")
-    assert counted.seen["authenticate"] == clients
-    assert counted.seen["token reads"] == clients + turns
+    assert counted.seen["authenticate"] <= clients
+    assert counted.seen["token reads"] == counted.seen["authenticate"] + turns
 
 
 def test_a_token_revoked_while_its_body_arrives_is_refused_in_the_turn(
@@ -241,6 +250,9 @@ def test_a_token_revoked_while_its_body_arrives_is_refused_in_the_turn(
 def test_each_route_that_takes_a_caller_declares_what_it_needs() -> None:
     """The declaration the gate, the route and the OpenAPI document read: a route whose
     handler takes the caller declares it; one that declares nothing is public."""
+    from oncebox.surfaces.http.auth import NEEDS, Caller
+    from oncebox.surfaces.http.routes import ROUTERS
+
     public = []
     for router in ROUTERS:
         for route in router.routes:
@@ -255,6 +267,8 @@ def test_each_route_that_takes_a_caller_declares_what_it_needs() -> None:
 
 
 def test_the_openapi_security_is_the_declared_one(box: Oncebox) -> None:
+    from oncebox.surfaces.http.auth import NEEDS
+
     doc = create_app(box).openapi()
     declared = {endpoint.__name__ for endpoint in NEEDS}
     for operations in doc["paths"].values():

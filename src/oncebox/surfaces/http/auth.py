@@ -1,45 +1,40 @@
 """The gate: who a request comes from, looked up once, and what it may do.
 
-Every way in is decided here: a bearer token (with its request signature, for a token
-made with ``--hmac``), a webhook sender's signature, a console session. A request's
-credential is read from the store once: whatever asks first (the head check of a request
-with a body, or the route) looks it up and keeps it in the request's ASGI scope, and each
-later question about the request (the route's scope check, the group commit, the metrics
-filter) is answered from that one :class:`Caller`.
+Every way in is decided here: a bearer token (and its request signature, for a token made
+with ``--hmac``), a webhook sender's signature, a console session. A request's credential
+is read from the store at most once: whatever asks first (the head check of a body, or the
+route) looks it up and keeps it in the request's ASGI scope, and every later question
+(the route's scope check, the group commit, the metrics filter) takes that :class:`Caller`.
 
 **What a route needs** is declared at the route, ``@needs(Scope.READ, on_inbox=True)``,
-once: the head check reads it to refuse a body before reading it, the route's dependency
-(:data:`Authed`) to admit the caller, and the OpenAPI document for the route's
-``security``. A route without a declaration is public. Refusals come in one order: 401 (no
-token, an unknown or revoked one, a bad or replayed signature), 403 (the scope, or the
-path's inbox), then the route's own; a row found by its id in an inbox the token does not
-cover is answered as an absent one, 404 (:meth:`Caller.found`).
+and read by the head check, the route's dependency (:data:`Authed`) and the OpenAPI
+``security``; a route without one is public. Refusals come in one order: 401 (no token,
+an unknown or revoked one, a bad or replayed signature), then 403 (the scope, the path's
+inbox), then the route's own; a row found by id in an inbox the token does not cover is
+answered 404, as an absent one is (:meth:`Caller.found`).
 
-**Bodies are refused from their head.** A request that carries a body (a
-``Content-Length`` above 0, or any ``Transfer-Encoding``) must name a live token that
-covers its path's inbox with the scope its route needs, or it is answered 401 or 403 and
-its connection closed, none of its body read (uvicorn stops reading a socket once 64 KiB
-wait unread; closing drops them). The console's forms are bounded to a form's size
-instead: they are signed in by a form. A webhook sender holds no token: its request must
-carry every header its scheme signs with, and all its head can be refused for is refused
-from it (:mod:`.senders`); its body is then signed as it arrives, within the worker's
-budget of unverified bytes. On the one-delivery route a body's bound is the inbox codec's
-own, and a body over it from a token that does not sign its requests (a signature needs
-the whole body) or from a webhook sender is kept as a ``too_large`` dead letter.
+**Bodies are refused from their head** (:meth:`Gate.head`): without a live token that may
+use the route, 401 or 403, the connection closed, none of the body read. A webhook sender
+holds no token: what its head can be refused for is refused from it (:mod:`.senders`), and
+its body is signed as it arrives. On the one-delivery route a body's bound is the inbox
+codec's own, and one over it from an unsigning token or a webhook sender becomes a
+``too_large`` dead letter. The head check remembers a live token for ``cache_seconds``, so
+that a stream of deliveries costs no lookup each; what it remembers only keeps bodies out.
+Any other route looks its token up for the request unless the head check just did, and a
+delivery takes the remembered one, because its group commit turn checks it again:
 
-**Revocation and the group commit.** A delivery is decided in a group commit turn, some
-time after its head was checked: its body arrives meanwhile, and it waits for its batch.
-So the turn asks again, in one read for all its requests (:func:`in_turn`), whether each
-token it is about to decide for is still live, by the digest of its secret the lookup
-already made; a token revoked before a turn starts is refused in it. The head's lookup
-stays the one authentication, because it must come before any body is read and the turn
-comes after; a second whole lookup in the turn would make two per delivery, where the
-re-check costs one indexed read per token per turn, shared by all its requests. A webhook
-sender's signed time is checked again in the turn too, against the server clock.
+**Revocation.** A delivery is decided in a turn a while after its head was checked (its
+body arrives, it waits for its batch), so the turn asks again, in one read for all its
+requests (:func:`in_turn`), whether each token is still live, by its secret's digest; a
+token revoked before a turn starts is refused in it. That rather than a second lookup:
+the head check must come before the body is read and the turn after, and so a delivery
+costs at most one lookup and a turn one indexed read per token, shared by its requests.
+A webhook sender's signed time is checked again in the turn, against the server clock.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
@@ -53,18 +48,11 @@ from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from oncebox.engine import tokens
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session, Sessions
 from oncebox.engine.sessions import refusal as sign_in_refusal
-from oncebox.engine.tokens import (
-    ALL_INBOXES,
-    ReplayGuard,
-    SignatureRefused,
-    Token,
-    check_signature,
-    secret_hash,
-    still_live,
-)
+from oncebox.engine.tokens import ReplayGuard, Token
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery, Unverified
@@ -135,25 +123,23 @@ class Caller:
 
     @property
     def sees_all(self) -> bool:
-        """Whether figures summed over every inbox are: only for a token for ``*``, not
+        """Whether figures summed over all inboxes are: only for a token for ``*``, not
         one that lists inboxes, even if the list is all of today's."""
-        return ALL_INBOXES in self.token.inboxes
+        return tokens.ALL_INBOXES in self.token.inboxes
 
 
 @dataclass(frozen=True)
 class _LookedUp:
     given: bool  # whether the request named a token at all
     token: Token | None  # the live token it named
-    digest: bytes = b""
+    digest: bytes = b""  # its secret's SHA-256
+    fresh: bool = True  # looked up for this request (False: the head's cache)
 
 
 class Gate:
     """The one entry point: every request's credential is looked up and checked here.
-
-    ``routes`` are the API's routes (the routers' own: FastAPI wraps an included router
-    in a route that matches without giving its path parameters, which would hide every
-    inbox); ``clock`` is what signed requests' timestamps are checked against.
-    """
+    ``routes``: the routers' own (FastAPI wraps an included router in a route that matches
+    without giving its path parameters); ``clock``: what signed timestamps are checked by."""
 
     def __init__(
         self,
@@ -163,29 +149,48 @@ class Gate:
         replays: ReplayGuard,
         clock: Callable[[], float],
         senders: Senders,
+        cache_seconds: float = 2.0,
+        cache_size: int = 4096,
     ) -> None:
         self.box = box
         self.routes = [route for route in routes if isinstance(route, APIRoute)]
         self.replays = replays
         self.clock = clock
         self.senders = senders
+        self.cache_seconds = cache_seconds
+        self.cache_size = cache_size
+        self._live: dict[bytes, tuple[float, Token]] = {}  # by digest: (until, token)
 
-    async def looked_up(self, scope: Scope) -> _LookedUp:
-        """The request's bearer token, from the store the first time it is asked for."""
+    async def looked_up(self, scope: Scope, *, cached: bool = False) -> _LookedUp:
+        """The request's bearer token, from the store the first time it is asked for;
+        with ``cached``, a token the head check found live a moment ago will do."""
         found: _LookedUp | None = scope.get(LOOKED_UP_KEY)
-        if found is None:
-            secret = bearer_secret(Headers(scope=scope).get("authorization"))
-            token = None
-            if secret is not None:
+        if found is not None and (found.fresh or cached):
+            return found
+        secret = bearer_secret(Headers(scope=scope).get("authorization"))
+        if secret is None:
+            found = _LookedUp(False, None)
+        else:
+            digest = tokens.secret_hash(secret)
+            known = self._live.get(digest) if cached else None
+            if known is not None and known[0] > time.monotonic():
+                found = _LookedUp(True, known[1], digest, fresh=False)
+            else:
                 token = await run_in_threadpool(self.box.authenticate, secret)
-            digest = secret_hash(secret) if secret is not None and token is not None else b""
-            found = scope[LOOKED_UP_KEY] = _LookedUp(secret is not None, token, digest)
+                if token is not None:
+                    if len(self._live) >= self.cache_size:
+                        self._live.clear()
+                    self._live[digest] = (time.monotonic() + self.cache_seconds, token)
+                found = _LookedUp(True, token, digest)
+        scope[LOOKED_UP_KEY] = found
         return found
 
-    async def admit(self, scope: Scope) -> Caller:
-        """The caller of a routed request, by its route's declared need: 401, then 403."""
+    async def admit(self, scope: Scope, *, rechecked: bool = False) -> Caller:
+        """The caller of a routed request, by its route's declared need: 401, then 403.
+        ``rechecked``: the group commit turn checks the token again, so the head check's
+        cached one will do."""
         need = NEEDS[scope["endpoint"]]
-        found = await self.looked_up(scope)
+        found = await self.looked_up(scope, cached=rechecked)
         token = _live(found)
         body: bytes = scope.get(BODY_KEY, b"")
         if token.signs:  # in a worker thread: the replay guard writes to the store
@@ -193,12 +198,16 @@ class Gate:
         _allow(token, need, _inbox(scope.get("path_params", {}), need))
         return Caller(token, found.digest, body)
 
+    async def confirm(self, scope: Scope) -> None:
+        """401 unless the request's token is live now (looked up unless it just was)."""
+        _live(await self.looked_up(scope))
+
     async def admit_delivery(self, scope: Scope, count: Callable[[str], None]) -> Caller | Sender:
         """The one-delivery route's caller: a token's, or without one, a webhook sender
         whose signature verified as its body arrived (``count`` hears each refusal's
         reason, for operators: nothing else records it)."""
-        if (await self.looked_up(scope)).given:
-            return await self.admit(scope)
+        if (await self.looked_up(scope, cached=True)).given:
+            return await self.admit(scope, rechecked=True)
         inbox: str = scope["path_params"]["inbox"]
         webhook = self.senders.webhook(inbox)
         if webhook is None:
@@ -215,7 +224,7 @@ class Gate:
         None; sets the bound its body is read to."""
         need, inbox = self._route(scope)
         try:
-            found = await self.looked_up(scope)
+            found = await self.looked_up(scope, cached=True)
         except OnceboxError as exc:
             return problems.from_error(exc)
         if not found.given:
@@ -267,17 +276,12 @@ class Gate:
 
     def _check_signature(self, token: Token, scope: Scope, body: bytes) -> None:
         """A signing token's request: its signature good and never seen before."""
-        assert token.hmac_key is not None
+        key, target = str(token.hmac_key), request_target(scope)
         try:
-            signature = check_signature(
-                token.hmac_key,
-                scope["headers"],
-                scope["method"],
-                request_target(scope),
-                body,
-                self.clock(),
+            signature = tokens.check_signature(
+                key, scope["headers"], scope["method"], target, body, self.clock()
             )
-        except SignatureRefused as exc:
+        except tokens.SignatureRefused as exc:
             raise unauthorized(str(exc)) from None
         if not self.replays.first_use(signature):
             raise unauthorized("this signed request was seen before (replay)")
@@ -292,7 +296,7 @@ def in_turn(box: Oncebox, credentials: Sequence[Caller | Sender | None]) -> list
     a webhook sender's signature stands for, or the :class:`ProblemError` to answer.
     Raises if the store cannot be read; then nothing of the turn may be decided."""
     digests = {each.digest for each in credentials if isinstance(each, Caller)}
-    live = still_live(box.store, digests) if digests else set()
+    live = tokens.still_live(box.store, digests) if digests else set()
     now = box.store.now() if any(isinstance(each, Sender) for each in credentials) else 0.0
     checked: list[Checked] = []
     for each in credentials:
@@ -328,13 +332,12 @@ Authed = Annotated[Caller, Depends(_caller)]
 
 
 # -- the console ------------------------------------------------------------------------------
+@dataclass
 class SignInRefused(Exception):
     """A console sign-in refused: the status to answer, and why, for the person."""
 
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
+    status: int
+    detail: str
 
 
 async def session(scope: Scope, cookie: str | None, sessions: Sessions) -> Session | None:
@@ -357,8 +360,7 @@ async def sign_in(box: Oncebox, sessions: Sessions, secret: str, previous: str |
         raise SignInRefused(403, f"Refused: {why}.")
     if previous:
         await run_in_threadpool(sessions.end, previous)
-    opened: str = await run_in_threadpool(sessions.open, token)
-    return opened
+    return await run_in_threadpool(sessions.open, token)
 
 
 def bearer_secret(authorization: str | None) -> str | None:

@@ -38,6 +38,7 @@ from starlette.responses import Response
 
 from oncebox.engine.decision import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery, Overflow, needs_key
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.surfaces.http.access import Service
@@ -206,9 +207,8 @@ async def deliver(request: Request) -> Response:
     GitHub or Stripe headers, below): a good one is decided like any delivery, keyed by
     the webhook's own id, with the signature recorded (never the secret); a missing,
     bad or stale one is 401 and nothing is stored."""
-    # Refusals come in the order of the other routes: 401, 403 (the gate's), then 404
-    # (unknown inbox) or 400 (bad header). The group commit turn checks the credential
-    # again as it decides (see auth).
+    # Refusals come in the order of the other routes: 401, 403, then 404 (unknown inbox)
+    # or 400 (bad header). The group commit turn checks the token again as it decides.
     svc: Service = request.app.state.service
     scope = request.scope
     inbox: str = scope["path_params"]["inbox"]
@@ -221,12 +221,16 @@ async def deliver(request: Request) -> Response:
         decision = await svc.group.submit(inbox, Delivery(body=who.body), who)
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
     headers = request.headers
-    codec = svc.box.inbox(inbox).codec
-    lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
-    if not headers.get("oncebox-key") and needs_key(codec):
-        # The sender's misconfiguration, not bad content: refused, nothing stored.
-        detail = f"inbox {inbox} is identified by the Oncebox-Key header: send it"
-        raise ProblemError(400, "missing-key", detail)
+    try:
+        codec = svc.box.inbox(inbox).codec
+        lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
+        if not headers.get("oncebox-key") and needs_key(codec):
+            # The sender's misconfiguration, not bad content: refused, nothing stored.
+            detail = f"inbox {inbox} is identified by the Oncebox-Key header: send it"
+            raise ProblemError(400, "missing-key", detail)
+    except (OnceboxError, ProblemError):
+        await svc.gate.confirm(scope)  # no turn will check the token: 401 comes first
+        raise
     delivery = Delivery(
         body=who.body,
         key=headers.get("oncebox-key"),
