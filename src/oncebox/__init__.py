@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from oncebox.domain import Decision, Verdict
 from oncebox.engine.apply import Change
 from oncebox.engine.box import Oncebox
 from oncebox.engine.checkpoint import Checkpoint, ProofError
 from oncebox.engine.clock import ManualClock
 from oncebox.engine.config import DEFAULT_INBOXES, load_config
-from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.leases import Lease
 from oncebox.errors import (

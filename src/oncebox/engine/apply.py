@@ -11,10 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from oncebox.domain import LedgerRow
 from oncebox.errors import ConfigError
 from oncebox.formats import Invalid
 from oncebox.formats.json_event import bounded_string
-from oncebox.store.base import LedgerRow, Tx
+from oncebox.store.base import Tx
 
 
 @dataclass(frozen=True)

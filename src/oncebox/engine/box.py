@@ -6,18 +6,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from oncebox.domain import Decision, Quarantined, Resolution
 from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
-from oncebox.engine.adjudicate import Resolution, resolve
+from oncebox.engine.adjudicate import check_note, resolve
 from oncebox.engine.apply import apply_name
 from oncebox.engine.decide import Decided, decide_batch
-from oncebox.engine.decision import Decision, unapplied
+from oncebox.engine.decision import unapplied
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.engine.replay import replay_state, replay_verdict, replayable
-from oncebox.engine.views import Quarantined, view
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
@@ -254,7 +254,7 @@ class Oncebox(Reads):
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
             closed = resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now(), actor)
-            return view(Quarantined, closed)
+            return closed
 
         return self.write(decide)
 
@@ -270,6 +270,8 @@ class Oncebox(Reads):
         note and the original dead letter's id in the log. Only a dead letter stored
         whole can be; ``lease_token`` is for a fenced inbox's (dead letters keep no
         token)."""
+
+        check_note(note)
 
         def decide(tx: Tx) -> Decided:
             letter = tx.get_dead_letter(letter_id)
@@ -288,7 +290,7 @@ class Oncebox(Reads):
         alert(decisions)
         return decisions[0]
 
-    def evict(self, inbox: str | None = None) -> list[retention.Eviction]:
+    def evict(self, inbox: str | None = None) -> list[retention.EvictionPass]:
         """Evict by age on the server clock: no caller's clock decides what is old."""
         targets = [self.inbox(inbox)] if inbox else self.inboxes
         done = [retention.evict(self.store, active) for active in targets]

@@ -12,13 +12,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from oncebox.domain import EXPIRED_LEASE, STALE_TOKEN, LeaseState
 from oncebox.engine import log
 from oncebox.errors import InvalidOperation
 from oncebox.formats import Delivery
-from oncebox.store.base import LeaseRow, Tx
+from oncebox.store.base import Tx
 
-STALE_TOKEN = "stale_token"
-EXPIRED_LEASE = "expired_lease"
 _SCOPE = re.compile(r"[^\x00-\x1f]{1,256}")
 
 
@@ -38,7 +37,7 @@ class Lease:
         }
 
 
-def fence(lease: LeaseRow | None, token: int | None, now: float) -> str | None:
+def fence(lease: LeaseState | None, token: int | None, now: float) -> str | None:
     """The rejection reason for a delivery under ``token`` at server time ``now``, if any.
 
     The token is checked before the expiry: a superseded token is stale even when its

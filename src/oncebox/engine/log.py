@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
+from oncebox.domain import LogEntry
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import StorageError
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.store.base import LogEntry, Store, Tx
+from oncebox.store.base import Store, Tx
 
 GENESIS = "GENESIS"
 SEALING_STEPS = ("accept", "recover")

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from oncebox.domain import Preview, WorkItem
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.engine.views import Preview, WorkItem, listed, to_read, views
+from oncebox.engine.views import listed, to_read
 from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 from oncebox.formats.canonical import canonical
 from oncebox.formats.invalid import Invalid
@@ -189,7 +190,7 @@ class Reconciler:
     # -- seed 002's contract -----------------------------------------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
-            return views(WorkItem, tx.dirty_keys(self.inbox_id, limit))
+            return tx.dirty_keys(self.inbox_id, limit)
 
     def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
         """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
@@ -325,7 +326,7 @@ class Reconciler:
         """The keys in review, in key order (with a ``preview``: as a listing shows them)."""
         with self.store.scanning() as tx:
             rows = tx.list_work_keys(self.inbox_id, limit, review=True, preview=to_read(preview))
-        return listed(WorkItem, rows, preview)
+        return listed(rows, preview)
 
     def retry(self, key: tuple[str, str, str], actor: str | None = None) -> None:
         """Send a key back from review: its failure count starts again. ``actor`` (who

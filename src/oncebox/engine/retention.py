@@ -10,21 +10,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from oncebox.domain import Evicted
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.store.base import Evicted, Store, Tx
+from oncebox.store.base import Store, Tx
 
 BATCH = 5_000
 
 
 @dataclass(frozen=True)
-class Eviction:
+class EvictionPass:
+    """What one pass of retention over an inbox evicted: records turned tombstones, and
+    tombstones dropped past their horizon."""
+
     inbox: str
     records: int
     tombstones: int
 
 
-def evict(store: Store, inbox: ActiveInbox) -> Eviction:
+def evict(store: Store, inbox: ActiveInbox) -> EvictionPass:
     """Evict what is older than the inbox's windows, in bounded transactions."""
     row = inbox.row
     records = tombstones = 0
@@ -44,7 +48,7 @@ def evict(store: Store, inbox: ActiveInbox) -> Eviction:
                 "tombstone",
                 lambda tx, at: tx.drop_tombstones(row.id, at - horizon, at, BATCH),
             )
-    return Eviction(inbox.name, records, tombstones)
+    return EvictionPass(inbox.name, records, tombstones)
 
 
 def _in_batches(

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from oncebox.domain import LogEntry, PendingEvent
 from oncebox.engine.log import BATCH, chain, record_state_text
 from oncebox.errors import InvalidOperation
-from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
+from oncebox.store.base import Store, Tx
 
 
 def record_events(

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from oncebox.domain import TokenRow
 from oncebox.engine import log
 from oncebox.errors import InvalidOperation, NotFound, OnceboxError
-from oncebox.store.base import Store, TokenRow, Tx
+from oncebox.store.base import Store, Tx
 
 PREFIX = "obx_"
 ALL_INBOXES = "*"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from oncebox.store.rows import Evicted, EvictionRow, InboxRow, SessionRow, TokenRow
+from oncebox.domain import Evicted, Eviction, Inbox, SessionRow, TokenRow
 
 
 class Retention(Protocol):
@@ -25,7 +25,7 @@ class Retention(Protocol):
         self, inbox_id: int, cutoff: float, now: float, limit: int
     ) -> list[Evicted]: ...
 
-    def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]: ...
+    def evictions(self, inbox_id: int | None, limit: int) -> list[Eviction]: ...
 
     def record_retention_override(
         self, inbox_id: int, retention_seconds: float, reason: str, now: float
@@ -92,9 +92,9 @@ class Inboxes(Protocol):
     def declare_inbox(
         self, name: str, codec: str, apply: str, retention_seconds: float | None,
         tombstone_seconds: float | None, fenced: bool,
-    ) -> InboxRow: ...  # fmt: skip
+    ) -> Inbox: ...  # fmt: skip
 
-    def inboxes(self) -> list[InboxRow]: ...
+    def inboxes(self) -> list[Inbox]: ...
 
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         """Add to the per-hour counts of (verdict, reason)."""

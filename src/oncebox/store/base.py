@@ -19,30 +19,32 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
-from oncebox.store.admin import Inboxes, Retention, Tokens
-from oncebox.store.listing import WHOLE, DeadLetterFilter, Preview
-from oncebox.store.rows import (
+from oncebox.domain import (
+    WHOLE,
     Arrival,
-    DeadLetterRow,
+    DeadLetter,
+    DeadLetterFilter,
     Evicted,
-    EvictionRow,
-    InboxRow,
-    LeaseRow,
+    Eviction,
+    Inbox,
+    LeaseState,
     LedgerRow,
     Letter,
     LogEntry,
     Newcomer,
     NewRecord,
     PendingEvent,
-    QuarantineRow,
-    RecordRow,
-    RevisionRow,
-    SealerRow,
+    Preview,
+    Quarantined,
+    Record,
+    Revision,
+    SealerState,
     SessionRow,
     Stored,
     TokenRow,
-    WorkKeyRow,
+    WorkItem,
 )
+from oncebox.store.admin import Inboxes, Retention, Tokens
 
 T = TypeVar("T")
 
@@ -86,11 +88,11 @@ class Records(Protocol):
         """Count resends that reached a tombstone (id -> (count, greatest lateness))."""
         ...
 
-    def get_record(self, record_id: int) -> RecordRow | None: ...
+    def get_record(self, record_id: int) -> Record | None: ...
 
     def revise_record(
         self,
-        record: RecordRow,
+        record: Record,
         witness: bytes,
         content: bytes,
         fields: str,
@@ -100,7 +102,7 @@ class Records(Protocol):
         """Keep the current revision and make this content the next; its number."""
         ...  # fmt: skip
 
-    def revisions(self, record_id: int) -> list[RevisionRow]: ...
+    def revisions(self, record_id: int) -> list[Revision]: ...
 
 
 class Rejects(Protocol):
@@ -112,7 +114,7 @@ class Rejects(Protocol):
         """Keep each newcomer once, counting repeats; per newcomer (row id, newly kept)."""
         ...
 
-    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None: ...
+    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> Quarantined | None: ...
 
     def close_quarantine(
         self, quarantine_id: int, status: str, note: str, now: float, by: str | None = None
@@ -123,11 +125,11 @@ class Rejects(Protocol):
     def list_quarantine(
         self, inbox_id: int | None, status: str | None, limit: int, after: int = 0,
         preview: Preview = WHOLE,
-    ) -> list[QuarantineRow]:
+    ) -> list[Quarantined]:
         """Rows after id ``after``, in id order, each value read cut to ``preview``."""
         ...  # fmt: skip
 
-    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, RecordRow]:
+    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, Record]:
         """The records these quarantine rows conflict with, by quarantine row id, each
         value read cut to ``preview``."""
         ...
@@ -139,11 +141,11 @@ class Rejects(Protocol):
     def list_dead_letters(
         self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None,
         preview: Preview = WHOLE,
-    ) -> list[DeadLetterRow]:
+    ) -> list[DeadLetter]:
         """Each value read cut to ``preview`` (the search looks at the whole kept head)."""
         ...  # fmt: skip
 
-    def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
+    def get_dead_letter(self, letter_id: int) -> DeadLetter | None:
         """A dead letter, held against a second replay until this transaction ends."""
         ...
 
@@ -161,12 +163,12 @@ class Leases(Protocol):
         self, inbox_id: int, scope: str, token: int, now: float, expires_at: float
     ) -> None: ...
 
-    def leases_for(self, inbox_id: int, scopes: Sequence[str]) -> dict[str, LeaseRow]:
+    def leases_for(self, inbox_id: int, scopes: Sequence[str]) -> dict[str, LeaseState]:
         """These scopes' current leases, held until this transaction ends so that no new
         lease can slip in between a fence check and what it admits."""
         ...
 
-    def list_leases(self, inbox_id: int) -> list[LeaseRow]: ...
+    def list_leases(self, inbox_id: int) -> list[LeaseState]: ...
 
     def release_lease(self, inbox_id: int, scope: str, token: int, now: float) -> bool: ...
 
@@ -202,7 +204,7 @@ class SealQueue(Protocol):
 
     def drop_pending(self, event_ids: Sequence[int]) -> None: ...
 
-    def lock_sealer(self) -> SealerRow:
+    def lock_sealer(self) -> SealerState:
         """The sealer's lease row, locked until this transaction ends."""
         ...
 
@@ -212,7 +214,7 @@ class SealQueue(Protocol):
         """Record each ``(log position, record id)``."""
         ...
 
-    def unsealed_records(self, limit: int) -> list[RecordRow]:
+    def unsealed_records(self, limit: int) -> list[Record]:
         """Records with neither a log entry nor a queued seal (left by older versions)."""
         ...
 
@@ -237,18 +239,18 @@ class WorkKeys(Protocol):
     def list_work_keys(
         self, inbox_id: int, limit: int, after: WorkKey | None = None, *, dirty: bool = False,
         review: bool = False, preview: Preview = WHOLE,
-    ) -> list[WorkKeyRow]:
+    ) -> list[WorkItem]:
         """A page in key order after ``after``: only dirty keys, or only those in
         review, if asked; documents and errors read cut to ``preview``."""
         ...  # fmt: skip
 
-    def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
+    def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
         """A work key; ``lock`` holds it against other writers until this transaction ends."""
         ...
 
-    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkKeyRow]: ...
+    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkItem]: ...
 
-    def next_claimable(self, inbox_id: int, now: float) -> WorkKeyRow | None: ...
+    def next_claimable(self, inbox_id: int, now: float) -> WorkItem | None: ...
 
     def claim_work(
         self, inbox_id: int, key: WorkKey, token: int, worker: str, expires: float
@@ -355,13 +357,13 @@ class Store(Protocol):
 __all__ = [
     "WHOLE",
     "Arrival",
+    "DeadLetter",
     "DeadLetterFilter",
-    "DeadLetterRow",
     "Evicted",
-    "EvictionRow",
-    "InboxRow",
+    "Eviction",
+    "Inbox",
     "Inboxes",
-    "LeaseRow",
+    "LeaseState",
     "Leases",
     "Ledger",
     "LedgerRow",
@@ -372,14 +374,14 @@ __all__ = [
     "Newcomer",
     "PendingEvent",
     "Preview",
-    "QuarantineRow",
-    "RecordRow",
+    "Quarantined",
+    "Record",
     "Records",
     "Rejects",
     "Retention",
-    "RevisionRow",
+    "Revision",
     "SealQueue",
-    "SealerRow",
+    "SealerState",
     "SessionRow",
     "Store",
     "Stored",
@@ -387,7 +389,7 @@ __all__ = [
     "TokenRow",
     "Tokens",
     "Tx",
+    "WorkItem",
     "WorkKey",
-    "WorkKeyRow",
     "WorkKeys",
 ]

@@ -31,6 +31,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from oncebox.domain import LedgerRow, Newcomer, NewRecord
 from oncebox.errors import (
     ApplyError,
     ReadTimedOut,
@@ -38,7 +39,7 @@ from oncebox.errors import (
     StorageError,
     StorageUnavailable,
 )
-from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
+from oncebox.store.base import T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.store.sqltx import Params, SqlTx
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from oncebox.store.rows import LeaseRow, SessionRow, TokenRow
+from oncebox.domain import LeaseState, SessionRow, TokenRow
 from oncebox.store.sqltx.base import SqlBase
 
 R = TypeVar("R", bound=TokenRow)
@@ -22,14 +22,14 @@ class LeasesSql(SqlBase):
     ) -> None:
         self._run("put_lease", (inbox_id, scope, token, now, expires_at))
 
-    def leases_for(self, inbox_id: int, scopes: Sequence[str]) -> dict[str, LeaseRow]:
+    def leases_for(self, inbox_id: int, scopes: Sequence[str]) -> dict[str, LeaseState]:
         if not scopes:
             return {}
-        found = self._rows("leases_for", (inbox_id, json.dumps(sorted(scopes))), LeaseRow)
+        found = self._rows("leases_for", (inbox_id, json.dumps(sorted(scopes))), LeaseState)
         return {row.scope: row for row in found}
 
-    def list_leases(self, inbox_id: int) -> list[LeaseRow]:
-        return self._rows("list_leases", (inbox_id,), LeaseRow)
+    def list_leases(self, inbox_id: int) -> list[LeaseState]:
+        return self._rows("list_leases", (inbox_id,), LeaseState)
 
     def release_lease(self, inbox_id: int, scope: str, token: int, now: float) -> bool:
         return self._run("release_lease", (now, inbox_id, scope, token)) > 0

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from oncebox.store.listing import WHOLE, Preview
-from oncebox.store.rows import LedgerRow, WorkKeyRow
+from oncebox.domain import WHOLE, LedgerRow, Preview, WorkItem
 from oncebox.store.sqltx.base import SqlBase
 
 WorkKey = tuple[str, str, str]
@@ -27,22 +26,22 @@ class WorkKeysSql(SqlBase):
         dirty: bool = False,
         review: bool = False,
         preview: Preview = WHOLE,
-    ) -> list[WorkKeyRow]:
+    ) -> list[WorkItem]:
         s, k, m = after or (None, None, None)
         params = {"inbox": inbox_id, "limit": limit, "dirty": dirty, "review": review,
                   "s": s, "k": k, "m": m, "text": preview.text,
                   "fields": preview.fields}  # fmt: skip
-        return self._rows("list_work_keys", params, WorkKeyRow)
+        return self._rows("list_work_keys", params, WorkItem)
 
-    def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkKeyRow | None:
+    def work_key(self, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
         name = "work_key_for_update" if lock else "work_key"
-        return self._row(name, (inbox_id, *key), WorkKeyRow)
+        return self._row(name, (inbox_id, *key), WorkItem)
 
-    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkKeyRow]:
-        return self._rows("dirty_keys", (inbox_id, limit), WorkKeyRow)
+    def dirty_keys(self, inbox_id: int, limit: int) -> list[WorkItem]:
+        return self._rows("dirty_keys", (inbox_id, limit), WorkItem)
 
-    def next_claimable(self, inbox_id: int, now: float) -> WorkKeyRow | None:
-        return self._row("next_claimable", {"inbox": inbox_id, "now": now}, WorkKeyRow)
+    def next_claimable(self, inbox_id: int, now: float) -> WorkItem | None:
+        return self._row("next_claimable", {"inbox": inbox_id, "now": now}, WorkItem)
 
     def claim_work(
         self, inbox_id: int, key: WorkKey, token: int, worker: str, expires: float

@@ -35,8 +35,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from oncebox.domain import Decision
 from oncebox.engine.box import Oncebox
-from oncebox.engine.decision import Decision
 from oncebox.engine.tokens import Token
 from oncebox.errors import ApplyError
 from oncebox.formats import Delivery

@@ -8,10 +8,11 @@ import json
 from typing import Any
 from urllib.parse import quote
 
+from oncebox.domain import LogEntry, WorkItem
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import LISTED, Entry, WorkItem
+from oncebox.engine.views import LISTED
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.views import iso
@@ -165,7 +166,7 @@ def _facts(facts: list[tuple[str, str]]) -> str:
     return f'<dl class="facts">{rows}</dl>'
 
 
-def _state(entry: Entry) -> tuple[str, str]:
+def _state(entry: LogEntry) -> tuple[str, str]:
     """An entry's actor (who acted: resolve, retry, replay) and its state as
     ``name=value`` pairs, shortened."""
     try:

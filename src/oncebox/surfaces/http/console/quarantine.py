@@ -10,10 +10,11 @@ stays small however large the conflicts are.
 
 from __future__ import annotations
 
+from oncebox.domain import Quarantined, Record
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import LISTED, Quarantined, Record, fields_of
+from oncebox.engine.views import LISTED, fields_of
 from oncebox.surfaces.diffing import ByteDifference, byte_difference, field_changes, shown, visible
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE

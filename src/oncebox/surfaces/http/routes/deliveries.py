@@ -37,7 +37,7 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from oncebox.engine.decision import UNSTORED, Decision, Verdict
+from oncebox.domain import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
