@@ -22,6 +22,7 @@ from oncebox.domain import (
     LogEntry,
     Preview,
     Quarantined,
+    QuarantineStatus,
     Record,
     Revision,
     WorkItem,
@@ -87,7 +88,7 @@ class Reads(ABC):
     def quarantined(
         self,
         inbox: str | None = None,
-        status: str | None = "open",
+        status: str | None = QuarantineStatus.OPEN,
         limit: int = 1000,
         *,
         after: int = 0,

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from oncebox.domain import NOTE_MAX, DeadLetter, Decision, LogEntry, Quarantined, Record
+from oncebox.surfaces.choices import ResolutionChoice
 from oncebox.surfaces.http.shapes import Hex, JsonObject, shaped
 
 # Request bodies take exactly the JSON types they declare: no 26059.0 for an integer,
@@ -82,7 +83,7 @@ class ResolveIn(BaseModel):
 
     model_config = STRICT
 
-    action: Literal["keep", "accept"] = Field(  # oncebox.domain.Resolution
+    action: ResolutionChoice = Field(
         description="keep the original, or accept the newcomer as the next revision."
     )
     note: str = Field(min_length=1, max_length=NOTE_MAX, description="Why; kept with it.")
