@@ -7,7 +7,7 @@ decides in them, and the surfaces show them (their HTTP models are generated fro
 from oncebox.domain.access import SessionRow, TokenRow
 from oncebox.domain.decision import Decision
 from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Kind, Signed
-from oncebox.domain.leases import LeaseState, SealerState
+from oncebox.domain.leases import SEALER, Fenced, LeaseState, Resource
 from oncebox.domain.listing import WHOLE, DeadLetterFilter, Preview
 from oncebox.domain.log import LogEntry, PendingEvent
 from oncebox.domain.records import (
@@ -41,6 +41,7 @@ __all__ = [
     "EXPIRED_LEASE",
     "LATE_REPLAY",
     "NOTE_MAX",
+    "SEALER",
     "STALE_TOKEN",
     "UNSTORED",
     "WHOLE",
@@ -53,6 +54,7 @@ __all__ = [
     "Doc",
     "Evicted",
     "Eviction",
+    "Fenced",
     "Inbox",
     "Instant",
     "JsonText",
@@ -69,8 +71,8 @@ __all__ = [
     "Quarantined",
     "Record",
     "Resolution",
+    "Resource",
     "Revision",
-    "SealerState",
     "SessionRow",
     "Signed",
     "Stored",

@@ -11,8 +11,8 @@ import json
 
 from oncebox.domain import NOTE_MAX, Quarantined, QuarantineStatus, Resolution
 from oncebox.engine import log
-from oncebox.engine.apply import Change
 from oncebox.engine.ingest import ActiveInbox
+from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, InvalidOperation, NotFound
 from oncebox.store.base import Tx
 
@@ -70,7 +70,13 @@ def resolve(
                 json.loads(record.fields or "{}"),
             )
             try:
-                inbox.apply(tx, change)
+                inbox.apply.apply(tx, [change])
+            except StepFailed as failed:
+                raise ApplyError(
+                    f"inbox {inbox.name}: apply step failed on accepting quarantine "
+                    f"{row.id}: {failed}",
+                    inbox=inbox.name,
+                ) from failed.cause
             except Exception as exc:
                 raise ApplyError(
                     f"inbox {inbox.name}: apply step failed on accepting quarantine "

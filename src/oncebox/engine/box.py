@@ -18,6 +18,7 @@ from oncebox.engine.leases import Lease
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.engine.replay import replay_state, replay_verdict, replayable
+from oncebox.engine.step import migrations_of
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
@@ -44,6 +45,8 @@ class Oncebox(Reads):
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
         codec, step = spec.check()
+        # The tables the step keeps, before anything can use them.
+        self.store.ensure_schema(step.name, migrations_of(step, self.store.dialect))
         with self.store.transaction() as tx:
             now = tx.now()
             known = {row.name: row for row in tx.inboxes()}

@@ -23,26 +23,33 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from oncebox.domain import (
     CONFLICT_REASON,
     LATE_REPLAY,
     UNSTORED,
     Decision,
+    Fenced,
     Letter,
     Newcomer,
     NewRecord,
     Stored,
     Verdict,
 )
-from oncebox.engine import crashpoints, leases, log, sealing
-from oncebox.engine.apply import BATCHED, Change
+from oncebox.engine import crashpoints, fence, leases, log, sealing
 from oncebox.engine.decision import classify, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
+from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, RetryTransaction
 from oncebox.formats import Invalid, Oversize
-from oncebox.store.base import Tx
+from oncebox.store.base import Deciding, Sealing, StepTx
+
+
+class DecisionTx(Deciding, Sealing, StepTx, Protocol):
+    """What deciding a batch takes of its transaction: the decision path's own port, the
+    log (its entries, sealed in the same transaction where the store allows) with the
+    fence, and what the inbox's apply step writes with."""
 
 
 class Outcome(NamedTuple):
@@ -143,7 +150,9 @@ class Walk:
             self.outcomes.append(Outcome(verdict, item, row, seen, CONFLICT_REASON))
 
 
-def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool) -> Decided:
+def decide_batch(
+    tx: DecisionTx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool
+) -> Decided:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
@@ -158,12 +167,12 @@ def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bo
     if inbox.row.fenced:
         # Every delivery is fenced, valid or not: a sender without the scope's current
         # lease stores nothing at all, not even a dead letter.
-        scopes = sorted({item.delivery.snapshot_id or "" for item in items})
-        current = tx.leases_for(inbox_id, scopes)
+        scopes = [item.delivery.snapshot_id or "" for item in items]
+        current = fence.leases(tx, Fenced.SCOPE, inbox_id, scopes)
         now = tx.now()  # read once the leases are held: a wait must not pass a stale time
         for index, item in enumerate(items):
             lease = current.get(item.delivery.snapshot_id or "")
-            refused = leases.fence(lease, item.delivery.lease_token, now)
+            refused = fence.refused(lease, item.delivery.lease_token, now)
             if refused is not None:
                 fenced[index] = refused
     else:
@@ -249,7 +258,7 @@ class Decided:
         )  # fmt: skip
 
 
-def _write(tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
+def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
     """Step 5: every write of the batch, one statement per kind."""
     inbox_id, name = inbox.row.id, inbox.name
     letter_ids = tx.dead_letter(inbox_id, walk.letters, now) if walk.letters else []
@@ -319,37 +328,32 @@ def _verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
     return dict(Counter((o.verdict.value, o.reason) for o in walk.outcomes))
 
 
-def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:
-    """The apply step for every new record, in the deciding transaction (I5)."""
-    batched = BATCHED.get(inbox.apply)
-    if batched is not None:
-        firsts = [
-            (r.id, _fields(walk.outcomes[i].item))
-            for r, i in zip(walk.records, walk.firsts, strict=True)
-        ]
-        try:
-            batched(tx, inbox.row.id, firsts)
-        except Exception as exc:
-            # A step over the whole batch cannot say which record it failed on (None):
-            # a single record's failure is exact, so a batch of one still names it.
-            raise ApplyError(
-                f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
-                index=walk.firsts[0] if len(walk.firsts) == 1 else None,
-                inbox=inbox.name,
-            ) from exc
-        return
-    for record, index in zip(walk.records, walk.firsts, strict=True):
-        fields = _fields(walk.outcomes[index].item)
-        change = Change(inbox.name, inbox.row.id, record.id, record.identity, 1, fields)
-        try:
-            inbox.apply(tx, change)
-        except Exception as exc:
-            raise ApplyError(
-                f"inbox {inbox.name}: apply step failed on delivery {index}: "
-                f"{type(exc).__name__}: {exc}",
-                index=index,
-                inbox=inbox.name,
-            ) from exc
+def _apply(tx: StepTx, inbox: ActiveInbox, walk: Walk) -> None:
+    """The apply step for every new record, in the deciding transaction (I5), the whole
+    batch at once. Any failure is an :class:`ApplyError` naming the delivery it failed
+    on, where the step could say (None otherwise: the caller halves the batch)."""
+    name, inbox_id = inbox.name, inbox.row.id
+    changes = [
+        Change(name, inbox_id, record.id, record.identity, 1, _fields(walk.outcomes[i].item))
+        for record, i in zip(walk.records, walk.firsts, strict=True)
+    ]
+    try:
+        inbox.apply.apply(tx, changes)
+    except StepFailed as failed:
+        index = walk.firsts[failed.index]
+        raise ApplyError(
+            f"inbox {name}: apply step failed on delivery {index}: {failed}",
+            index=index,
+            inbox=name,
+        ) from failed.cause
+    except Exception as exc:
+        # A step over the whole batch cannot say which record it failed on (None):
+        # a single record's failure is exact, so a batch of one still names it.
+        raise ApplyError(
+            f"inbox {name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
+            index=walk.firsts[0] if len(walk.firsts) == 1 else None,
+            inbox=name,
+        ) from exc
 
 
 def _fields(item: Prepared) -> Mapping[str, Any]:

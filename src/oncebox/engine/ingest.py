@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from oncebox.domain import Arrival, Decision, Inbox
-from oncebox.engine.apply import ApplyStep, FieldCheck, field_check
+from oncebox.engine.step import FieldCheck, Step, field_check
 from oncebox.formats import (
     Codec,
     Decoded,
@@ -38,7 +38,7 @@ class ActiveInbox:
 
     row: Inbox
     codec: Codec
-    apply: ApplyStep
+    apply: Step
 
     @property
     def name(self) -> str:

@@ -18,6 +18,7 @@ from oncebox.domain import (
     DeadLetter,
     DeadLetterFilter,
     Eviction,
+    Fenced,
     LeaseState,
     LogEntry,
     Preview,
@@ -31,6 +32,8 @@ from oncebox.engine import audit, log, tokens
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.inboxes import format_duration
 from oncebox.engine.ingest import ActiveInbox
+from oncebox.engine.steps import generation as work
+from oncebox.engine.steps import triage
 from oncebox.engine.views import listed, read_cut, shown, to_read
 from oncebox.errors import InvalidOperation, ReadTimedOut
 from oncebox.store.base import Store
@@ -66,7 +69,7 @@ class Reads(ABC):
 
     def leases(self, inbox: str) -> list[LeaseState]:
         with self.store.reading() as tx:
-            return tx.list_leases(self.inbox(inbox).row.id)
+            return tx.list_leases(Fenced.SCOPE, self.inbox(inbox).row.id)
 
     def verify(self, against: Checkpoint | None = None) -> log.Verification:
         return log.verify(self.store, against)
@@ -223,38 +226,7 @@ class Reads(ABC):
                 f"inbox {inbox} keeps no triage ledger (its apply step is {active.row.apply})"
             )
         with self.store.reading() as tx:
-            totals = tx.ledger_totals(active.row.id)
-            ranking = tx.ledger_ranking(active.row.id)
-            every = {(s, n): (h, a) for s, n, h, a in tx.ledger_arrivals(active.row.id)}
-        headcount = sum(h for _, _, h, _ in totals)
-        counted = sum(every.get((s, n), (h, c))[0] for s, n, h, c in totals)
-        return {
-            "headcount": headcount,
-            "cases": sum(c for _, _, _, c in totals),
-            "every_arrival_headcount": counted,
-            "suppressed_headcount": counted - headcount,
-            "totals": [
-                {
-                    "site": s,
-                    "need": n,
-                    "headcount": h,
-                    "cases": c,
-                    "every_arrival_headcount": every.get((s, n), (h, c))[0],
-                    "arrivals": every.get((s, n), (h, c))[1],
-                }
-                for s, n, h, c in totals
-            ],
-            "ranking": [
-                {
-                    "record_id": r.record_id,
-                    "site": r.site,
-                    "need": r.need,
-                    "headcount": r.headcount,
-                    "pri": r.pri,
-                }
-                for r in ranking
-            ],
-        }
+            return triage.view(tx, active.row.id)
 
     def work_keys(
         self,
@@ -269,8 +241,8 @@ class Reads(ABC):
         dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
         inbox_id = self.inbox(inbox).row.id
         with self.store.scanning() as tx:
-            rows = tx.list_work_keys(
-                inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
+            rows = work.page(
+                tx, inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
                 preview=to_read(preview),
             )  # fmt: skip
         return listed(rows, preview)
@@ -279,8 +251,7 @@ class Reads(ABC):
         """One work key, its document whole."""
         inbox_id = self.inbox(inbox).row.id
         with self.store.reading() as tx:
-            row = tx.work_key(inbox_id, key)
-        return row if row is not None else None
+            return work.get(tx, inbox_id, key)
 
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:
@@ -298,7 +269,7 @@ class Reads(ABC):
     def work_figures(self, inbox: str) -> dict[str, int]:
         active = self.inbox(inbox)
         with self.store.reading() as tx:
-            return tx.work_figures(active.row.id, tx.now())
+            return work.figures(tx, active.row.id, tx.now())
 
     def get_quarantine(self, quarantine_id: int) -> tuple[str, Quarantined] | None:
         """A quarantine row with its inbox's name."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from oncebox.domain import Evicted
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.store.base import Store, Tx
+from oncebox.store.base import Retaining, Store
 
 BATCH = 5_000
 
@@ -52,13 +52,13 @@ def evict(store: Store, inbox: ActiveInbox) -> EvictionPass:
 
 
 def _in_batches(
-    store: Store, inbox: str, kind: str, step: Callable[[Tx, float], list[Evicted]]
+    store: Store, inbox: str, kind: str, step: Callable[[Retaining, float], list[Evicted]]
 ) -> int:
     """Run ``step`` in its own transactions until a batch comes back short."""
     total = 0
     while True:
 
-        def batch(tx: Tx) -> list[Evicted]:
+        def batch(tx: Retaining) -> list[Evicted]:
             evicted = step(tx, tx.now())
             _log(tx, inbox, kind, evicted)
             return evicted
@@ -69,7 +69,7 @@ def _in_batches(
             return total
 
 
-def _log(tx: Tx, inbox: str, kind: str, evicted: list[Evicted]) -> None:
+def _log(tx: Retaining, inbox: str, kind: str, evicted: list[Evicted]) -> None:
     for item in evicted:
         log.event(
             tx,

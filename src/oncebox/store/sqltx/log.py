@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oncebox.domain import LogEntry, PendingEvent, Record, SealerState
+from oncebox.domain import LogEntry, PendingEvent, Record
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -38,14 +38,6 @@ class SealQueueSql(SqlBase):
 
     def drop_pending(self, event_ids: Sequence[int]) -> None:
         self._many("drop_pending", [(event_id,) for event_id in event_ids])
-
-    def lock_sealer(self) -> SealerState:
-        row = self._row("lock_sealer", (), SealerState)
-        assert row is not None  # the schema inserts the one row
-        return row
-
-    def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
-        self._run("set_sealer", (token, holder, expires_at))
 
     def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
         self._many("mark_sealed", seals)
