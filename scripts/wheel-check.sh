@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the wheel, install it into a fresh virtual environment (not the editable .venv),
 # and run the demo and one ingest from it: a file the package needs but does not ship
-# (its SQL, py.typed, the console's static files) fails here instead of for a user.
+# (its SQL, py.typed, the console's static files and templates) fails here instead of for
+# a user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d /tmp/oncebox-wheel-XXXXXX)"
@@ -17,4 +18,14 @@ out="$(printf '%s\n%s\n' "$frame" "$frame" | "$work/venv/bin/oncebox" --db "sqli
 echo "$out" | grep -q '"verdict": *"accepted"' || { echo "wheel-check: no accepted decision: $out" >&2; exit 1; }
 echo "$out" | grep -q '"verdict": *"duplicate"' || { echo "wheel-check: no duplicate decision: $out" >&2; exit 1; }
 "$work/venv/bin/python" -c 'import oncebox, importlib.resources as r; assert (r.files("oncebox") / "py.typed").is_file()'
+# The console's templates: each one there and compiling, and the sign-in page rendered.
+"$work/venv/bin/python" - <<'PY'
+from oncebox.surfaces.http.console.html import ENV, render
+names = ENV.list_templates()
+assert "base.html" in names and "quarantine.html" in names, names
+for name in names:
+    ENV.get_template(name)
+page = render("signin.html", None, "Sign in", nonce="n", refusal="<b>")
+assert 'name="signin" value="n"' in page and "&lt;b&gt;" in page, page
+PY
 echo "wheel-check: the installed wheel ran the demo and decided an ingest"

@@ -1,9 +1,9 @@
 """The operator console: server-rendered HTML pages at ``/console``.
 
-No rule lives here either: every page is one or two engine calls, rendered
-(:mod:`.pages`, on the primitives of :mod:`.html`); the routes (:mod:`.routes`) take the
-session and CSRF checks as dependencies (:mod:`.session`); the stylesheet is a static file
-(``static/console.css``).
+No rule lives here either: every page is one or two engine calls (:mod:`.pages` and
+its siblings) rendered by a Jinja2 template (``templates/``, through :mod:`.html`, which
+escapes every value); the routes (:mod:`.routes`) take the session and CSRF checks as
+dependencies (:mod:`.session`); the stylesheet is a static file (``static/console.css``).
 
 Sign-in and scopes. A person signs in with an API token that has the ``operator`` scope
 (which implies ``read``); the console shows and acts on the inboxes that token covers,
@@ -70,9 +70,6 @@ def _html_errors(app: FastAPI) -> None:
             title, text = "Not found", f"There is no console page at {path[:200]}."
         else:
             title, text = "Refused", f"{exc.status_code}: {exc.detail}"
-        body = (
-            f'<p class="notice bad">{html.e(text)}</p><p>{html.link(BASE, "To the overview")}</p>'
-        )
-        return html.page(title, body, who, exc.status_code)
+        return html.message(title, text, who, exc.status_code, back=True)
 
     app.add_exception_handler(HTTPException, answer)

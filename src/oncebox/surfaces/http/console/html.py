@@ -1,21 +1,27 @@
-"""The console's HTML primitives: escaping, the page frame, tables, notices.
+"""The console's HTML: one Jinja2 environment over the package's ``templates/``.
 
-Pages are plain HTML built with f-strings; every value that comes from the store, a
-delivery or a request passes through :func:`e` (:func:`html.escape`) before it reaches
-the page. Presentation is by class only (the stylesheet, ``static/console.css``): the
-Content-Security-Policy allows no inline style or script. One small script
-(``static/console.js``) shows times in the browser's own zone; without it every time
-reads in UTC, as served.
+Every page is a template that extends ``base.html`` (the header, the navigation and the
+frame); what repeats (tables, facts, times, codes, paging, the filters, the quarantine's
+side-by-side diff) is a macro in ``macros.html`` or a template of its own. The Python
+beside them only gathers what a page shows, as plain values: no markup is written in
+Python. The environment escapes every value a template prints (autoescape on for every
+template, whatever its name), so nothing from the store, a delivery or a request can
+reach the page as markup; and it fails on a name a template was not given
+(``StrictUndefined``), so a missing value breaks the tests rather than rendering blank.
+
+Presentation is by class only (``static/console.css``): the Content-Security-Policy
+allows no inline style or script. One small script (``static/console.js``) shows times
+in the browser's own zone; without it every time reads in UTC, as served.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from html import escape
 from typing import Any
 
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse
 
+from oncebox.domain import NOTE_MAX
 from oncebox.engine.sessions import Session
 from oncebox.surfaces.views import iso
 
@@ -40,14 +46,50 @@ HEADERS = {
 }
 
 
-def e(value: object) -> str:
-    """Escape anything for HTML text and (quoted) attribute values."""
-    return escape("" if value is None else str(value), quote=True)
+def _blank(value: Any) -> Any:
+    """What ``{{ value }}`` prints: nothing for None (never the word "None")."""
+    return "" if value is None else value
 
 
-def hidden(who: Session) -> str:
-    """The CSRF field of a form that changes something."""
-    return f'<input type="hidden" name="csrf" value="{e(who.csrf)}">'
+ENV = Environment(
+    loader=PackageLoader("oncebox.surfaces.http.console", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    undefined=StrictUndefined,
+    finalize=_blank,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    auto_reload=False,
+)
+ENV.globals.update(BASE=BASE, STATIC=STATIC, NAV=NAV, NOTE_MAX=NOTE_MAX)
+ENV.filters["iso"] = iso
+
+
+def render(template: str, who: Session | None, title: str, **values: Any) -> str:
+    """A whole page: ``template`` (which extends ``base.html``) with ``values``; the
+    header shows the navigation and sign-out when ``who`` is signed in. ``banner`` is
+    a notice above the page's own content (what a form just did), or None."""
+    values.setdefault("banner", None)
+    return ENV.get_template(template).render(who=who, title=title, **values)
+
+
+def respond(page: str, status: int = 200) -> HTMLResponse:
+    """A rendered page, sent with the console's security headers."""
+    return HTMLResponse(page, status_code=status, headers=HEADERS)
+
+
+def page(
+    template: str, who: Session | None, title: str, status: int = 200, **values: Any
+) -> HTMLResponse:
+    """:func:`render` and :func:`respond` at once, for the small pages."""
+    return respond(render(template, who, title, **values), status)
+
+
+def message(
+    title: str, text: str, who: Session | None, status: int, *, back: bool = False
+) -> HTMLResponse:
+    """A page that only says something went wrong (``back``: with a link to the
+    overview)."""
+    return page("message.html", who, title, status, text=text, back=back)
 
 
 def content_text(data: bytes | None, cut: bool = False) -> str:
@@ -61,85 +103,3 @@ def content_text(data: bytes | None, cut: bool = False) -> str:
         if cut and exc.reason == "unexpected end of data":
             return data[: exc.start].decode("utf-8")
         return "(binary) " + data.hex()
-
-
-def page(
-    title: str, body: str, who: Session | None, status: int = 200, banner: str = ""
-) -> HTMLResponse:
-    """A whole page: the header (with the navigation and sign-out when signed in)
-    and ``body``, HTML already; sent with the console's security headers."""
-    nav = ""
-    if who is not None:
-        items = "".join(
-            f'<a href="{BASE}{path}"{" aria-current=page" if title.startswith(name) else ""}>'
-            f"{e(name)}</a>"
-            for name, path in NAV
-        )
-        nav = (
-            f"<nav>{items}</nav>"
-            f'<form class="signout" method="post" action="{BASE}/signout">{hidden(who)}'
-            f'<span>signed in as <b class="nb">{e(who.token.name)}</b></span> '
-            f'<button type="submit">Sign out</button></form>'
-        )
-    html = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(title)} · oncebox console</title>"
-        f'<link rel="icon" href="{STATIC}/favicon.svg" type="image/svg+xml">'
-        f'<link rel="stylesheet" href="{STATIC}/console.css">'
-        f'<script src="{STATIC}/console.js" defer></script></head><body>'
-        f'<header><a class="brand" href="{BASE}">oncebox console</a>{nav}</header>'
-        f"<main><h1>{e(title)}</h1>{banner}{body}"
-        '<p class="zone">Times in <span data-zone>UTC</span>; UTC on hover.</p>'
-        "</main></body></html>"
-    )
-    return HTMLResponse(html, status_code=status, headers=HEADERS)
-
-
-def notice(text: str, kind: str = "ok") -> str:
-    return f'<p class="notice {e(kind)}" role="status">{e(text)}</p>'
-
-
-def table(head: Iterable[str], rows: Iterable[Iterable[str]], cls: str = "") -> str:
-    """A table that scrolls sideways inside its card on a narrow screen; ``rows``
-    cells are HTML already (escape before)."""
-    th = "".join(f"<th>{e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return (
-        f'<div class="scroll"><table class="{e(cls)}"><thead><tr>{th}</tr></thead>'
-        f"<tbody>{body}</tbody></table></div>"
-    )
-
-
-def when(seconds: float | None) -> str:
-    """A time: in UTC as served, in the browser's own zone once the script ran, with
-    UTC on hover either way; never broken across lines."""
-    if seconds is None:
-        return "-"
-    at = iso(seconds)
-    return f'<time datetime="{at}" title="{at} UTC">{at}</time>'
-
-
-def name(value: object) -> str:
-    """A name (a token's, an actor's), never broken at its hyphens ("-" for none)."""
-    return "-" if value is None or value == "" else f'<span class="nb">{e(value)}</span>'
-
-
-def code(value: object) -> str:
-    """A reason code, key or hash: monospace, never broken mid-word ("-" for none)."""
-    return "-" if value is None or value == "" else f"<code>{e(value)}</code>"
-
-
-def fields_table(fields: Mapping[str, Any], other: Mapping[str, Any] | None) -> str:
-    if not fields:
-        return ""
-    rows = []
-    for name, value in fields.items():
-        differs = other is not None and other.get(name) != value
-        mark = ' class="differs"' if differs else ""
-        rows.append(f"<tr{mark}><th>{e(name)}</th><td>{e(value)}</td></tr>")
-    return f'<table class="fields">{"".join(rows)}</table>'
-
-
-def link(href: str, text: object) -> str:
-    return f'<a href="{e(href)}">{e(text)}</a>'

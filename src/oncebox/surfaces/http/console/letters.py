@@ -18,8 +18,7 @@ from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters
-from oncebox.surfaces.http.console import html as h
-from oncebox.surfaces.http.console.html import BASE
+from oncebox.surfaces.http.console.html import BASE, content_text, render
 from oncebox.surfaces.views import iso, parse_when
 
 PAGE = 50
@@ -67,131 +66,84 @@ def _link(fields: dict[str, str], **changed: str) -> str:
     return f"{BASE}/dead-letters" + (f"?{urlencode(kept)}" if kept else "")
 
 
-def _form(ask: Asked, covered: list[str], reasons: list[str]) -> str:
-    f = ask.fields
-    options = '<option value="">every inbox</option>' + "".join(
-        f'<option value="{h.e(n)}"{" selected" if n == f["inbox"] else ""}>{h.e(n)}</option>'
-        for n in covered
-    )
-    known = "".join(f'<option value="{h.e(r)}"></option>' for r in reasons)
+@dataclass(frozen=True)
+class Row:
+    """A dead letter as its row shows it: its size, its head's first characters (and
+    where all of it is, when the listing cut it), and whether it can be replayed here."""
 
-    def text(name: str, label: str, hint: str, extra: str = "") -> str:
-        return (
-            f'<label><span>{label}</span><input name="{name}" value="{h.e(f[name])}" '
-            f'placeholder="{h.e(hint)}"{extra}></label>'
-        )
-
-    # Times typed without an offset are UTC; the script takes them in the browser's own
-    # zone instead, sending them with their offset (and shows sent ones in local time).
-    zone = "(<span data-zone>UTC</span>)"
-
-    return (
-        f'<form class="filters" method="get" action="{BASE}/dead-letters">'
-        f'<label><span>Inbox</span><select name="inbox">{options}</select></label>'
-        f"{text('reason', 'Reason', 'bad_checksum', ' list=reasons')}"
-        f"<datalist id=reasons>{known}</datalist>"
-        f"{text('since', f'Since {zone}', '2030-01-15T08:00', ' data-when')}"
-        f"{text('until', f'Until {zone}', '2030-01-16T08:00', ' data-when')}"
-        f"{text('search', 'Head contains', 'Kakuma1', f' maxlength={SEARCH_BYTES}')}"
-        f'<button type="submit">Filter</button> <a href="{BASE}/dead-letters">Clear</a></form>'
-    )
+    inbox: str
+    letter: DeadLetter
+    size: str
+    head: str
+    whole: str | None
+    cannot: str | None  # why it cannot be replayed at all
+    may_replay: bool
+    fenced: bool  # its inbox is lease-fenced: a replay takes a lease token
 
 
-def _replay(inbox: str, letter: DeadLetter, who: Session, fenced: bool) -> str:
-    done = ""
-    if letter.replayed_at is not None:
-        done = (
-            f'<p class="replayed">replayed {h.when(letter.replayed_at)} by '
-            f"{h.name(letter.replayed_by)}: {h.code(letter.replay_verdict)}</p>"
-        )
-    why = letters.unreplayable(letter)
-    if why is not None:
-        return f'{done}<p class="cannot">{h.e(why)}</p>'
-    if not who.token.allows(Scope.OPERATOR, inbox):
-        return done or "-"
-    token = (
-        '<input name="lease_token" inputmode="numeric" placeholder="lease token" size="10">'
-        if fenced
-        else ""
-    )
-    return (
-        f'{done}<form class="replay" method="post" action="{BASE}/dead-letters/{letter.id}/replay">'
-        f'{h.hidden(who)}<input name="note" maxlength="4096" placeholder="note" '
-        'title="what was fixed">'
-        f'{token}<button type="submit">Replay</button></form>'
-    )
-
-
-def _head(letter: DeadLetter) -> str:
-    """The head's first characters; all of it is a link away when the listing cut it."""
-    text = h.content_text(letter.head, "head" in letter.cut)
+def _row(inbox: str, letter: DeadLetter, who: Session, fenced: bool) -> Row:
+    text = content_text(letter.head, "head" in letter.cut)
     cut = "…" if len(text) > HEAD_SHOWN or "head" in letter.cut else ""
-    shown = f"<pre>{h.e(text[:HEAD_SHOWN])}{cut}</pre>"
-    if "head" not in letter.cut:
-        return shown
-    return f"{shown}{h.link(f'{BASE}/dead-letters/{letter.id}/head', 'all of the head')}"
+    whole = f"{BASE}/dead-letters/{letter.id}/head" if "head" in letter.cut else None
+    may = who.token.allows(Scope.OPERATOR, inbox)
+    why = letters.unreplayable(letter)
+    return Row(inbox, letter, _size(letter), text[:HEAD_SHOWN] + cut, whole, why, may, fenced)
 
 
 def _size(letter: DeadLetter) -> str:
     kept = letter.kept if letter.kept is not None else len(letter.head)
     if letter.length == kept:
-        return h.e(f"{letter.length:,}")
-    return h.e(f"{letter.length:,} (kept {kept:,})")
+        return f"{letter.length:,}"
+    return f"{letter.length:,} (kept {kept:,})"
 
 
-def page(box: Oncebox, who: Session, covered: list[str], ask: Asked) -> str:
-    reasons = sorted(
-        {k.split(":", 1)[1] for n in ask.inboxes for k in box.stats(n)["reasons"] if ":" in k}
-    )
-    form = _form(ask, covered, reasons)
-    if ask.problems:
-        return form + "".join(h.notice(p, "bad") for p in ask.problems)
+@dataclass(frozen=True)
+class Listing:
+    said: str  # what the page holds, in words
+    rows: list[Row]
+    paging: list[tuple[str | None, str, str]]  # href (None: a note), text, class
+
+
+def _listing(box: Oncebox, who: Session, ask: Asked) -> Listing:
     found = letters.page(box, ask.inboxes, ask.query, PAGE + 1)
     more, found = len(found) > PAGE, found[:PAGE]
     fenced = {n: box.inbox(n).row.fenced for n in ask.inboxes}
-    rows = [
-        [
-            h.e(letter.id),
-            h.e(name),
-            h.when(letter.received_at),
-            f"{h.code(letter.reason)}<br><small>{h.e(letter.detail)}</small>",
-            h.code(letter.key),
-            _size(letter),
-            _head(letter),
-            _replay(name, letter, who, fenced[name]),
-        ]
-        for name, letter in found
-    ]
-    paging = []
+    rows = [_row(name, letter, who, fenced[name]) for name, letter in found]
+    paging: list[tuple[str | None, str, str]] = []
     if ask.query.after:
-        paging.append(h.link(_link(ask.fields, after=""), "First page"))
+        paging.append((_link(ask.fields, after=""), "First page", ""))
     if more:
-        paging.append(h.link(_link(ask.fields, after=str(found[-1][1].id)), "Next page"))
+        paging.append((_link(ask.fields, after=str(found[-1][1].id)), "Next page", ""))
     if len(ask.inboxes) == 1:
         lines = {**ask.fields, "inbox": ask.inboxes[0], "after": ""}
         query = urlencode({k: v for k, v in lines.items() if v})
-        paging.append(
-            f'<a class="download" href="{BASE}/dead-letters.ndjson?{h.e(query)}">'
-            "Download NDJSON (oncebox ingest lines)</a>"
-        )
+        download = "Download NDJSON (oncebox ingest lines)"
+        paging.append((f"{BASE}/dead-letters.ndjson?{query}", download, "download"))
     else:
-        paging.append('<span class="muted">Choose one inbox to download its lines.</span>')
-    shown = (
+        paging.append((None, "Choose one inbox to download its lines.", "muted"))
+    said = (
         f"{len(found)} dead letter{'s' if len(found) != 1 else ''}, oldest first"
         + (f", ids {found[0][1].id} to {found[-1][1].id}" if found else "")
         + (f", received since {iso(ask.query.since)}" if ask.query.since else "")
     )
-    table = (
-        h.table(
-            ["id", "inbox", "received", "reason", "key", "bytes", "head", "replay"],
-            rows,
-            "dead-letters",
-        )
-        if rows
-        else '<p class="empty">No dead letters.</p>'
+    return Listing(said, rows, paging)
+
+
+def page(
+    box: Oncebox, who: Session, covered: list[str], ask: Asked, banner: str | None = None
+) -> str:
+    reasons = sorted(
+        {k.split(":", 1)[1] for n in ask.inboxes for k in box.stats(n)["reasons"] if ":" in k}
     )
-    nav = f'<p class="paging">{" · ".join(paging)}</p>'
-    return (
-        f'{form}<section class="card" id="letters"><p class="muted">{h.e(shown)}</p>'
-        f"{table}{nav}</section>"
+    return render(
+        "dead_letters.html",
+        who,
+        "Dead letters",
+        banner=banner,
+        asked=ask.fields,
+        covered=covered,
+        reasons=reasons,
+        search_bytes=SEARCH_BYTES,
+        problems=ask.problems,
+        listing=None if ask.problems else _listing(box, who, ask),
     )

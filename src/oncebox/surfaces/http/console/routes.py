@@ -14,11 +14,13 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
+from oncebox.domain import NOTE_MAX
 from oncebox.engine.sessions import SESSION_SECONDS
 from oncebox.engine.sessions import refusal as sign_in_refusal
 from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
+from oncebox.surfaces.choices import RESOLUTIONS
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console import letters, pages, quarantine, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
@@ -48,18 +50,9 @@ def _done(path: str) -> Response:
 
 
 # -- sign-in and sign-out ---------------------------------------------------------------------
-def signin_page(message: str = "", status: int = 200) -> Response:
+def signin_page(refusal: str | None = None, status: int = 200) -> Response:
     nonce = secrets.token_urlsafe(16)
-    body = (
-        f"{message}"
-        f'<form class="signin" method="post" action="{BASE}/signin">'
-        f'<input type="hidden" name="signin" value="{h.e(nonce)}">'
-        '<label>Operator token <input type="password" name="token" autocomplete="off" '
-        'required autofocus></label><button type="submit">Sign in</button></form>'
-        "<p>Create one with <code>oncebox token create NAME --inbox '*' "
-        "--scope operator</code>.</p>"
-    )
-    response = h.page("Sign in", body, None, status)
+    response = h.page("signin.html", None, "Sign in", status, nonce=nonce, refusal=refusal)
     response.set_cookie(
         SIGNIN_COOKIE, nonce, max_age=900, path=BASE, httponly=True, samesite="strict"
     )
@@ -79,14 +72,14 @@ async def signin(request: Request, svc: Served) -> Response:
     expected = request.cookies.get(SIGNIN_COOKIE, "")
     given = fields.get("signin", "")
     if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
-        return signin_page(h.notice("The sign-in form expired; try again.", "bad"), 403)
+        return signin_page("The sign-in form expired; try again.", 403)
     secret = fields.get("token", "").strip()
     token = await run_in_threadpool(svc.box.authenticate, secret) if secret else None
     if token is None:
-        return signin_page(h.notice("Unknown or revoked token.", "bad"), 401)
+        return signin_page("Unknown or revoked token.", 401)
     why = sign_in_refusal(token)
     if why is not None:
-        return signin_page(h.notice(f"Refused: {why}.", "bad"), 403)
+        return signin_page(f"Refused: {why}.", 403)
     previous = request.cookies.get(COOKIE)
     if previous:  # signing in again replaces the browser's session, not adds one
         await run_in_threadpool(svc.sessions.end, previous)
@@ -117,8 +110,8 @@ async def signout(request: Request, who: Current, svc: Served) -> Response:
 # -- pages ------------------------------------------------------------------------------------
 @router.get("")
 async def overview(request: Request, who: Viewer, svc: Served) -> Response:
-    body = await run_in_threadpool(pages.overview, svc.box, who, svc.chosen(who, request))
-    return h.page("Overview", body, who)
+    page = await run_in_threadpool(pages.overview, svc.box, who, svc.chosen(who, request))
+    return h.respond(page)
 
 
 @router.get("/triage")
@@ -126,7 +119,7 @@ async def triage_inboxes(who: Viewer, svc: Served) -> Response:
     names = svc.triage_inboxes(who)
     if len(names) == 1:
         return RedirectResponse(f"{BASE}/triage/{quote(names[0])}", status_code=303)
-    return h.page("Triage", triage.choose(names), who)
+    return h.page("triage_choose.html", who, "Triage", inboxes=names)
 
 
 @router.get("/triage/{inbox}.csv")
@@ -150,22 +143,21 @@ async def triage_page(inbox: str, who: Viewer, svc: Served) -> Response:
     if inbox not in svc.triage_inboxes(who):
         return refused(who, f"No triage inbox {inbox} in your inboxes.", 404)
     ledger = await run_in_threadpool(svc.box.triage, inbox)
-    return h.page(f"Triage · {inbox}", triage.page(inbox, ledger), who)
+    return h.respond(triage.page(who, inbox, ledger))
 
 
 @router.get("/quarantine")
 async def quarantine_page(request: Request, who: Viewer, svc: Served) -> Response:
-    banner = ""
+    banner = None
     done = request.query_params.get("resolved", "")
     if done.isdigit() and len(done) < 19:
         found = await run_in_threadpool(svc.box.get_quarantine, int(done))
         if found is not None and who.token.covers(found[0]):
             row = found[1]
-            banner = h.notice(
-                f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
-            )
-    body = await svc.readers.run(quarantine.page, svc.box, who, svc.chosen(who, request))
-    return h.page("Quarantine", body, who, banner=banner)
+            banner = f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
+    chosen = svc.chosen(who, request)
+    page = await svc.readers.run(quarantine.page, svc.box, who, chosen, banner)
+    return h.respond(page)
 
 
 @router.get("/quarantine/{quarantine_id}/{part}")
@@ -211,13 +203,13 @@ def _download(data: bytes, filename: str) -> Response:
 async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
     covered = svc.covered(who)
     ask = letters.asked(request.query_params, covered)
-    banner = ""
+    banner = None
     done = request.query_params.get("replayed", "")
     if done.isdigit() and len(done) < 19:
         found = await run_in_threadpool(svc.box.get_dead_letter, int(done))
         if found is not None and who.token.covers(found[0]):
             letter = found[1]
-            banner = h.notice(
+            banner = (
                 f"Dead letter #{letter.id} replayed by {letter.replayed_by or '-'}: "
                 f"{letter.replay_verdict}."
             )
@@ -228,13 +220,13 @@ async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
     except ProblemError as exc:
         return refused(who, exc.detail, 503, exc.headers)
     try:
-        body = await svc.readers.run(letters.page, svc.box, who, covered, ask)
+        page = await svc.readers.run(letters.page, svc.box, who, covered, ask, banner)
     except ReadTimedOut as exc:
         return refused(who, str(exc), 503, {"Retry-After": RETRY_AFTER})
     finally:
         if searching:
             svc.readers.give_search()
-    return h.page("Dead letters", body, who, banner=banner)
+    return h.respond(page)
 
 
 @router.get("/dead-letters.ndjson")
@@ -261,16 +253,15 @@ async def dead_letter_lines(request: Request, who: Viewer, svc: Served) -> Respo
 
 @router.get("/work")
 async def work(request: Request, who: Viewer, svc: Served) -> Response:
-    body = await run_in_threadpool(pages.work, svc.box, who, svc.chosen(who, request))
     by = request.query_params.get("retried", "")
-    banner = h.notice(f"Sent back from review by {who.token.name}.") if by else ""
-    return h.page("Work keys", body, who, banner=banner)
+    banner = f"Sent back from review by {who.token.name}." if by else None
+    chosen = svc.chosen(who, request)
+    return h.respond(await run_in_threadpool(pages.work, svc.box, who, chosen, banner))
 
 
 @router.get("/log")
 async def log(who: Viewer, svc: Served) -> Response:
-    body = await run_in_threadpool(pages.log, svc.box, who, svc.private_key, "")
-    return h.page("Log", body, who)
+    return h.respond(await run_in_threadpool(pages.log, svc.box, who, svc.private_key))
 
 
 # -- forms that act ---------------------------------------------------------------------------
@@ -283,8 +274,10 @@ async def resolve(quarantine_id: int, form: Actor, svc: Served) -> Response:
     if found is None or not who.token.covers(found[0]):
         return refused(who, f"No quarantine row {quarantine_id} in your inboxes.", 404)
     action, note = fields.get("action", ""), fields.get("note", "").strip()
-    if action not in ("keep", "accept") or not note or len(note) > 4096:
-        return refused(who, "Choose keep or accept and write a note (up to 4096 chars).", 422)
+    if action not in RESOLUTIONS or not note or len(note) > NOTE_MAX:
+        return refused(
+            who, f"Choose keep or accept and write a note (up to {NOTE_MAX:,} chars).", 422
+        )
     try:
         await run_in_threadpool(svc.box.resolve, quarantine_id, action, note, who.token.name)
     except OnceboxError as exc:
@@ -300,7 +293,9 @@ async def replay(letter_id: int, form: Actor, svc: Served) -> Response:
         found = await run_in_threadpool(svc.box.get_dead_letter, letter_id)
     if found is None or not who.token.allows(Scope.OPERATOR, found[0]):
         return refused(who, f"No dead letter {letter_id} in your inboxes.", 404)
-    note = fields.get("note", "").strip()[:4096] or None
+    note = fields.get("note", "").strip() or None
+    if note is not None and len(note) > NOTE_MAX:  # refused as the API refuses it, never cut
+        return refused(who, f"A note is at most {NOTE_MAX:,} characters.", 422)
     token = fields.get("lease_token", "").strip()
     if token and not (token.isdigit() and len(token) < 19):
         return refused(who, "A lease token is a whole number.", 422)
@@ -331,5 +326,5 @@ async def retry(form: Actor, svc: Served) -> Response:
 async def verify(form: Actor, svc: Served) -> Response:
     result = await run_in_threadpool(svc.box.verify)
     shown = pages.verification(result.to_dict())
-    body = await run_in_threadpool(pages.log, svc.box, form.who, svc.private_key, shown)
-    return h.page("Log", body, form.who)
+    page = await run_in_threadpool(pages.log, svc.box, form.who, svc.private_key, shown)
+    return h.respond(page)

@@ -156,7 +156,7 @@ def signed_out() -> Response:
 def refused(
     who: Session | None, detail: str, status: int = 403, headers: dict[str, str] | None = None
 ) -> Response:
-    page = h.page("Refused", f'<p class="notice bad">{h.e(detail)}</p>', who, status)
+    page = h.message("Refused", detail, who, status)
     page.headers.update(headers or {})
     return page
 
