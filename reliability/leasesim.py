@@ -48,7 +48,7 @@ from typing import Any
 import oncebox
 from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.domain import LeaseState
-from oncebox.engine import leases
+from oncebox.engine import fence
 
 INBOXES = ("feed", "feed2")  # two fenced inboxes: scopes of one never fence the other
 STALE = "stale_token"
@@ -635,7 +635,7 @@ def _fence_ignoring_expiry(lease: LeaseState | None, token: int | None, now: flo
     return _original_fence(lease, token, float("-inf"))
 
 
-_original_fence = leases.fence
+_original_fence = fence.refused
 BROKEN_FENCES: dict[str, Callable[[LeaseState | None, int | None, float], str | None]] = {
     "ignores supersession": _fence_ignoring_supersession,
     "ignores expiry": _fence_ignoring_expiry,
@@ -644,13 +644,13 @@ BROKEN_FENCES: dict[str, Callable[[LeaseState | None, int | None, float], str | 
 
 @contextlib.contextmanager
 def broken_fence(name: str) -> Iterator[None]:
-    """Swap the engine's fence for a broken one in this process (the engine looks it up
-    as ``leases.fence`` on every delivery), and put the real one back afterwards."""
-    leases.fence = BROKEN_FENCES[name]  # type: ignore[assignment]
+    """Swap the one fence's rule for a broken one in this process (the engine looks it
+    up as ``fence.refused`` on every delivery), and put the real one back afterwards."""
+    fence.refused = BROKEN_FENCES[name]  # type: ignore[assignment]
     try:
         yield
     finally:
-        leases.fence = _original_fence
+        fence.refused = _original_fence
 
 
 @dataclass
