@@ -8,13 +8,14 @@ replaces is kept; nothing is silent and nothing is lost.
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from oncebox.domain import NOTE_MAX, Quarantined, QuarantineStatus, Resolution
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, InvalidOperation, NotFound
-from oncebox.store.base import Tx
+from oncebox.store.base import Operating, StepTx
 
 
 def check_note(note: str | None, required: bool = False) -> None:
@@ -28,8 +29,13 @@ def check_note(note: str | None, required: bool = False) -> None:
         )
 
 
+class Resolving(Operating, StepTx, Protocol):
+    """What resolving a quarantined newcomer takes: the operators' port, and what the
+    inbox's apply step writes with (an accepted newcomer moves its effects)."""
+
+
 def resolve(
-    tx: Tx,
+    tx: Resolving,
     inbox: ActiveInbox,
     row: Quarantined,
     action: Resolution,

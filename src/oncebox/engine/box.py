@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
-from oncebox.domain import Decision, Quarantined, Resolution
-from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
-from oncebox.engine.adjudicate import check_note, resolve
+from oncebox.domain import Decision, Inbox, Quarantined, Resolution
+from oncebox.engine import leases, log, retention, sealing, tokens
+from oncebox.engine.adjudicate import Resolving, check_note, resolve
 from oncebox.engine.apply import apply_name
-from oncebox.engine.decide import Decided, decide_batch
+from oncebox.engine.decide import Decided, DecisionTx, decide_batch
 from oncebox.engine.decision import unapplied
+from oncebox.engine.durability import commit_sealed
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
@@ -22,7 +23,7 @@ from oncebox.engine.step import migrations_of
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
-from oncebox.store.base import Store, T, Tx
+from oncebox.store.base import Declaring, Operating, Store, T, Tx
 
 
 class Oncebox(Reads):
@@ -47,7 +48,8 @@ class Oncebox(Reads):
         codec, step = spec.check()
         # The tables the step keeps, before anything can use them.
         self.store.ensure_schema(step.name, migrations_of(step, self.store.dialect))
-        with self.store.transaction() as tx:
+
+        def record(tx: Declaring) -> Inbox:
             now = tx.now()
             known = {row.name: row for row in tx.inboxes()}
             old = known.get(spec.name)
@@ -90,8 +92,10 @@ class Oncebox(Reads):
                         "reason": spec.retention_override,
                     },
                 )
+            return row
+
+        row = self.write(record)
         self._inboxes[spec.name] = ActiveInbox(row, codec, step)
-        self._after_write()
 
     def inbox(self, name: str) -> ActiveInbox:
         try:
@@ -120,22 +124,12 @@ class Oncebox(Reads):
         active = self.inbox(inbox)
         codec, check = active.codec, active.check
         items = [prepare(codec, d, check) for d in deliveries]
-        # Where the backend lets one writer in at a time (SQLite), the log entries are
-        # appended in the deciding transaction itself: one transaction, one flush.
-        # Elsewhere the decision commits without a flush of its own and the seal's
-        # durable commit right after covers it: still one flush, and writers never
-        # queue for the log head (a seal with nothing to append writes a marker).
-        together = self.seal_inline and self.store.single_writer
-        decided = self.store.atomic(
-            lambda tx: decide_batch(tx, active, items, seal=together),
-            durable=together or not self.seal_inline,
+        decided, positions = commit_sealed(
+            self.store,
+            lambda tx, together: decide_batch(tx, active, items, seal=together),
+            self.seal_inline,
+            watched=True,
         )
-        crashpoints.reach(crashpoints.AFTER_COMMIT)
-        positions = None
-        if self.seal_inline and not together:
-            # Step 7: the records this batch accepted get their log entries.
-            positions = self._seal(durable_point=True)
-        crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed durably.
         decisions = decided.decisions(positions)
         alert(decisions)
@@ -198,25 +192,18 @@ class Oncebox(Reads):
         sealed = sealing.seal_now(self.store, durable_point=durable_point)
         return {p.record_id: e.seq for p, e in sealed if p.record_id}
 
-    def _after_write(self) -> None:
-        if self.seal_inline:
-            self.seal()
-
     def write(self, work: Callable[[Tx], T]) -> T:
-        """A write transaction and the seal of the log events it queued, with one flush
-        for both (as in :meth:`ingest_batch`): returns only once both are durable."""
-        if self.seal_inline and self.store.single_writer:
+        """A write transaction and the log events it queued, durable together with one
+        flush (:func:`~oncebox.engine.durability.commit_sealed`); returns only once both
+        are."""
 
-            def sealed(tx: Tx) -> T:
-                result = work(tx)
+        def sealed(tx: Tx, together: bool) -> T:
+            result = work(tx)
+            if together:
                 sealing.seal_queued(tx)
-                return result
+            return result
 
-            return self.store.atomic(sealed)
-        result = self.store.atomic(work, durable=not self.seal_inline)
-        if self.seal_inline:
-            self._seal(durable_point=True)
-        return result
+        return commit_sealed(self.store, sealed, self.seal_inline)[0]
 
     # -- leases --------------------------------------------------------------------------
     def lease(self, inbox: str, scope: str, ttl: float) -> Lease:
@@ -252,7 +239,7 @@ class Oncebox(Reads):
         except ValueError:
             raise InvalidOperation(f"resolve with keep or accept, not {action!r}") from None
 
-        def decide(tx: Tx) -> Quarantined:
+        def decide(tx: Resolving) -> Quarantined:
             row = tx.get_quarantine(quarantine_id, lock=True)
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
@@ -276,7 +263,7 @@ class Oncebox(Reads):
 
         check_note(note)
 
-        def decide(tx: Tx) -> Decided:
+        def decide(tx: Replaying) -> Decided:
             letter = tx.get_dead_letter(letter_id)
             if letter is None:
                 raise NotFound(f"no dead letter {letter_id}")
@@ -296,9 +283,7 @@ class Oncebox(Reads):
     def evict(self, inbox: str | None = None) -> list[retention.EvictionPass]:
         """Evict by age on the server clock: no caller's clock decides what is old."""
         targets = [self.inbox(inbox)] if inbox else self.inboxes
-        done = [retention.evict(self.store, active) for active in targets]
-        self._after_write()
-        return done
+        return [retention.evict(self.write, active) for active in targets]
 
     def reconciler(self, inbox: str, reader: Reader | None = None, **options: Any) -> Reconciler:
         """A reconciler worker for ``inbox``'s work keys (see :mod:`oncebox.engine.reconciler`)."""
@@ -343,6 +328,10 @@ class Oncebox(Reads):
             if active.row.id == inbox_id:
                 return active
         raise UnknownInbox(f"inbox id {inbox_id} is not declared in this process")
+
+
+class Replaying(DecisionTx, Operating, Protocol):
+    """What replaying a dead letter takes: deciding it again, and the operators' port."""
 
 
 def _delivery(delivery: Delivery | bytes | str, facts: dict[str, Any]) -> Delivery:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from oncebox.domain import Evicted
 from oncebox.engine import log
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.store.base import Retaining, Store
+from oncebox.store.base import Retaining
 
 BATCH = 5_000
 
@@ -28,14 +28,18 @@ class EvictionPass:
     tombstones: int
 
 
-def evict(store: Store, inbox: ActiveInbox) -> EvictionPass:
-    """Evict what is older than the inbox's windows, in bounded transactions."""
+Write = Callable[[Callable[[Retaining], list[Evicted]]], list[Evicted]]
+
+
+def evict(write: Write, inbox: ActiveInbox) -> EvictionPass:
+    """Evict what is older than the inbox's windows, in bounded transactions, each
+    written with its log entries (``write``: :meth:`oncebox.Oncebox.write`)."""
     row = inbox.row
     records = tombstones = 0
     if row.retention_seconds is not None:
         window = row.retention_seconds
         records = _in_batches(
-            store,
+            write,
             inbox.name,
             "record",
             lambda tx, at: tx.evict_records(row.id, at - window, at, BATCH),
@@ -43,7 +47,7 @@ def evict(store: Store, inbox: ActiveInbox) -> EvictionPass:
         if row.tombstone_seconds is not None:
             horizon = row.tombstone_seconds
             tombstones = _in_batches(
-                store,
+                write,
                 inbox.name,
                 "tombstone",
                 lambda tx, at: tx.drop_tombstones(row.id, at - horizon, at, BATCH),
@@ -52,7 +56,7 @@ def evict(store: Store, inbox: ActiveInbox) -> EvictionPass:
 
 
 def _in_batches(
-    store: Store, inbox: str, kind: str, step: Callable[[Retaining, float], list[Evicted]]
+    write: Write, inbox: str, kind: str, step: Callable[[Retaining, float], list[Evicted]]
 ) -> int:
     """Run ``step`` in its own transactions until a batch comes back short."""
     total = 0
@@ -63,7 +67,7 @@ def _in_batches(
             _log(tx, inbox, kind, evicted)
             return evicted
 
-        done = store.atomic(batch)
+        done = write(batch)
         total += len(done)
         if len(done) < BATCH:
             return total
