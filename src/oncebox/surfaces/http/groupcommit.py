@@ -29,8 +29,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from oncebox.domain import Decision
 from oncebox.engine.box import Oncebox
-from oncebox.engine.decision import Decision
 from oncebox.errors import ApplyError
 from oncebox.formats import Delivery
 from oncebox.surfaces.http.auth import Caller, in_turn

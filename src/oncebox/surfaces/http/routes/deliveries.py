@@ -36,7 +36,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from oncebox.engine.decision import UNSTORED, Decision, Verdict
+from oncebox.domain import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError
 from oncebox.formats import Delivery, Overflow, needs_key

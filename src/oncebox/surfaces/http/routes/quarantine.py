@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
+from oncebox.domain import QuarantineStatus
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces import listing
+from oncebox.surfaces.choices import StatusChoice, status_filter
 from oncebox.surfaces.http.access import InboxName, RowId, Served
 from oncebox.surfaces.http.auth import Authed, Caller, needs
 from oncebox.surfaces.http.listed import QuarantineListedOut
@@ -53,9 +55,9 @@ async def list_quarantine(
     who: Authed,
     svc: Served,
     status: Annotated[
-        Literal["open", "kept", "accepted", "all"],
+        StatusChoice,
         Query(description="Only rows with this resolution (all: every row)."),
-    ] = "open",
+    ] = QuarantineStatus.OPEN.value,
     after: After = 0,
     limit: Limit = 100,
 ) -> Response:
@@ -64,8 +66,7 @@ async def list_quarantine(
     shown cut to its first 1,024 bytes, with its length and SHA-256 (``cut`` names
     what is shown only in part); the whole row is ``GET /v1/quarantine/{id}``. The
     answer is written as it is read, a hundred rows at a time."""
-    chosen = None if status == "all" else status
-    pages = listing.quarantine_pages(svc.box, inbox, chosen, limit, after)
+    pages = listing.quarantine_pages(svc.box, inbox, status_filter(status), limit, after)
     chunks = listing.json_array(pages, encoder(QuarantineListedOut))
     return await svc.readers.stream(encoded(chunks), "application/json")
 
