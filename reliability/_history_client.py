@@ -449,6 +449,7 @@ def worker(args: argparse.Namespace) -> None:
     """Refresh listing work keys until the stop file appears and nothing is due."""
     import oncebox
     from oncebox.engine.reconciler import Backoff, ReadResult
+    from oncebox.engine.steps import generation
 
     history = History(Path(args.history))
     history.write(t="start", pid=os.getpid())
@@ -488,7 +489,7 @@ def worker(args: argparse.Namespace) -> None:
         )
         try:
             with box.store.reading() as tx:
-                row = tx.work_key(inbox_id, ticket.key)
+                row = generation.get(tx, inbox_id, ticket.key)
                 seen = row.generation if row else -1
             time.sleep(READ_SECONDS)  # a trusted reader's round trip
             document = {"read_at_generation": seen, "worker": args.name, "token": ticket.token}

@@ -57,9 +57,9 @@ from typing import Any, Protocol
 
 import oncebox
 from oncebox import Delivery, InboxSpec, Oncebox
+from oncebox.domain import Decision
 from oncebox.engine import crashpoints as engine_points
 from oncebox.engine.decide import Decided
-from oncebox.engine.decision import Decision
 from oncebox.engine.ingest import prepare
 from oncebox.formats import get_codec
 from oncebox.formats.ussd_h1 import make_frame

@@ -47,8 +47,8 @@ from typing import Any
 
 import oncebox
 from oncebox import Delivery, InboxSpec, ManualClock
-from oncebox.engine import leases
-from oncebox.store.base import LeaseRow
+from oncebox.domain import LeaseState
+from oncebox.engine import fence
 
 INBOXES = ("feed", "feed2")  # two fenced inboxes: scopes of one never fence the other
 STALE = "stale_token"
@@ -622,7 +622,7 @@ def _stored_identities(box: oncebox.Oncebox, inbox: str, bodies: set[str]) -> se
 
 # -- negative controls ------------------------------------------------------------------------
 def _fence_ignoring_supersession(
-    lease: LeaseRow | None, token: int | None, now: float
+    lease: LeaseState | None, token: int | None, now: float
 ) -> str | None:
     """Broken on purpose: any token passes while the scope's current lease runs."""
     if lease is None or lease.released_at is not None or token is None:
@@ -630,13 +630,13 @@ def _fence_ignoring_supersession(
     return EXPIRED if now > lease.expires_at else None
 
 
-def _fence_ignoring_expiry(lease: LeaseRow | None, token: int | None, now: float) -> str | None:
+def _fence_ignoring_expiry(lease: LeaseState | None, token: int | None, now: float) -> str | None:
     """Broken on purpose: the current token passes whatever the server clock says."""
     return _original_fence(lease, token, float("-inf"))
 
 
-_original_fence = leases.fence
-BROKEN_FENCES: dict[str, Callable[[LeaseRow | None, int | None, float], str | None]] = {
+_original_fence = fence.refused
+BROKEN_FENCES: dict[str, Callable[[LeaseState | None, int | None, float], str | None]] = {
     "ignores supersession": _fence_ignoring_supersession,
     "ignores expiry": _fence_ignoring_expiry,
 }
@@ -644,13 +644,13 @@ BROKEN_FENCES: dict[str, Callable[[LeaseRow | None, int | None, float], str | No
 
 @contextlib.contextmanager
 def broken_fence(name: str) -> Iterator[None]:
-    """Swap the engine's fence for a broken one in this process (the engine looks it up
-    as ``leases.fence`` on every delivery), and put the real one back afterwards."""
-    leases.fence = BROKEN_FENCES[name]  # type: ignore[assignment]
+    """Swap the one fence's rule for a broken one in this process (the engine looks it
+    up as ``fence.refused`` on every delivery), and put the real one back afterwards."""
+    fence.refused = BROKEN_FENCES[name]  # type: ignore[assignment]
     try:
         yield
     finally:
-        leases.fence = _original_fence
+        fence.refused = _original_fence
 
 
 @dataclass

@@ -20,7 +20,6 @@ import pytest
 import oncebox
 from conftest import BoxFactory
 from oncebox import ApplyError, ConfigError, Delivery, InboxSpec, Verdict
-from oncebox.engine import apply
 from serveproc import get, serving
 
 TRIAGE_FIELDS = {"site": "/site", "need": "/need", "headcount": "/headcount", "pri": "/pri"}
@@ -156,23 +155,27 @@ def test_a_store_error_inside_a_step_fails_that_delivery_alone(make_box: BoxFact
     assert not any(word in (again.detail or "") for word in STORE_WORDS)
 
 
-def test_a_batched_step_failure_is_found_by_halving(
-    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A built-in step takes a batch at once and cannot say which delivery failed: the
-    batch is halved until the one it fails on is alone, and only that one fails."""
-    batches: list[int] = []
+class Batched:
+    """A step that takes a batch at once, as the built-in ones do, and so cannot say
+    which delivery it failed on."""
 
-    def per_record(tx: Any, change: Any) -> None:
-        raise AssertionError("the batched form runs")
+    name = "batched"
 
-    def batched(tx: Any, inbox_id: int, records: Any) -> None:
-        batches.append(len(records))
-        if any(fields["site"] == "poison" for _, fields in records):
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def apply(self, tx: Any, changes: Any) -> None:
+        self.batches.append(len(changes))
+        if any(change.fields["site"] == "poison" for change in changes):
             raise RuntimeError("cannot take it")
 
-    monkeypatch.setitem(apply.BATCHED, per_record, batched)
-    spec = InboxSpec("cases", "json", apply=per_record, settings={"fields": TRIAGE_FIELDS})
+
+def test_a_batched_step_failure_is_found_by_halving(make_box: BoxFactory) -> None:
+    """A step that takes the batch at once cannot say which delivery failed: the batch
+    is halved until the one it fails on is alone, and only that one fails."""
+    step = Batched()
+    batches = step.batches
+    spec = InboxSpec("cases", "json", apply=step, settings={"fields": TRIAGE_FIELDS})
     box = make_box([spec])
     batch = [case(f"h{i}") for i in range(15)]
     batch.insert(11, case("p", site="poison"))

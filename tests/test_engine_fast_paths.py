@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oncebox.domain import Decision, Verdict
 from oncebox.engine import log, merkle
-from oncebox.engine.decision import Decision, Verdict, decision_of
+from oncebox.engine.decision import decision_of
 from oncebox.formats.cksum import cksum, cksum_bitwise
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.json_event import (

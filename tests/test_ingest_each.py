@@ -7,7 +7,7 @@ from typing import Any
 
 from conftest import BoxFactory
 from oncebox import ApplyError, Delivery, InboxSpec
-from oncebox.engine.apply import Change
+from oncebox.engine.step import Change
 from oncebox.formats.ussd_h1 import make_frame
 
 

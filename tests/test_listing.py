@@ -10,7 +10,7 @@ import pytest
 from conftest import BoxFactory
 from helpers import event, event_body
 from oncebox import ApplyError, Change, InboxSpec, Oncebox
-from oncebox.engine.apply import bump_generation
+from oncebox.engine.steps.generation import GENERATION
 from oncebox.store import Tx
 
 PRIMARY = ("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
@@ -102,7 +102,7 @@ def test_independent_keys_stay_independent(box: Oncebox) -> None:
 
 def test_failing_apply_step_rolls_back_record_and_work_together(make_box: BoxFactory) -> None:
     def bump_then_fail(tx: Tx, change: Change) -> None:
-        bump_generation(tx, change)
+        GENERATION.apply(tx, [change])
         raise RuntimeError("work store aborted")
 
     failing = make_box([InboxSpec("listing", codec="json-event", apply=bump_then_fail)])

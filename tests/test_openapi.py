@@ -24,7 +24,7 @@ import oncebox
 from conftest import INBOXES
 from httpserver import serving
 from oncebox import ManualClock, Oncebox
-from oncebox.engine.views import DeadLetter, Quarantined, Record, WorkItem
+from oncebox.domain import DeadLetter, Quarantined, Record, WorkItem
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.http.listed import (
     DeadLetterListedOut,

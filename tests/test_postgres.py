@@ -216,11 +216,11 @@ STUCK = """
     import sys, time
     import oncebox
     from oncebox import Delivery, InboxSpec
-    from oncebox.engine.apply import triage
+    from oncebox.engine.steps.triage import TRIAGE
     from oncebox.formats.ussd_h1 import make_frame
 
     def slow_triage(tx, change):
-        triage(tx, change)
+        TRIAGE.apply(tx, [change])
         print("inside", flush=True)
         time.sleep(120)                       # killed here, transaction open
 

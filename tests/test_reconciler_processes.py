@@ -27,6 +27,7 @@ WORKER = textwrap.dedent("""
     import oncebox
     from oncebox import InboxSpec
     from oncebox.engine.reconciler import Backoff, Outcome, ReadResult
+    from oncebox.engine.steps import generation as work
 
     url, stop_file, name, slow_first = sys.argv[1:5]
     box = oncebox.open(url, inboxes=[InboxSpec("listing", codec="json-event",
@@ -36,7 +37,7 @@ WORKER = textwrap.dedent("""
 
     def reader(key):
         with box.store.reading() as tx:
-            generation = tx.work_key(inbox_id, tuple(key)).generation
+            generation = work.get(tx, inbox_id, tuple(key)).generation
         if slow[0]:
             slow[0] = False
             print("reading", flush=True)

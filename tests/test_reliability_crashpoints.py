@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import oncebox
+from oncebox.engine.steps import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
@@ -105,7 +106,7 @@ def test_the_checks_see_loss_double_application_and_wrong_conflicts(tmp_path: Pa
         listing = next(it for it in items if it.work_key)
         assert listing.work_key is not None
         key, inbox_id = listing.work_key, box.inbox("listing").row.id
-        box.store.atomic(lambda tx: tx.bump_generations(inbox_id, [key]))
+        box.store.atomic(lambda tx: generation.bump(tx, inbox_id, [key]))
         harness._check_effects(box, items, twice, final=True)
         assert twice.applied_twice == 1
 

@@ -31,7 +31,7 @@ import oncebox
 from conftest import INBOXES
 from httpserver import serving
 from oncebox import Delivery, ManualClock, Verdict
-from oncebox.engine.decision import UNSTORED
+from oncebox.domain import UNSTORED
 from oncebox.formats import Invalid, codec_names, get_codec, identify
 from oncebox.formats.canonical import canonical, canonical_json
 from oncebox.formats.feed import MAX_BYTES as FEED_MAX

@@ -14,7 +14,7 @@ import pytest
 
 import oncebox
 from oncebox import Delivery, InboxSpec, ManualClock
-from oncebox.engine import leases
+from oncebox.engine import fence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 import leasesim
@@ -85,7 +85,7 @@ def test_negative_controls_fail_as_they_must() -> None:
     assert found.broken["ignores supersession"].stale_accepted > 0
     assert found.broken["ignores expiry"].expired_accepted > 0
     assert found.broken["ignores supersession"].in_batches > 0  # caught in batches too
-    assert leases.fence is leasesim._original_fence  # put back afterwards
+    assert fence.refused is leasesim._original_fence  # put back afterwards
 
 
 def test_an_older_token_is_refused_and_a_doctored_acceptance_is_flagged() -> None:

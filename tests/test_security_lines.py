@@ -27,7 +27,7 @@ from conftest import INBOXES, BoxFactory
 from helpers import event_body
 from httpserver import serving
 from oncebox import Delivery, InboxSpec, Oncebox
-from oncebox.engine.decision import Decision, Verdict
+from oncebox.domain import Decision, Verdict
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.consume import StreamConsumer, delivery_from_entry
 from oncebox.surfaces.http import create_app

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from oncebox.engine.apply import Change
+from oncebox.domain import Decision, Verdict
 from oncebox.engine.box import Oncebox
 from oncebox.engine.checkpoint import Checkpoint, ProofError
 from oncebox.engine.clock import ManualClock
 from oncebox.engine.config import DEFAULT_INBOXES, load_config
-from oncebox.engine.decision import Decision, Verdict
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.leases import Lease
+from oncebox.engine.step import Change, Step
 from oncebox.errors import (
     ApplyError,
     ConfigError,
@@ -86,6 +86,7 @@ __all__ = [
     "Overflow",
     "Oversize",
     "ProofError",
+    "Step",
     "StorageError",
     "StorageUnavailable",
     "UnknownInbox",

@@ -8,42 +8,53 @@ replaces is kept; nothing is silent and nothing is lost.
 from __future__ import annotations
 
 import json
-from enum import StrEnum
+from typing import Protocol
 
+from oncebox.domain import NOTE_MAX, Quarantined, QuarantineStatus, Resolution
 from oncebox.engine import log
-from oncebox.engine.apply import Change
 from oncebox.engine.ingest import ActiveInbox
+from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, InvalidOperation, NotFound
-from oncebox.store.base import QuarantineRow, Tx
+from oncebox.store.base import Operating, StepTx
 
 
-class Resolution(StrEnum):
-    KEEP = "keep"
-    ACCEPT = "accept"
+def check_note(note: str | None, required: bool = False) -> None:
+    """An operator's note: at most :data:`~oncebox.domain.NOTE_MAX` characters, and
+    not blank where one is required (a resolution must say why)."""
+    if required and not (note or "").strip():
+        raise InvalidOperation("a resolution needs a note saying why")
+    if note is not None and len(note) > NOTE_MAX:
+        raise InvalidOperation(
+            f"a note is at most {NOTE_MAX:,} characters; this one has {len(note):,}"
+        )
+
+
+class Resolving(Operating, StepTx, Protocol):
+    """What resolving a quarantined newcomer takes: the operators' port, and what the
+    inbox's apply step writes with (an accepted newcomer moves its effects)."""
 
 
 def resolve(
-    tx: Tx,
+    tx: Resolving,
     inbox: ActiveInbox,
-    row: QuarantineRow,
+    row: Quarantined,
     action: Resolution,
     note: str,
     now: float,
     actor: str | None = None,
-) -> QuarantineRow:
+) -> Quarantined:
     """Resolve a quarantine row that ``tx`` read with ``lock=True``.
 
     The row lock makes a second operator wait and then see the row closed; the identity
     lock keeps a concurrent resend of the same identity from deciding against a record
     that is being revised.
     """
-    if not note.strip():
-        raise InvalidOperation("a resolution needs a note saying why")
-    if row.status != "open":
+    check_note(note, required=True)
+    if row.status != QuarantineStatus.OPEN:
         raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
     tx.lock_identities(inbox.row.id, [row.ident], exclusive=True)
     if action is Resolution.KEEP:
-        tx.close_quarantine(row.id, "kept", note, now, actor)
+        tx.close_quarantine(row.id, action.status, note, now, actor)
     else:
         stored = tx.find_records(inbox.row.id, [row.ident]).get(row.ident)
         record = tx.get_record(stored.id) if stored is not None else None
@@ -53,6 +64,7 @@ def resolve(
                 f"there is nothing to revise; keep it instead"
             )
         if record.witness != row.witness:
+            assert row.fields is not None  # read whole, under its lock
             revision = tx.revise_record(record, row.witness, row.content, row.fields, now, note)
             change = Change(
                 inbox.name,
@@ -64,14 +76,20 @@ def resolve(
                 json.loads(record.fields or "{}"),
             )
             try:
-                inbox.apply(tx, change)
+                inbox.apply.apply(tx, [change])
+            except StepFailed as failed:
+                raise ApplyError(
+                    f"inbox {inbox.name}: apply step failed on accepting quarantine "
+                    f"{row.id}: {failed}",
+                    inbox=inbox.name,
+                ) from failed.cause
             except Exception as exc:
                 raise ApplyError(
                     f"inbox {inbox.name}: apply step failed on accepting quarantine "
                     f"{row.id}: {exc}",
                     inbox=inbox.name,
                 ) from exc
-        tx.close_quarantine(row.id, "accepted", note, now, actor)
+        tx.close_quarantine(row.id, action.status, note, now, actor)
     log.event(
         tx,
         "resolve",

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
-from oncebox.engine import crashpoints, leases, log, retention, sealing, tokens
-from oncebox.engine.adjudicate import Resolution, resolve
+from oncebox.domain import Decision, Inbox, Quarantined, Resolution
+from oncebox.engine import leases, log, retention, sealing, tokens
+from oncebox.engine.adjudicate import Resolving, check_note, resolve
 from oncebox.engine.apply import apply_name
-from oncebox.engine.decide import Decided, decide_batch
-from oncebox.engine.decision import Decision, unapplied
+from oncebox.engine.decide import Decided, DecisionTx, decide_batch
+from oncebox.engine.decision import unapplied
+from oncebox.engine.durability import commit_sealed
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.engine.replay import replay_state, replay_verdict, replayable
-from oncebox.engine.views import Quarantined, view
+from oncebox.engine.step import migrations_of
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
-from oncebox.store.base import Store, T, Tx
+from oncebox.store.base import Declaring, Operating, Store, T, Tx
 
 
 class Oncebox(Reads):
@@ -44,7 +46,10 @@ class Oncebox(Reads):
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
         codec, step = spec.check()
-        with self.store.transaction() as tx:
+        # The tables the step keeps, before anything can use them.
+        self.store.ensure_schema(step.name, migrations_of(step, self.store.dialect))
+
+        def record(tx: Declaring) -> Inbox:
             now = tx.now()
             known = {row.name: row for row in tx.inboxes()}
             old = known.get(spec.name)
@@ -87,8 +92,10 @@ class Oncebox(Reads):
                         "reason": spec.retention_override,
                     },
                 )
+            return row
+
+        row = self.write(record)
         self._inboxes[spec.name] = ActiveInbox(row, codec, step)
-        self._after_write()
 
     def inbox(self, name: str) -> ActiveInbox:
         try:
@@ -117,22 +124,12 @@ class Oncebox(Reads):
         active = self.inbox(inbox)
         codec, check = active.codec, active.check
         items = [prepare(codec, d, check) for d in deliveries]
-        # Where the backend lets one writer in at a time (SQLite), the log entries are
-        # appended in the deciding transaction itself: one transaction, one flush.
-        # Elsewhere the decision commits without a flush of its own and the seal's
-        # durable commit right after covers it: still one flush, and writers never
-        # queue for the log head (a seal with nothing to append writes a marker).
-        together = self.seal_inline and self.store.single_writer
-        decided = self.store.atomic(
-            lambda tx: decide_batch(tx, active, items, seal=together),
-            durable=together or not self.seal_inline,
+        decided, positions = commit_sealed(
+            self.store,
+            lambda tx, together: decide_batch(tx, active, items, seal=together),
+            self.seal_inline,
+            watched=True,
         )
-        crashpoints.reach(crashpoints.AFTER_COMMIT)
-        positions = None
-        if self.seal_inline and not together:
-            # Step 7: the records this batch accepted get their log entries.
-            positions = self._seal(durable_point=True)
-        crashpoints.reach(crashpoints.AFTER_SEAL)
         # Only now has everything the decisions wrote committed durably.
         decisions = decided.decisions(positions)
         alert(decisions)
@@ -195,25 +192,18 @@ class Oncebox(Reads):
         sealed = sealing.seal_now(self.store, durable_point=durable_point)
         return {p.record_id: e.seq for p, e in sealed if p.record_id}
 
-    def _after_write(self) -> None:
-        if self.seal_inline:
-            self.seal()
-
     def write(self, work: Callable[[Tx], T]) -> T:
-        """A write transaction and the seal of the log events it queued, with one flush
-        for both (as in :meth:`ingest_batch`): returns only once both are durable."""
-        if self.seal_inline and self.store.single_writer:
+        """A write transaction and the log events it queued, durable together with one
+        flush (:func:`~oncebox.engine.durability.commit_sealed`); returns only once both
+        are."""
 
-            def sealed(tx: Tx) -> T:
-                result = work(tx)
+        def sealed(tx: Tx, together: bool) -> T:
+            result = work(tx)
+            if together:
                 sealing.seal_queued(tx)
-                return result
+            return result
 
-            return self.store.atomic(sealed)
-        result = self.store.atomic(work, durable=not self.seal_inline)
-        if self.seal_inline:
-            self._seal(durable_point=True)
-        return result
+        return commit_sealed(self.store, sealed, self.seal_inline)[0]
 
     # -- leases --------------------------------------------------------------------------
     def lease(self, inbox: str, scope: str, ttl: float) -> Lease:
@@ -249,12 +239,12 @@ class Oncebox(Reads):
         except ValueError:
             raise InvalidOperation(f"resolve with keep or accept, not {action!r}") from None
 
-        def decide(tx: Tx) -> Quarantined:
+        def decide(tx: Resolving) -> Quarantined:
             row = tx.get_quarantine(quarantine_id, lock=True)
             if row is None:
                 raise NotFound(f"no quarantine row {quarantine_id}")
             closed = resolve(tx, self._by_id(row.inbox_id), row, chosen, note, tx.now(), actor)
-            return view(Quarantined, closed)
+            return closed
 
         return self.write(decide)
 
@@ -271,7 +261,9 @@ class Oncebox(Reads):
         whole can be; ``lease_token`` is for a fenced inbox's (dead letters keep no
         token)."""
 
-        def decide(tx: Tx) -> Decided:
+        check_note(note)
+
+        def decide(tx: Replaying) -> Decided:
             letter = tx.get_dead_letter(letter_id)
             if letter is None:
                 raise NotFound(f"no dead letter {letter_id}")
@@ -288,12 +280,10 @@ class Oncebox(Reads):
         alert(decisions)
         return decisions[0]
 
-    def evict(self, inbox: str | None = None) -> list[retention.Eviction]:
+    def evict(self, inbox: str | None = None) -> list[retention.EvictionPass]:
         """Evict by age on the server clock: no caller's clock decides what is old."""
         targets = [self.inbox(inbox)] if inbox else self.inboxes
-        done = [retention.evict(self.store, active) for active in targets]
-        self._after_write()
-        return done
+        return [retention.evict(self.write, active) for active in targets]
 
     def reconciler(self, inbox: str, reader: Reader | None = None, **options: Any) -> Reconciler:
         """A reconciler worker for ``inbox``'s work keys (see :mod:`oncebox.engine.reconciler`)."""
@@ -338,6 +328,10 @@ class Oncebox(Reads):
             if active.row.id == inbox_id:
                 return active
         raise UnknownInbox(f"inbox id {inbox_id} is not declared in this process")
+
+
+class Replaying(DecisionTx, Operating, Protocol):
+    """What replaying a dead letter takes: deciding it again, and the operators' port."""
 
 
 def _delivery(delivery: Delivery | bytes | str, facts: dict[str, Any]) -> Delivery:

@@ -23,28 +23,52 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from oncebox.engine import crashpoints, leases, log, sealing
-from oncebox.engine.apply import BATCHED, Change
-from oncebox.engine.decision import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict, decision_of
+from oncebox.domain import (
+    CONFLICT_REASON,
+    LATE_REPLAY,
+    UNSTORED,
+    Decision,
+    Fenced,
+    Letter,
+    Newcomer,
+    NewRecord,
+    Stored,
+    Verdict,
+)
+from oncebox.engine import crashpoints, fence, leases, log, sealing
+from oncebox.engine.decision import classify, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
+from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, RetryTransaction
 from oncebox.formats import Invalid, Oversize
-from oncebox.store.base import Letter, Newcomer, NewRecord, Stored, Tx
+from oncebox.store.base import Deciding, Sealing, StepTx
+
+
+class DecisionTx(Deciding, Sealing, StepTx, Protocol):
+    """What deciding a batch takes of its transaction: the decision path's own port, the
+    log (its entries, sealed in the same transaction where the store allows) with the
+    fence, and what the inbox's apply step writes with."""
 
 
 class Outcome(NamedTuple):
     """One delivery's verdict before anything is written: ``row`` indexes the walk's
-    records, newcomers or letters (by ``kind``); ``seen`` is the record it was decided
-    against (stored, or accepted earlier in the batch)."""
+    records, newcomers or letters (by verdict: accepted, conflict, rejected and stored);
+    ``seen`` is the record it was decided against (stored, or accepted earlier in the
+    batch); ``reason`` is the decision's (a late replay's, a refusal's)."""
 
-    kind: str  # accept | duplicate | late | conflict | reject | fenced
+    verdict: Verdict
     item: Prepared
     row: int = -1
     seen: Stored | None = None
     reason: str = ""
     detail: str = ""
+
+    @property
+    def fenced(self) -> bool:
+        """Refused by the fence: nothing of it stored."""
+        return self.verdict is Verdict.REJECTED and self.reason in UNSTORED
 
 
 class Walk:
@@ -81,16 +105,19 @@ class Walk:
                 arrival(delivery),
             )
         )
-        self.outcomes.append(Outcome("reject", item, len(self.letters) - 1))
+        self.outcomes.append(
+            Outcome(Verdict.REJECTED, item, len(self.letters) - 1, reason=invalid.reason)
+        )
 
     def fence(self, item: Prepared, reason: str, detail: str) -> None:
-        self.outcomes.append(Outcome("fenced", item, reason=reason, detail=detail))
+        self.outcomes.append(Outcome(Verdict.REJECTED, item, reason=reason, detail=detail))
 
     def decide(self, index: int, item: Prepared, now: float) -> None:
         ident, witness, decoded, identity = item.ident, item.witness, item.decoded, item.identity
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
         seen = self.seen.get(ident)
+        verdict = classify(None if seen is None else seen.witness, witness)
         if seen is None:
             record_id = next(self._ids)
             self.records.append(
@@ -99,16 +126,16 @@ class Walk:
             )  # fmt: skip
             self.firsts.append(index)
             self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
-            self.outcomes.append(Outcome("accept", item, len(self.records) - 1))
-        elif seen.witness == witness and seen.evicted_at is not None:
+            self.outcomes.append(Outcome(verdict, item, len(self.records) - 1))
+        elif verdict is Verdict.DUPLICATE and seen.evicted_at is not None:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             count, most = self.late.get(seen.id, (0, 0.0))
             self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
-            self.outcomes.append(Outcome("late", item, seen=seen))
-        elif seen.witness == witness:
+            self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
+        elif verdict is Verdict.DUPLICATE:
             self.repeats[seen.id] += 1
-            self.outcomes.append(Outcome("duplicate", item, seen=seen))
+            self.outcomes.append(Outcome(verdict, item, seen=seen))
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they
             # are; the newcomer is kept for an operator, never merged and never dropped.
@@ -120,10 +147,12 @@ class Walk:
                 )  # fmt: skip
             newcomer = self.newcomers[row]
             self.newcomers[row] = newcomer._replace(times=newcomer.times + 1)
-            self.outcomes.append(Outcome("conflict", item, row, seen))
+            self.outcomes.append(Outcome(verdict, item, row, seen, CONFLICT_REASON))
 
 
-def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool) -> Decided:
+def decide_batch(
+    tx: DecisionTx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool
+) -> Decided:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
@@ -138,12 +167,12 @@ def decide_batch(tx: Tx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bo
     if inbox.row.fenced:
         # Every delivery is fenced, valid or not: a sender without the scope's current
         # lease stores nothing at all, not even a dead letter.
-        scopes = sorted({item.delivery.snapshot_id or "" for item in items})
-        current = tx.leases_for(inbox_id, scopes)
+        scopes = [item.delivery.snapshot_id or "" for item in items]
+        current = fence.leases(tx, Fenced.SCOPE, inbox_id, scopes)
         now = tx.now()  # read once the leases are held: a wait must not pass a stale time
         for index, item in enumerate(items):
             lease = current.get(item.delivery.snapshot_id or "")
-            refused = leases.fence(lease, item.delivery.lease_token, now)
+            refused = fence.refused(lease, item.delivery.lease_token, now)
             if refused is not None:
                 fenced[index] = refused
     else:
@@ -189,21 +218,21 @@ class Decided:
         return [self._decision(i, o, sealed) for i, o in enumerate(self.walk.outcomes)]
 
     def _decision(self, index: int, outcome: Outcome, sealed: Mapping[int, int]) -> Decision:
-        name, kind, item = self.inbox, outcome.kind, outcome.item
-        if kind == "reject":
-            letter = self.walk.letters[outcome.row]
-            return decision_of(
-                name, Verdict.REJECTED, True, reason=letter.reason, detail=letter.detail,
-                identity=letter.key, dead_letter_id=self.letter_ids[outcome.row],
-            )  # fmt: skip
-        if kind == "fenced":
+        name, verdict, item = self.inbox, outcome.verdict, outcome.item
+        if outcome.fenced:
             # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
             return decision_of(
-                name, Verdict.REJECTED, False, reason=outcome.reason, detail=outcome.detail
+                name, verdict, False, reason=outcome.reason, detail=outcome.detail
             )
+        if verdict is Verdict.REJECTED:
+            letter = self.walk.letters[outcome.row]
+            return decision_of(
+                name, verdict, True, reason=letter.reason, detail=letter.detail,
+                identity=letter.key, dead_letter_id=self.letter_ids[outcome.row],
+            )  # fmt: skip
         assert item.identity is not None
         facts = {"identity": item.identity.identity, "witness": item.identity.witness}
-        if kind == "accept":
+        if verdict is Verdict.ACCEPTED:
             record_id = self.walk.records[outcome.row].id
             return decision_of(
                 name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
@@ -216,13 +245,12 @@ class Decided:
             "revision": seen.revision,
             "log_position": seen.log_seq if seen.log_seq is not None else sealed.get(seen.id),
         }
-        if kind == "duplicate":
-            return decision_of(name, Verdict.DUPLICATE, True, **against, **facts)
-        if kind == "late":
+        if verdict is Verdict.DUPLICATE and outcome.reason == LATE_REPLAY:
             return decision_of(
-                name, Verdict.DUPLICATE, True, reason=LATE_REPLAY, late_replay=True,
-                **against, **facts,
-            )  # fmt: skip
+                name, verdict, True, reason=LATE_REPLAY, late_replay=True, **against, **facts
+            )
+        if verdict is Verdict.DUPLICATE:
+            return decision_of(name, verdict, True, **against, **facts)
         return decision_of(
             name, Verdict.CONFLICT, True, reason=CONFLICT_REASON,
             quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
@@ -230,7 +258,7 @@ class Decided:
         )  # fmt: skip
 
 
-def _write(tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
+def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
     """Step 5: every write of the batch, one statement per kind."""
     inbox_id, name = inbox.row.id, inbox.name
     letter_ids = tx.dead_letter(inbox_id, walk.letters, now) if walk.letters else []
@@ -243,14 +271,18 @@ def _write(tx: Tx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> De
     opened: set[int] = set()
     first_rows: set[int] = set()
     for index, outcome in enumerate(walk.outcomes):
-        if outcome.kind == "accept":
+        if outcome.verdict is Verdict.ACCEPTED:
             record = walk.records[outcome.row]
             state = log.record_state_text(
                 name, record.id, record.identity, record.witness.hex(), 1,
                 record.arrival.snapshot_id,
             )  # fmt: skip
             events.append(("accept", state, record.id))
-        elif outcome.kind == "conflict" and kept[outcome.row][1] and outcome.row not in first_rows:
+        elif (
+            outcome.verdict is Verdict.CONFLICT
+            and kept[outcome.row][1]
+            and outcome.row not in first_rows
+        ):
             first_rows.add(outcome.row)
             opened.add(index)
             events.append(("quarantine", _quarantine_state(name, walk, outcome, kept), None))
@@ -291,58 +323,37 @@ def _quarantine_state(
     )
 
 
-_VERDICT = {
-    "accept": ("accepted", ""),
-    "duplicate": ("duplicate", ""),
-    "late": ("duplicate", LATE_REPLAY),
-    "conflict": ("conflict", CONFLICT_REASON),
-}
-
-
 def _verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
     """(verdict, reason) -> how many, for the per-hour counters."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for outcome in walk.outcomes:
-        if outcome.kind == "reject":
-            counts[("rejected", walk.letters[outcome.row].reason)] += 1
-        elif outcome.kind == "fenced":
-            counts[("rejected", outcome.reason)] += 1
-        else:
-            counts[_VERDICT[outcome.kind]] += 1
-    return dict(counts)
+    return dict(Counter((o.verdict.value, o.reason) for o in walk.outcomes))
 
 
-def _apply(tx: Tx, inbox: ActiveInbox, walk: Walk) -> None:
-    """The apply step for every new record, in the deciding transaction (I5)."""
-    batched = BATCHED.get(inbox.apply)
-    if batched is not None:
-        firsts = [
-            (r.id, _fields(walk.outcomes[i].item))
-            for r, i in zip(walk.records, walk.firsts, strict=True)
-        ]
-        try:
-            batched(tx, inbox.row.id, firsts)
-        except Exception as exc:
-            # A step over the whole batch cannot say which record it failed on (None):
-            # a single record's failure is exact, so a batch of one still names it.
-            raise ApplyError(
-                f"inbox {inbox.name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
-                index=walk.firsts[0] if len(walk.firsts) == 1 else None,
-                inbox=inbox.name,
-            ) from exc
-        return
-    for record, index in zip(walk.records, walk.firsts, strict=True):
-        fields = _fields(walk.outcomes[index].item)
-        change = Change(inbox.name, inbox.row.id, record.id, record.identity, 1, fields)
-        try:
-            inbox.apply(tx, change)
-        except Exception as exc:
-            raise ApplyError(
-                f"inbox {inbox.name}: apply step failed on delivery {index}: "
-                f"{type(exc).__name__}: {exc}",
-                index=index,
-                inbox=inbox.name,
-            ) from exc
+def _apply(tx: StepTx, inbox: ActiveInbox, walk: Walk) -> None:
+    """The apply step for every new record, in the deciding transaction (I5), the whole
+    batch at once. Any failure is an :class:`ApplyError` naming the delivery it failed
+    on, where the step could say (None otherwise: the caller halves the batch)."""
+    name, inbox_id = inbox.name, inbox.row.id
+    changes = [
+        Change(name, inbox_id, record.id, record.identity, 1, _fields(walk.outcomes[i].item))
+        for record, i in zip(walk.records, walk.firsts, strict=True)
+    ]
+    try:
+        inbox.apply.apply(tx, changes)
+    except StepFailed as failed:
+        index = walk.firsts[failed.index]
+        raise ApplyError(
+            f"inbox {name}: apply step failed on delivery {index}: {failed}",
+            index=index,
+            inbox=name,
+        ) from failed.cause
+    except Exception as exc:
+        # A step over the whole batch cannot say which record it failed on (None):
+        # a single record's failure is exact, so a batch of one still names it.
+        raise ApplyError(
+            f"inbox {name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
+            index=walk.firsts[0] if len(walk.firsts) == 1 else None,
+            inbox=name,
+        ) from exc
 
 
 def _fields(item: Prepared) -> Mapping[str, Any]:

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oncebox.engine.apply import ApplyStep, apply_name, needed_fields, resolve_apply
+from oncebox.engine.apply import ApplyStep, apply_name, resolve_apply
+from oncebox.engine.step import Step, needed_fields
 from oncebox.errors import ConfigError
 from oncebox.formats import Codec, configure, get_codec, parse_webhook
 
@@ -100,7 +101,7 @@ class InboxSpec:
         except ConfigError as exc:
             raise ConfigError(f"inbox {self.name}: {exc}") from None
 
-    def check(self) -> tuple[Codec, ApplyStep]:
+    def check(self) -> tuple[Codec, Step]:
         """Validate the declaration; return the codec and apply step it names."""
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.name):
             raise ConfigError(f"inbox name {self.name!r}: use 1 to 64 letters, digits, _ . -")

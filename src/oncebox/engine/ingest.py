@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from oncebox.engine.apply import ApplyStep, FieldCheck, field_check
-from oncebox.engine.decision import Decision
+from oncebox.domain import Arrival, Decision, Inbox
+from oncebox.engine.step import FieldCheck, Step, field_check
 from oncebox.formats import (
     Codec,
     Decoded,
@@ -26,7 +26,6 @@ from oncebox.formats import (
 )
 from oncebox.formats.jsontext import compact_encoder
 from oncebox.logtext import escaped
-from oncebox.store.base import Arrival, InboxRow
 
 logger = logging.getLogger("oncebox")
 
@@ -37,9 +36,9 @@ DEAD_LETTER_HEAD = 65_536
 class ActiveInbox:
     """A declared inbox with its codec and apply step resolved."""
 
-    row: InboxRow
+    row: Inbox
     codec: Codec
-    apply: ApplyStep
+    apply: Step
 
     @property
     def name(self) -> str:

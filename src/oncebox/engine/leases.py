@@ -1,29 +1,27 @@
-"""Leases with fencing tokens (seed 000): only the server clock and the token decide.
-
-A lease is the right to deliver into one scope of a lease-fenced inbox until its
-expiry on the server clock. Tokens come from one counter per store and only grow, so
-a new lease on a scope fences every older token at once. A device's clock is recorded
-with what it sends and never consulted.
+"""A sender's lease on one scope of a lease-fenced inbox: the right to deliver into it
+until its expiry on the server clock, under the one fence (:mod:`oncebox.engine.fence`).
+A device's clock is recorded with what it sends and never consulted.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from oncebox.engine import log
+from oncebox.domain import STALE_TOKEN, Fenced, Resource
+from oncebox.engine import fence, log
 from oncebox.errors import InvalidOperation
 from oncebox.formats import Delivery
-from oncebox.store.base import LeaseRow, Tx
+from oncebox.store.base import Events, FencePort
 
-STALE_TOKEN = "stale_token"
-EXPIRED_LEASE = "expired_lease"
 _SCOPE = re.compile(r"[^\x00-\x1f]{1,256}")
 
 
 @dataclass(frozen=True)
 class Lease:
+    """A sender's lease as it is handed out: the token to send, and until when."""
+
     inbox: str
     scope: str
     token: int
@@ -36,20 +34,6 @@ class Lease:
             "token": self.token,
             "expires_at": self.expires_at,
         }
-
-
-def fence(lease: LeaseRow | None, token: int | None, now: float) -> str | None:
-    """The rejection reason for a delivery under ``token`` at server time ``now``, if any.
-
-    The token is checked before the expiry: a superseded token is stale even when its
-    lease would still be running, and an expired lease is expired whatever the device
-    that sent it believes the time is.
-    """
-    if lease is None or lease.released_at is not None or token is None or token != lease.token:
-        return STALE_TOKEN
-    if now > lease.expires_at:
-        return EXPIRED_LEASE
-    return None
 
 
 def fence_detail(reason: str, delivery: Delivery) -> str:
@@ -83,24 +67,29 @@ def check_scope(scope: str) -> None:
         )
 
 
-def issue(tx: Tx, inbox_id: int, inbox: str, scope: str, ttl: float, now: float) -> Lease:
-    if not ttl > 0:
-        raise InvalidOperation(f"a lease needs a positive ttl, not {ttl}")
+def scope_of(inbox_id: int, scope: str) -> Resource:
+    return Resource(Fenced.SCOPE, inbox_id, scope)
+
+
+def issue(tx: Fencing, inbox_id: int, inbox: str, scope: str, ttl: float, now: float) -> Lease:
     check_scope(scope)
-    token = tx.next_token()
-    expires_at = now + ttl
-    tx.put_lease(inbox_id, scope, token, now, expires_at)
+    held = fence.grant(tx, scope_of(inbox_id, scope), None, ttl, now)
     log.event(
-        tx, "lease", {"inbox": inbox, "scope": scope, "token": token, "expires_at": expires_at}
+        tx,
+        "lease",
+        {"inbox": inbox, "scope": scope, "token": held.token, "expires_at": held.expires_at},
     )
-    return Lease(inbox, scope, token, expires_at)
+    return Lease(inbox, scope, held.token, held.expires_at)
 
 
-def release(tx: Tx, inbox_id: int, inbox: str, scope: str, token: int, now: float) -> None:
-    current = tx.leases_for(inbox_id, [scope]).get(scope)
-    if current is None or current.token != token or current.released_at is not None:
+def release(tx: Fencing, inbox_id: int, inbox: str, scope: str, token: int, now: float) -> None:
+    current = fence.held(tx, scope_of(inbox_id, scope))
+    if not fence.release(tx, current, token, now):
         raise InvalidOperation(
             f"token {token} does not hold a lease on scope {scope!r} of inbox {inbox}"
         )
-    tx.release_lease(inbox_id, scope, token, now)
     log.event(tx, "release", {"inbox": inbox, "scope": scope, "token": token})
+
+
+class Fencing(FencePort, Events, Protocol):
+    """What a sender's lease is taken and given up with."""

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
+from oncebox.domain import LogEntry
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import StorageError
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.store.base import LogEntry, Store, Tx
+from oncebox.store.base import Chain, Events, Store
 
 GENESIS = "GENESIS"
 SEALING_STEPS = ("accept", "recover")
@@ -45,7 +46,7 @@ def leaf_of(entry: LogEntry) -> bytes:
     return merkle.leaf_hash(merkle.entry_leaf_data(entry.seq, entry.step, entry.state, entry.hash))
 
 
-def chain(tx: Tx, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
+def chain(tx: Chain, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
     """Append ``(step, state)`` entries and the Merkle nodes they complete, inside ``tx``.
 
     Everything is computed here and written with one statement per table: the head is
@@ -82,7 +83,7 @@ class Nodes:
     kept nodes are read, leaves come from their log entries, and every other node is
     hashed from the nearest kept level below it."""
 
-    def __init__(self, tx: Tx) -> None:
+    def __init__(self, tx: Chain) -> None:
         self.tx = tx
 
     def __call__(self, level: int, index: int) -> bytes:
@@ -103,7 +104,7 @@ class Nodes:
         return merkle.root_of(children)
 
 
-def event(tx: Tx, step: str, state: dict[str, Any], record_id: int | None = None) -> None:
+def event(tx: Events, step: str, state: dict[str, Any], record_id: int | None = None) -> None:
     """Queue a log event in the writer's own transaction; the sealer appends it.
 
     Writers never read or lock the log head, so ingest never waits on the log; the

@@ -1,7 +1,7 @@
 """The read side of the library's front door: every view of an inbox and of the log.
 
 Each read is one snapshot (``store.reading()``) that never blocks a writer, and gives the
-engine's own view types (:mod:`oncebox.engine.views`), never a store's rows. A listing
+domain types (:mod:`oncebox.domain`), the same the store builds. A listing
 (quarantine, dead letters, work keys) reads through ``store.scanning()``, on connections
 no writer waits for, a search within a time budget; given a preview (``LISTED``) it reads
 each row cut, so that no large value is read whole to list it.
@@ -14,28 +14,29 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from oncebox.domain import (
+    DeadLetter,
+    DeadLetterFilter,
+    Eviction,
+    Fenced,
+    LeaseState,
+    LogEntry,
+    Preview,
+    Quarantined,
+    QuarantineStatus,
+    Record,
+    Revision,
+    WorkItem,
+)
 from oncebox.engine import audit, log, tokens
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.inboxes import format_duration
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.engine.views import (
-    DeadLetter,
-    Entry,
-    Eviction,
-    LeaseState,
-    Quarantined,
-    Record,
-    Revision,
-    WorkItem,
-    listed,
-    read_cut,
-    shown,
-    to_read,
-    view,
-    views,
-)
+from oncebox.engine.steps import generation as work
+from oncebox.engine.steps import triage
+from oncebox.engine.views import listed, read_cut, shown, to_read
 from oncebox.errors import InvalidOperation, ReadTimedOut
-from oncebox.store.base import DeadLetterFilter, Preview, Store
+from oncebox.store.base import Store
 
 SEARCH_BYTES = 256  # the longest search term, in bytes (UTF-8)
 SEARCH_SECONDS = 10.0  # how long one search may read
@@ -68,7 +69,7 @@ class Reads(ABC):
 
     def leases(self, inbox: str) -> list[LeaseState]:
         with self.store.reading() as tx:
-            return views(LeaseState, tx.list_leases(self.inbox(inbox).row.id))
+            return tx.list_leases(Fenced.SCOPE, self.inbox(inbox).row.id)
 
     def verify(self, against: Checkpoint | None = None) -> log.Verification:
         return log.verify(self.store, against)
@@ -83,14 +84,14 @@ class Reads(ABC):
     def prove_consistency(self, old_size: int, new_size: int | None = None) -> dict[str, Any]:
         return audit.prove_consistency(self.store, old_size, new_size)
 
-    def log_entries(self, start: int = 1, limit: int = 1000) -> list[Entry]:
+    def log_entries(self, start: int = 1, limit: int = 1000) -> list[LogEntry]:
         with self.store.reading() as tx:
-            return views(Entry, tx.log_entries(start, start + limit))
+            return tx.log_entries(start, start + limit)
 
     def quarantined(
         self,
         inbox: str | None = None,
-        status: str | None = "open",
+        status: str | None = QuarantineStatus.OPEN,
         limit: int = 1000,
         *,
         after: int = 0,
@@ -102,14 +103,14 @@ class Reads(ABC):
         inbox_id = self.inbox(inbox).row.id if inbox else None
         with self.store.scanning() as tx:
             rows = tx.list_quarantine(inbox_id, status, limit, after, to_read(preview))
-        return listed(Quarantined, rows, preview)
+        return listed(rows, preview)
 
     def originals(self, rows: Sequence[Quarantined], preview: Preview) -> dict[int, Record]:
         """The records these quarantine rows conflict with, by quarantine row id, shown
         cut to ``preview`` (:meth:`original` gives one whole)."""
         with self.store.scanning() as tx:
             found = tx.originals([row.id for row in rows], read_cut(preview))
-        return {qid: shown(Record, row, preview) for qid, row in found.items()}
+        return {qid: shown(row, preview) for qid, row in found.items()}
 
     def dead_letters(
         self,
@@ -141,13 +142,13 @@ class Reads(ABC):
                 f"the search ran past its {SEARCH_SECONDS:g} s budget: narrow it (an "
                 "inbox, a reason, since and until), or retry when the store is less busy"
             ) from None
-        return listed(DeadLetter, rows, preview)
+        return listed(rows, preview)
 
     def get_dead_letter(self, letter_id: int) -> tuple[str, DeadLetter] | None:
         """A dead letter with its inbox's name (to check who may see or replay it)."""
         with self.store.reading() as tx:
             row = tx.get_dead_letter(letter_id)
-        return (self._by_id(row.inbox_id).name, view(DeadLetter, row)) if row else None
+        return (self._by_id(row.inbox_id).name, row) if row else None
 
     def record(self, inbox: str, identity: str) -> Record | None:
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
@@ -161,16 +162,16 @@ class Reads(ABC):
         with self.store.reading() as tx:
             stored = tx.find_records(inbox_id, [ident]).get(ident)
             row = tx.get_record(stored.id) if stored is not None else None
-        return view(Record, row) if row is not None else None
+        return row if row is not None else None
 
     def revisions(self, record_id: int) -> list[Revision]:
         with self.store.reading() as tx:
-            return views(Revision, tx.revisions(record_id))
+            return tx.revisions(record_id)
 
     def evictions(self, inbox: str | None = None, limit: int = 1000) -> list[Eviction]:
         inbox_id = self.inbox(inbox).row.id if inbox else None
         with self.store.reading() as tx:
-            return views(Eviction, tx.evictions(inbox_id, limit))
+            return tx.evictions(inbox_id, limit)
 
     # -- views ---------------------------------------------------------------------------
     def stats(self, inbox: str) -> dict[str, Any]:
@@ -225,38 +226,7 @@ class Reads(ABC):
                 f"inbox {inbox} keeps no triage ledger (its apply step is {active.row.apply})"
             )
         with self.store.reading() as tx:
-            totals = tx.ledger_totals(active.row.id)
-            ranking = tx.ledger_ranking(active.row.id)
-            every = {(s, n): (h, a) for s, n, h, a in tx.ledger_arrivals(active.row.id)}
-        headcount = sum(h for _, _, h, _ in totals)
-        counted = sum(every.get((s, n), (h, c))[0] for s, n, h, c in totals)
-        return {
-            "headcount": headcount,
-            "cases": sum(c for _, _, _, c in totals),
-            "every_arrival_headcount": counted,
-            "suppressed_headcount": counted - headcount,
-            "totals": [
-                {
-                    "site": s,
-                    "need": n,
-                    "headcount": h,
-                    "cases": c,
-                    "every_arrival_headcount": every.get((s, n), (h, c))[0],
-                    "arrivals": every.get((s, n), (h, c))[1],
-                }
-                for s, n, h, c in totals
-            ],
-            "ranking": [
-                {
-                    "record_id": r.record_id,
-                    "site": r.site,
-                    "need": r.need,
-                    "headcount": r.headcount,
-                    "pri": r.pri,
-                }
-                for r in ranking
-            ],
-        }
+            return triage.view(tx, active.row.id)
 
     def work_keys(
         self,
@@ -271,18 +241,17 @@ class Reads(ABC):
         dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
         inbox_id = self.inbox(inbox).row.id
         with self.store.scanning() as tx:
-            rows = tx.list_work_keys(
-                inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
+            rows = work.page(
+                tx, inbox_id, _ALL if limit is None else limit, after, dirty=dirty,
                 preview=to_read(preview),
             )  # fmt: skip
-        return listed(WorkItem, rows, preview)
+        return listed(rows, preview)
 
     def work_key(self, inbox: str, key: tuple[str, str, str]) -> WorkItem | None:
         """One work key, its document whole."""
         inbox_id = self.inbox(inbox).row.id
         with self.store.reading() as tx:
-            row = tx.work_key(inbox_id, key)
-        return view(WorkItem, row) if row is not None else None
+            return work.get(tx, inbox_id, key)
 
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:
@@ -300,13 +269,13 @@ class Reads(ABC):
     def work_figures(self, inbox: str) -> dict[str, int]:
         active = self.inbox(inbox)
         with self.store.reading() as tx:
-            return tx.work_figures(active.row.id, tx.now())
+            return work.figures(tx, active.row.id, tx.now())
 
     def get_quarantine(self, quarantine_id: int) -> tuple[str, Quarantined] | None:
         """A quarantine row with its inbox's name."""
         with self.store.reading() as tx:
             row = tx.get_quarantine(quarantine_id)
-        return (self._by_id(row.inbox_id).name, view(Quarantined, row)) if row else None
+        return (self._by_id(row.inbox_id).name, row) if row else None
 
     def record_inbox(self, record_id: int) -> str | None:
         """The name of the inbox holding a record, if the record is still there."""

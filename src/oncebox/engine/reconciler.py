@@ -17,7 +17,6 @@ looping.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import random
@@ -30,17 +29,22 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from oncebox.engine import log
+from oncebox.domain import Preview, WorkItem
+from oncebox.engine import fence, log
+from oncebox.engine.documents import document_text
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.engine.views import Preview, WorkItem, listed, to_read, views
+from oncebox.engine.steps import generation as work
+from oncebox.engine.views import listed, to_read
 from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
-from oncebox.formats.canonical import canonical
-from oncebox.formats.invalid import Invalid
-from oncebox.formats.strictjson import loads
 from oncebox.logtext import escaped
-from oncebox.store.base import Store, Tx
+from oncebox.store.base import Events, FencePort, StepTx, Store, Tx
 
 T = TypeVar("T")
+
+
+class WorkTx(StepTx, FencePort, Events, Protocol):
+    """What a reconciler takes of a transaction: the work keys' statements (the
+    ``generation`` step's), the fence its claims are leases of, and the log."""
 
 
 class Intake(Protocol):
@@ -55,7 +59,6 @@ class Intake(Protocol):
 
 
 logger = logging.getLogger("oncebox")
-MAX_DOCUMENT_BYTES = 65_536
 
 
 class WorkKey(NamedTuple):
@@ -125,35 +128,6 @@ class Backoff:
         return ceiling / 2 + self.rng() * ceiling / 2
 
 
-def document_text(document: Mapping[str, Any] | str | bytes | Any) -> str:
-    """The canonical text of a read document, or :class:`InvalidDocument`.
-
-    Read documents obey the event bounds: strict JSON, an object, nesting up to 20 and
-    at most 65,536 bytes raw and canonical.
-    """
-    if not isinstance(document, str | bytes):
-        try:
-            raw: str | bytes = json.dumps(document, allow_nan=False, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidDocument(f"not JSON: {exc}", reason="bad_json") from None
-    else:
-        raw = document
-    size = len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
-    if size > MAX_DOCUMENT_BYTES:
-        raise InvalidDocument(f"{size} bytes exceeds {MAX_DOCUMENT_BYTES}", reason="too_large")
-    try:
-        value = loads(raw, max_depth=20)
-    except Invalid as invalid:
-        raise InvalidDocument(str(invalid), reason=invalid.reason) from None
-
-    if not isinstance(value, dict):
-        raise InvalidDocument("a read document must be a JSON object", reason="bad_shape")
-    text = canonical(value)
-    if len(text) > MAX_DOCUMENT_BYTES:
-        raise InvalidDocument("canonical form too large", reason="too_large")
-    return text.decode("utf-8")
-
-
 def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -189,57 +163,66 @@ class Reconciler:
     # -- seed 002's contract -----------------------------------------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
-            return views(WorkItem, tx.dirty_keys(self.inbox_id, limit))
+            return work.dirty(tx, self.inbox_id, limit)
 
     def begin_refresh(self, key: tuple[str, str, str] | None = None) -> Ticket | None:
-        """Claim ``key`` (or the next dirty key that is due) and capture its generation."""
+        """Claim ``key`` (or the next dirty key that is due) and capture its generation:
+        the claim is a lease of the one fence on the key, until ``claim_ttl`` from now."""
 
-        def claim(tx: Tx) -> Ticket | None:
+        def claim(tx: WorkTx) -> Ticket | None:
             now = tx.now()
             if key is None:
-                row = tx.next_claimable(self.inbox_id, now)
+                row = work.next_claimable(tx, self.inbox_id, now)
                 if row is None:
                     return None
             else:
-                row = tx.work_key(self.inbox_id, (key[0], key[1], key[2]), lock=True)
+                row = work.get(tx, self.inbox_id, (key[0], key[1], key[2]), lock=True)
                 if row is None:
                     raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
-                if row.claim_token is not None and (row.claim_expires or 0) >= now:
-                    raise InvalidOperation(
-                        f"work key {list(key)} is held by {row.claimed_by} until "
-                        f"{row.claim_expires}"
-                    )
-            token = tx.next_token()
-            expires = now + self.claim_ttl
-            tx.claim_work(self.inbox_id, row.key, token, self.worker, expires)
+            try:
+                lease = fence.take(
+                    tx, work.resource(self.inbox_id, row.key), self.worker, self.claim_ttl, now
+                )
+            except fence.LeaseHeld as held:
+                raise InvalidOperation(
+                    f"work key {list(row.key)} is held by {held.lease.holder} until "
+                    f"{held.lease.expires_at}"
+                ) from None
+            work.claimed(tx, self.inbox_id, row.key)
             return Ticket(
-                self.inbox, WorkKey(*row.key), row.generation, token, self.worker, expires
-            )
+                self.inbox, WorkKey(*row.key), row.generation, lease.token, self.worker,
+                lease.expires_at,
+            )  # fmt: skip
 
         return self.store.atomic(claim)
 
     def complete(self, ticket: Ticket, result: ReadResult) -> Completion:
-        """Store the read and mark the key clean, only for the generation it was read for."""
+        """Store the read and mark the key clean, only for the generation it was read for
+        and only under the ticket's claim (the fence: its token still current, its lease
+        not run out by the server clock)."""
         if tuple(result.key) != tuple(ticket.key):
             raise WrongKey(
                 f"the result is for {list(result.key)}, the ticket for {list(ticket.key)}"
             )
         text = document_text(result.document)
 
-        def settle(tx: Tx) -> Completion:
-            row = tx.work_key(self.inbox_id, ticket.key, lock=True)
+        def settle(tx: WorkTx) -> Completion:
+            row = work.get(tx, self.inbox_id, ticket.key, lock=True)
             if row is None:
                 raise NotFound(f"no work key {list(ticket.key)}")
             if row.applied_token == ticket.token:
                 return Completion.REPEATED
-            if row.claim_token != ticket.token:
+            now = tx.now()
+            lease = fence.held(tx, work.resource(self.inbox_id, ticket.key))
+            if fence.refused(lease, ticket.token, now) is not None:
                 return Completion.STALE
+            fence.release(tx, lease, ticket.token, now)
             # The generation fence (I6): equal to the ticket's and not applied yet.
             if row.generation != ticket.generation or row.applied_generation >= ticket.generation:
-                tx.release_claim(self.inbox_id, ticket.key, ticket.token)
+                work.unclaimed(tx, self.inbox_id, ticket.key)
                 return Completion.SUPERSEDED
-            tx.apply_document(
-                self.inbox_id, ticket.key, text, ticket.generation, ticket.token, tx.now()
+            work.apply_document(
+                tx, self.inbox_id, ticket.key, text, ticket.generation, ticket.token, now
             )
             log.event(
                 tx,
@@ -260,17 +243,21 @@ class Reconciler:
     def fail(self, ticket: Ticket, error: str) -> None:
         """A read failed: back off, or send the key to operator review."""
 
-        def count(tx: Tx) -> int:
-            row = tx.work_key(self.inbox_id, ticket.key, lock=True)
-            if row is None or row.claim_token != ticket.token:
+        def count(tx: WorkTx) -> int:
+            row = work.get(tx, self.inbox_id, ticket.key, lock=True)
+            now = tx.now()
+            lease = fence.held(tx, work.resource(self.inbox_id, ticket.key))
+            if row is None or fence.refused(lease, ticket.token, now) is not None:
                 return 0  # the claim is someone else's now; their attempt counts, not ours
+            fence.release(tx, lease, ticket.token, now)
             failures = row.failures + 1
             review = failures >= self.max_failures
-            tx.record_failure(
+            work.record_failure(
+                tx,
                 self.inbox_id,
                 ticket.key,
                 failures,
-                tx.now() + self.backoff.delay(failures),
+                now + self.backoff.delay(failures),
                 error[:2000],
                 review,
             )
@@ -324,15 +311,15 @@ class Reconciler:
     def review(self, limit: int = 2**62, preview: Preview | None = None) -> list[WorkItem]:
         """The keys in review, in key order (with a ``preview``: as a listing shows them)."""
         with self.store.scanning() as tx:
-            rows = tx.list_work_keys(self.inbox_id, limit, review=True, preview=to_read(preview))
-        return listed(WorkItem, rows, preview)
+            rows = work.page(tx, self.inbox_id, limit, review=True, preview=to_read(preview))
+        return listed(rows, preview)
 
     def retry(self, key: tuple[str, str, str], actor: str | None = None) -> None:
         """Send a key back from review: its failure count starts again. ``actor`` (who
         sent it: an API token's name) is recorded in the log."""
 
-        def send_back(tx: Tx) -> None:
-            if not tx.retry_work(self.inbox_id, (key[0], key[1], key[2])):
+        def send_back(tx: WorkTx) -> None:
+            if not work.retry(tx, self.inbox_id, (key[0], key[1], key[2])):
                 raise InvalidOperation(f"work key {list(key)} is not in review")
             log.event(tx, "retry", {"inbox": self.inbox, "key": list(key), "actor": actor})
 
@@ -340,7 +327,7 @@ class Reconciler:
 
     def figures(self) -> dict[str, int]:
         with self.store.reading() as tx:
-            return tx.work_figures(self.inbox_id, tx.now())
+            return work.figures(tx, self.inbox_id, tx.now())
 
 
 def run_workers(
@@ -362,7 +349,7 @@ def run_workers(
     lock = threading.Lock()
     errors: list[BaseException] = []
 
-    def work(number: int) -> None:
+    def run_one(number: int) -> None:
         worker = Reconciler(
             box, inbox, reader, worker=f"{default_worker_name()}-{number}", **options
         )
@@ -381,7 +368,7 @@ def run_workers(
             errors.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(workers)]
+    threads = [threading.Thread(target=run_one, args=(n,), daemon=True) for n in range(workers)]
     for thread in threads:
         thread.start()
     try:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncebox.engine.decision import Decision
+from oncebox.domain import DeadLetter, Decision
 from oncebox.engine.ingest import signature_of_fact
-from oncebox.engine.views import DeadLetter
 from oncebox.errors import InvalidOperation
 from oncebox.formats import Delivery
-from oncebox.store.base import DeadLetterRow
 
 
-def kept_in_part(letter: DeadLetterRow | DeadLetter) -> str | None:
+def kept_in_part(letter: DeadLetter | DeadLetter) -> str | None:
     """Why a dead letter cannot be replayed (its head is not all that arrived), or None;
     as true of a listing's preview of it as of the whole."""
     kept = len(letter.head) if letter.kept is None else letter.kept
@@ -29,7 +27,7 @@ def kept_in_part(letter: DeadLetterRow | DeadLetter) -> str | None:
     )
 
 
-def replayable(letter: DeadLetterRow | DeadLetter) -> Delivery:
+def replayable(letter: DeadLetter | DeadLetter) -> Delivery:
     """The delivery a dead letter kept, with its transport facts (not its lease token,
     which dead letters do not keep) and the signature it was verified with on arrival:
     what a replay decides, and what a download of it re-delivers."""
@@ -55,7 +53,7 @@ def replay_verdict(decision: Decision) -> str:
 
 
 def replay_state(
-    letter: DeadLetterRow, decision: Decision, actor: str | None, note: str | None = None
+    letter: DeadLetter, decision: Decision, actor: str | None, note: str | None = None
 ) -> dict[str, Any]:
     """The log entry of a replay: which dead letter, who and why, and what it became."""
     return {

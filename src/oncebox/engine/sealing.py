@@ -12,13 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from oncebox.domain import SEALER, LeaseState, LogEntry, PendingEvent
+from oncebox.engine import fence
 from oncebox.engine.log import BATCH, chain, record_state_text
 from oncebox.errors import InvalidOperation
-from oncebox.store.base import LogEntry, PendingEvent, Store, Tx
+from oncebox.store.base import Sealing, Store, Tx
 
 
 def record_events(
-    tx: Tx, events: Sequence[tuple[str, str, int | None]], seal: bool
+    tx: Sealing, events: Sequence[tuple[str, str, int | None]], seal: bool
 ) -> dict[int, int]:
     """Seal ``events`` (step, state, record id) in this transaction where ``seal`` asks
     for it and no live dedicated sealer holds the log; queue them for the sealer
@@ -39,7 +41,7 @@ def record_events(
     }
 
 
-def seal_queued(tx: Tx) -> None:
+def seal_queued(tx: Sealing) -> None:
     """Append what this transaction (and any before it) queued, in this transaction,
     unless a live dedicated sealer holds the log."""
     if _take_log(tx):
@@ -47,17 +49,21 @@ def seal_queued(tx: Tx) -> None:
             pass
 
 
-def _take_log(tx: Tx) -> bool:
+def _take_log(tx: Sealing) -> bool:
     """Whether this transaction may append to the log: no live dedicated sealer holds it.
     Taking over from one whose lease ran out fences it with a fresh token."""
-    row = tx.lock_sealer()
+    lease = fence.held(tx, SEALER)  # held alone: the log's one writer at a time
     now = tx.now()
-    if row.holder is None:
-        return True
-    if row.expires_at >= now:
+    if _dedicated(lease) and fence.live(lease, now):
         return False
-    tx.set_sealer(tx.next_token(), None, now)
+    if _dedicated(lease):
+        fence.supersede(tx, SEALER, now)
     return True
+
+
+def _dedicated(lease: LeaseState | None) -> bool:
+    """Whether a dedicated sealer holds (or held, till it ran out) the log's lease."""
+    return lease is not None and lease.holder is not None and lease.released_at is None
 
 
 class StaleSealer(InvalidOperation):
@@ -67,7 +73,7 @@ class StaleSealer(InvalidOperation):
 Sealed = list[tuple[PendingEvent, LogEntry]]
 
 
-def drain(tx: Tx, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:
+def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:
     """Append queued events (the next ``BATCH`` unless given, read in this transaction)
     to the chain in queue order; returns what went where.
 
@@ -112,18 +118,18 @@ def seal_now(store: Store, orphans_upto: int = 0, durable_point: bool = False) -
     """
 
     def batch(tx: Tx, first: bool) -> tuple[Sealed, bool]:
-        row = tx.lock_sealer()
+        lease = fence.held(tx, SEALER)
         now = tx.now()
-        live = row.holder is not None and row.expires_at >= now
+        live = _dedicated(lease) and fence.live(lease, now)
         pending = [] if live else tx.pending_log(BATCH)
         if not pending:
             if durable_point and first:
                 tx.probe_write(now)
             return [], False
-        if row.holder is not None:
+        if _dedicated(lease):
             # Taking over from a dedicated sealer whose lease ran out: a fresh token
             # fences it, so its next append is refused.
-            tx.set_sealer(tx.next_token(), None, now)
+            fence.supersede(tx, SEALER, now)
         return drain(tx, orphans_upto, pending), len(pending) == BATCH
 
     sealed: Sealed = []
@@ -150,16 +156,14 @@ class Sealer:
         self.token: int | None = None
 
     def acquire(self) -> int:
-        def take(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            now = tx.now()
-            if row.holder not in (None, self.holder) and row.expires_at >= now:
+        def take(tx: Sealing) -> int:
+            try:
+                return fence.take(tx, SEALER, self.holder, self.ttl, tx.now()).token
+            except fence.LeaseHeld as held:
                 raise InvalidOperation(
-                    f"the log is held by sealer {row.holder} until {row.expires_at}"
-                )
-            token = tx.next_token()
-            tx.set_sealer(token, self.holder, now + self.ttl)
-            return token
+                    f"the log is held by sealer {held.lease.holder} until "
+                    f"{held.lease.expires_at}"
+                ) from None
 
         self.token = self.store.atomic(take)
         return self.token
@@ -167,24 +171,22 @@ class Sealer:
     def seal(self) -> int:
         """Drain the queue under this sealer's lease; returns how many were appended."""
 
-        def batch(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            now = tx.now()
-            if row.token != self.token or row.holder != self.holder or now > row.expires_at:
+        def batch(tx: Sealing) -> int:
+            lease = fence.held(tx, SEALER)
+            assert self.token is not None, "acquire() first"
+            if fence.renew(tx, lease, self.token, self.ttl, tx.now()) is None:
                 raise StaleSealer(
                     f"sealer {self.holder} holds token {self.token}, but the log's current "
-                    f"sealer token is {row.token}"
+                    f"sealer token is {lease.token if lease else None}"
                 )
-            tx.set_sealer(row.token, self.holder, now + self.ttl)
             return len(drain(tx))
 
         return self.store.atomic(batch)
 
     def release(self) -> None:
-        def give_up(tx: Tx) -> None:
-            row = tx.lock_sealer()
-            if row.token == self.token:
-                tx.set_sealer(row.token, None, tx.now())
+        def give_up(tx: Sealing) -> None:
+            if self.token is not None:
+                fence.release(tx, fence.held(tx, SEALER), self.token, tx.now())
 
         self.store.atomic(give_up)
         self.token = None
@@ -214,9 +216,9 @@ def recover(store: Store, grace: float = ORPHAN_GRACE) -> int:
         recovered = sum(1 for p, _ in sealed if p.record_id is not None and p.id <= seen)
     while True:
 
-        def orphans(tx: Tx) -> int:
-            row = tx.lock_sealer()
-            if row.holder is not None and row.expires_at >= tx.now():
+        def orphans(tx: Sealing) -> int:
+            lease = fence.held(tx, SEALER)
+            if _dedicated(lease) and fence.live(lease, tx.now()):
                 return 0  # a live sealer owns the log
             records = tx.unsealed_records(BATCH)
             names = {inbox.id: inbox.name for inbox in tx.inboxes()}

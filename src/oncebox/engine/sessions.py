@@ -21,7 +21,7 @@ import secrets
 from dataclasses import dataclass
 
 from oncebox.engine.tokens import Scope, Token, from_row
-from oncebox.store.base import Store, Tx
+from oncebox.store.base import Access, Store
 
 SESSION_SECONDS = 8 * 3600
 _ID = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
@@ -68,7 +68,7 @@ class Sessions:
             raise ValueError(f"token {token.name!r} may not sign in to the console")
         session_id = secrets.token_urlsafe(32)
 
-        def keep(tx: Tx) -> None:
+        def keep(tx: Access) -> None:
             now = tx.now()
             tx.forget_sessions(now)
             tx.insert_session(_digest(session_id), token.id, now, now + self.lifetime)

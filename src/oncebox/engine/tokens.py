@@ -24,14 +24,15 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from oncebox.domain import TokenRow
 from oncebox.engine import log
 from oncebox.errors import InvalidOperation, NotFound, OnceboxError
-from oncebox.store.base import Store, TokenRow, Tx
+from oncebox.store.base import Access, Store
 
 PREFIX = "obx_"
 ALL_INBOXES = "*"
@@ -132,7 +133,7 @@ def check_request(
 
 
 def create(
-    tx: Tx, name: str, inboxes: Iterable[str], scopes: Iterable[str], with_hmac: bool
+    tx: Access, name: str, inboxes: Iterable[str], scopes: Iterable[str], with_hmac: bool
 ) -> Created:
     wanted, chosen = check_request(name, inboxes, scopes)
     secret = PREFIX + secrets.token_urlsafe(32)
@@ -152,7 +153,7 @@ def create(
     return Created(Token(token_id, name, tuple(wanted), frozenset(chosen), key, now, None), secret)
 
 
-def revoke(tx: Tx, name_or_id: str) -> None:
+def revoke(tx: Access, name_or_id: str) -> None:
     """Revoke a token; its console sessions end with it (they would fail their lookup,
     which asks for a live token, anyway: this drops the rows)."""
     revoked = tx.revoke_token(name_or_id, tx.now())
@@ -163,11 +164,11 @@ def revoke(tx: Tx, name_or_id: str) -> None:
     log.event(tx, "token_revoke", {"token": name_or_id})
 
 
-def listing(tx: Tx) -> list[Token]:
+def listing(tx: Access) -> list[Token]:
     return [from_row(row) for row in tx.list_tokens()]
 
 
-def authenticate(tx: Tx, secret: str) -> Token | None:
+def authenticate(tx: Access, secret: str) -> Token | None:
     """The live token whose secret this is, or None.
 
     The lookup is by the secret's SHA-256 (an index probe that reveals nothing useful
@@ -182,6 +183,18 @@ def authenticate(tx: Tx, secret: str) -> Token | None:
     if row.revoked_at is not None:
         return None
     return from_row(row)
+
+
+def still_live(store: Store, digests: Collection[bytes]) -> set[bytes]:
+    """Those of ``digests`` (:func:`secret_hash` of secrets :func:`authenticate` took a
+    moment ago) whose tokens are still live, in one read: for a caller that must refuse
+    a token revoked since (the HTTP group commit, as each turn begins)."""
+    with store.reading() as tx:
+        return {
+            digest
+            for digest in digests
+            if (row := tx.token_by_hash(digest)) is not None and row.revoked_at is None
+        }
 
 
 # -- request signing -------------------------------------------------------------------
@@ -328,7 +341,7 @@ class ReplayGuard:
         """Whether this (decoded) signature is new; it is remembered either way."""
         if self._store is not None:
             # Twice the window: a timestamp at the window's far edge stays fresh that long.
-            def claim(tx: Tx) -> bool:
+            def claim(tx: Access) -> bool:
                 now = tx.now()
                 return tx.claim_signature(signature.hex(), now, now + 2 * self._window)
 

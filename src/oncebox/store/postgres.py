@@ -31,6 +31,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from oncebox.domain import Newcomer, NewRecord
 from oncebox.errors import (
     ApplyError,
     ReadTimedOut,
@@ -38,13 +39,26 @@ from oncebox.errors import (
     StorageError,
     StorageUnavailable,
 )
-from oncebox.store.base import LedgerRow, Newcomer, NewRecord, T, Tx
-from oncebox.store.sqlfile import load_migrations, load_queries
-from oncebox.store.sqltx import Params, SqlTx
+from oncebox.store.base import T, Tx
+from oncebox.store.sqlfile import Query, load_migrations, load_queries
+from oncebox.store.sqltx import Params, SqlTx, Statement
 
 Q = load_queries("postgres")
-# Statements that take a whole batch as column arrays (see queries.sql).
-COLUMNAR = frozenset(name for name, sql in Q.items() if "-- columnar" in sql)
+
+
+def _query(statement: Statement) -> Query:
+    """A statement: the store's own by name, or an apply step's :class:`Query`."""
+    return Q[statement] if isinstance(statement, str) else statement
+
+
+def _sql(statement: Statement) -> str:
+    return _query(statement).sql
+
+
+def _columnar(statement: Statement) -> bool:
+    """Whether it takes a whole batch as column arrays (see queries.sql)."""
+    return _query(statement).columnar
+
 RETRIES = 20
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 SCANNERS = 4  # connections of scans (listings, searches), apart from the writers' pool
@@ -83,6 +97,8 @@ def _storage_error(exc: BaseException) -> StorageError:
 class PostgresTx(SqlTx):
     """The store interface over one connection inside one transaction."""
 
+    dialect = "postgres"
+
     def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
         self._conn = conn
         self._clock = clock
@@ -92,42 +108,42 @@ class PostgresTx(SqlTx):
             return float(self._clock())
         return float(self._one("now")[0])
 
-    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
-        cursor = self._conn.execute(Q[name], params)
+    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._conn.execute(_sql(name), params)
         if cursor.description is None:
             return (), []
         return [column.name for column in cursor.description], cursor.fetchall()
 
-    def _one(self, name: str, params: Params = ()) -> Any:
-        return self._conn.execute(Q[name], params).fetchone()
+    def _one(self, name: Statement, params: Params = ()) -> Any:
+        return self._conn.execute(_sql(name), params).fetchone()
 
-    def _all(self, name: str, params: Params = ()) -> list[Any]:
-        return self._conn.execute(Q[name], params).fetchall()
+    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
+        return self._conn.execute(_sql(name), params).fetchall()
 
-    def _run(self, name: str, params: Params = ()) -> int:
-        return self._conn.execute(Q[name], params).rowcount
+    def _run(self, name: Statement, params: Params = ()) -> int:
+        return self._conn.execute(_sql(name), params).rowcount
 
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
-        if name in COLUMNAR:
+        if _columnar(name):
             columns = [list(column) for column in zip(*rows, strict=True)]
-            return max(self._conn.execute(Q[name], columns).rowcount, 0)
+            return max(self._conn.execute(_sql(name), columns).rowcount, 0)
         with self._conn.cursor() as cur:
-            cur.executemany(Q[name], rows)
+            cur.executemany(_sql(name), rows)
             return max(cur.rowcount, 0)
 
-    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
             return []
-        if name in COLUMNAR:
+        if _columnar(name):
             # One statement for the batch: one array per column.
             columns = [list(column) for column in zip(*rows, strict=True)]
-            cur = self._conn.execute(Q[name], columns)
+            cur = self._conn.execute(_sql(name), columns)
             return cur.fetchall() if cur.description else []
         found: list[Any] = []
         with self._conn.cursor() as cur:
-            cur.executemany(Q[name], rows, returning=True)
+            cur.executemany(_sql(name), rows, returning=True)
             while True:
                 if cur.description:
                     found += cur.fetchall()
@@ -156,20 +172,6 @@ class PostgresTx(SqlTx):
         for i, row in zip(order, kept, strict=True):
             placed[i] = row
         return placed
-
-    def ledger_insert(self, inbox_id: int, rows: Sequence[LedgerRow]) -> None:
-        self._lock_totals(inbox_id)
-        super().ledger_insert(inbox_id, rows)
-
-    def ledger_replace(self, inbox_id: int, row: LedgerRow) -> LedgerRow | None:
-        self._lock_totals(inbox_id)
-        return super().ledger_replace(inbox_id, row)
-
-    def _lock_totals(self, inbox_id: int) -> None:
-        # Totals rows are few and hot, and batches reach them in whatever order their
-        # frames name sites and needs: one lock per inbox's totals, held to commit,
-        # turns those would-be deadlocks into a short queue.
-        self._run("lock_totals", (inbox_id,))
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
@@ -200,6 +202,7 @@ class PostgresTx(SqlTx):
 class PostgresStore:
     """An oncebox store in one PostgreSQL database, shared by any number of processes."""
 
+    dialect = "postgres"
     single_writer = False  # many writers at once: the sealer stays off their path
 
     def __init__(
@@ -360,6 +363,28 @@ class PostgresStore:
                     conn.execute(sql)
                     conn.execute(
                         "INSERT INTO schema_version VALUES (%s, %s)", (version, time.time())
+                    )
+
+    def ensure_schema(self, owner: str, migrations: Sequence[tuple[int, str]]) -> None:
+        """An apply step's migrations, each once, under the migration lock (so that
+        processes declaring the same inbox at once apply them once)."""
+        if not migrations:
+            return
+        with self.transaction() as tx:
+            conn = tx._conn
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            done = {
+                v
+                for (v,) in conn.execute(
+                    "SELECT version FROM step_schema WHERE step = %s", (owner,)
+                ).fetchall()
+            }
+            for version, sql in migrations:
+                if version not in done:
+                    conn.execute(sql)
+                    conn.execute(
+                        "INSERT INTO step_schema VALUES (%s, %s, %s)",
+                        (owner, version, time.time()),
                     )
 
     def schema_version(self) -> int:

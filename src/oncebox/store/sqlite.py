@@ -32,9 +32,15 @@ from oncebox.errors import (
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.sqlfile import load_migrations, load_queries
-from oncebox.store.sqltx import Params, SqlTx
+from oncebox.store.sqltx import Params, SqlTx, Statement
 
 Q = load_queries("sqlite")
+
+
+def _sql(statement: Statement) -> str:
+    """A statement's SQL: the store's own by name, or an apply step's :class:`Query`."""
+    return (Q[statement] if isinstance(statement, str) else statement).sql
+
 BUSY_TIMEOUT_MS = 30_000
 SCAN_STEPS = 1000  # virtual machine steps between a scan's looks at its deadline
 RETRIES = 5
@@ -106,6 +112,8 @@ def _storage_error(exc: apsw.Error) -> StorageError:
 class SQLiteTx(SqlTx):
     """The store interface over one APSW connection inside one transaction."""
 
+    dialect = "sqlite"
+
     def __init__(self, conn: apsw.Connection, clock: Callable[[], float]) -> None:
         self._conn = conn
         self._clock = clock
@@ -113,39 +121,39 @@ class SQLiteTx(SqlTx):
     def now(self) -> float:
         return float(self._clock())
 
-    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
-        cursor = self._conn.execute(Q[name], params)
+    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._conn.execute(_sql(name), params)
         try:
             columns = [column[0] for column in cursor.description]
         except apsw.ExecutionCompleteError:  # no rows at all
             return (), []
         return columns, cursor.fetchall()
 
-    def _one(self, name: str, params: Params = ()) -> Any:
-        for row in self._conn.execute(Q[name], params):
+    def _one(self, name: Statement, params: Params = ()) -> Any:
+        for row in self._conn.execute(_sql(name), params):
             return tuple(row)
         return None
 
-    def _all(self, name: str, params: Params = ()) -> list[Any]:
-        return [tuple(row) for row in self._conn.execute(Q[name], params)]
+    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
+        return [tuple(row) for row in self._conn.execute(_sql(name), params)]
 
-    def _run(self, name: str, params: Params = ()) -> int:
-        self._conn.execute(Q[name], params)
+    def _run(self, name: Statement, params: Params = ()) -> int:
+        self._conn.execute(_sql(name), params)
         return int(self._conn.changes())
 
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
         before = self._conn.total_changes()
-        for _ in self._conn.executemany(Q[name], rows):
+        for _ in self._conn.executemany(_sql(name), rows):
             pass  # a statement that returns rows runs only as far as they are read
         return int(self._conn.total_changes() - before)
 
-    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
             return []
         # A statement that returns rows runs only as far as its rows are read.
-        return [tuple(row) for row in self._conn.executemany(Q[name], rows)]
+        return [tuple(row) for row in self._conn.executemany(_sql(name), rows)]
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
@@ -159,6 +167,7 @@ class SQLiteTx(SqlTx):
 class SQLiteStore:
     """An oncebox store in one SQLite file (or in memory, for tests and demos)."""
 
+    dialect = "sqlite"
     single_writer = True  # BEGIN IMMEDIATE: one writer at a time, whoever it is
 
     def __init__(
@@ -290,23 +299,36 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         """Bring the schema up to date, each migration recorded in its own transaction."""
+        self._connect().execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
+        )
+        self._apply(
+            load_migrations("sqlite"),
+            "SELECT 1 FROM schema_version WHERE version = ?",
+            "INSERT INTO schema_version VALUES (?, ?)",
+        )
+
+    def ensure_schema(self, owner: str, migrations: Sequence[tuple[int, str]]) -> None:
+        """An apply step's migrations, each once, recorded per step."""
+        self._apply(
+            migrations,
+            "SELECT 1 FROM step_schema WHERE version = ? AND step = ?",
+            "INSERT INTO step_schema (version, applied_at, step) VALUES (?, ?, ?)",
+            owner,
+        )
+
+    def _apply(
+        self, migrations: Sequence[tuple[int, str]], done: str, record: str, *owner: str
+    ) -> None:
         conn = self._connect()
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version "
-                "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-            )
-            for version, sql in load_migrations("sqlite"):
+            for version, sql in migrations:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    done = conn.execute(
-                        "SELECT 1 FROM schema_version WHERE version = ?", (version,)
-                    ).get
-                    if not done:
+                    if not conn.execute(done, (version, *owner)).get:
                         conn.execute(sql)
-                        conn.execute(
-                            "INSERT INTO schema_version VALUES (?, ?)", (version, self.now())
-                        )
+                        conn.execute(record, (version, self.now(), *owner))
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:

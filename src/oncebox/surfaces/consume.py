@@ -40,9 +40,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from oncebox.domain import Decision
 from oncebox.engine import crashpoints
 from oncebox.engine.box import Oncebox
-from oncebox.engine.decision import Decision
 from oncebox.errors import ApplyError, StorageError
 from oncebox.formats import Delivery, Unreadable
 from oncebox.logtext import escaped

@@ -153,7 +153,8 @@ def _listing(path: Path, clock: ManualClock) -> dict[str, Any]:
         "an older event for the same key",
         json.dumps(_event("n-2", event_time="2026-11-01T09:00:00Z", status="INACTIVE")),
     )
-    worker = box.reconciler("listing", backoff=Backoff(rng=lambda: 0.0))
+    # A claim outlasting the read (a notification arrives a minute into it).
+    worker = box.reconciler("listing", backoff=Backoff(rng=lambda: 0.0), claim_ttl=300)
     ticket = worker.begin_refresh(PRIMARY)
     assert ticket is not None
     send(

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from oncebox.domain import DeadLetter, Preview
 from oncebox.engine.box import Oncebox
 from oncebox.engine.replay import kept_in_part, replayable
-from oncebox.engine.views import LISTED, DeadLetter, Preview
+from oncebox.engine.views import LISTED
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces.lines import line_for
 

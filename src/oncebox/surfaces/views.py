@@ -9,23 +9,12 @@ import json
 import re
 import sys
 import unicodedata
-from dataclasses import fields, is_dataclass
+from dataclasses import is_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from oncebox.engine.views import WorkItem
-
-_TIMES = {
-    "first_seen",
-    "last_seen",
-    "resolved_at",
-    "replayed_at",
-    "received_at",
-    "evicted_at",
-    "decided_at",
-    "superseded_at",
-}
-_DIGESTS = {"ident", "witness"}
+from oncebox.domain import Kind, WorkItem
+from oncebox.domain.kinds import meanings
 
 
 def iso(seconds: float | None) -> str | None:
@@ -85,29 +74,35 @@ def _content(data: bytes, cut: bool = False) -> dict[str, Any]:
 
 
 def as_json(row: Any, **extra: Any) -> dict[str, Any]:
-    """A view as JSON. A record or newcomer also gets ``content_sha256`` (its witness:
-    the SHA-256 of its whole content), which a listing's cut content needs beside it."""
-    out: dict[str, Any] = {}
-    assert is_dataclass(row)
+    """An entity as JSON, each field shown as its kind says (see
+    :mod:`oncebox.domain.kinds`). A record or newcomer also gets ``content_sha256`` (its
+    witness: the SHA-256 of its whole content), which a listing's cut content needs."""
     cut = getattr(row, "cut", ())
-    for field in fields(row):
-        value = getattr(row, field.name)
-        if field.name in _DIGESTS and isinstance(value, bytes):
-            value = value.hex()
-        elif field.name in ("content", "head") and isinstance(value, bytes):
-            value = _content(value, field.name in cut)
-        elif field.name in ("fields", "signature") and isinstance(value, str):
-            value = json.loads(value)
-        elif field.name in _TIMES and value is not None:
-            value = iso(value)
-        elif field.name == "cut":
-            value = list(value)
-        out[field.name] = value
+    out = {
+        name: _shown(getattr(row, name), meaning.kind, name in cut)
+        for name, meaning in meanings(type(row)).items()
+    }
     if "content_length" in out:
         out["content_sha256"] = out["witness"] if out["content"] is not None else None
     for name, value in extra.items():
         out[name] = as_json(value) if is_dataclass(value) else value
     return out
+
+
+def _shown(value: Any, kind: Kind | None, cut: bool) -> Any:
+    if value is None:
+        return None
+    if kind is Kind.DIGEST:
+        return value.hex()
+    if kind is Kind.INSTANT:
+        return iso(value)
+    if kind is Kind.CONTENT:
+        return _content(value, cut)
+    if kind in (Kind.JSON, Kind.SIGNED):
+        return json.loads(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
 
 
 # Python refuses to convert integers longer than this to or from text (a guard against

@@ -2,30 +2,53 @@
 
 from __future__ import annotations
 
-from oncebox.store.sqltx.base import Params, SqlBase
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from oncebox.store.sqlfile import Query
+from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.inboxes import InboxesSql
-from oncebox.store.sqltx.leases import LeasesSql, TokensSql
+from oncebox.store.sqltx.leases import FencesSql, TokensSql
 from oncebox.store.sqltx.log import LogSql, SealQueueSql
 from oncebox.store.sqltx.records import RecordsSql, RetentionSql
 from oncebox.store.sqltx.rejects import RejectsSql
-from oncebox.store.sqltx.work import LedgerSql, WorkKeysSql
+
+R = TypeVar("R")
 
 
 class SqlTx(
     RecordsSql,
     RejectsSql,
-    LeasesSql,
+    FencesSql,
     LogSql,
     SealQueueSql,
-    WorkKeysSql,
-    LedgerSql,
     RetentionSql,
     TokensSql,
     InboxesSql,
     SqlBase,
 ):
     """One transaction of a SQL backend, in every role. Subclasses give the primitives
-    (:class:`SqlBase`) and what really differs: the clock, locking, a user's own SQL."""
+    (:class:`SqlBase`) and what really differs: the clock, locking, a user's own SQL.
+
+    What an apply step gets (:class:`~oncebox.store.ports.StepTx`) is these primitives
+    over the step's own statements."""
+
+    dialect: str
+
+    def run(self, query: Query, params: Params = ()) -> int:
+        return self._run(query, params)
+
+    def one(self, query: Query, params: Params = ()) -> Any:
+        return self._one(query, params)
+
+    def all(self, query: Query, params: Params = ()) -> list[Any]:
+        return self._all(query, params)
+
+    def rows(self, query: Query, params: Params, cls: type[R]) -> list[R]:
+        return self._rows(query, params, cls)
+
+    def many(self, query: Query, rows: Sequence[Sequence[Any]]) -> int:
+        return self._many(query, rows)
 
 
-__all__ = ["Params", "SqlBase", "SqlTx"]
+__all__ = ["Params", "SqlBase", "SqlTx", "Statement"]

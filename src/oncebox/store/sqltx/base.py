@@ -8,16 +8,18 @@ written once, in its own module of this package, on top of them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 
 from oncebox.errors import StorageError
+from oncebox.store.sqlfile import Query
 
-Params = Sequence[Any] | dict[str, Any]
+Params = Sequence[Any] | Mapping[str, Any]
+Statement = str | Query  # the store's own statement by name, or a step's own
 R = TypeVar("R")
 
-_SHAPES: dict[tuple[str, type], Callable[[Sequence[Any]], Any]] = {}
+_SHAPES: dict[tuple[Statement, type], Callable[[Sequence[Any]], Any]] = {}
 
 
 def _field_names(cls: type) -> tuple[str, ...]:
@@ -26,7 +28,9 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(cls._fields)  # type: ignore[attr-defined]  # a NamedTuple
 
 
-def shape(statement: str, cls: type[R], columns: Sequence[str]) -> Callable[[Sequence[Any]], R]:
+def shape(
+    statement: Statement, cls: type[R], columns: Sequence[str]
+) -> Callable[[Sequence[Any]], R]:
     """How to build ``cls`` from a row of ``statement``, matched by column name once per
     statement: a column the type lacks, or a field no column fills, is an error here
     rather than a value in the wrong field."""
@@ -56,31 +60,31 @@ class SqlBase(ABC):
     """One transaction of a SQL backend: the primitives the roles are written with."""
 
     @abstractmethod
-    def _described(self, name: str, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
         """A named statement's column names and rows."""
 
     @abstractmethod
-    def _one(self, name: str, params: Params = ()) -> Any:
+    def _one(self, name: Statement, params: Params = ()) -> Any:
         """The first row of a named statement, or None."""
 
     @abstractmethod
-    def _all(self, name: str, params: Params = ()) -> list[Any]:
+    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
         """Every row of a named statement."""
 
     @abstractmethod
-    def _run(self, name: str, params: Params = ()) -> int:
+    def _run(self, name: Statement, params: Params = ()) -> int:
         """Run a named statement; how many rows it changed."""
 
     @abstractmethod
-    def _many(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         """Run a named statement once per row of parameters (or once, over columns);
         how many rows it changed in all."""
 
     @abstractmethod
-    def _many_rows(self, name: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
         """Run a named statement once per row of parameters; every row it returned."""
 
-    def _rows(self, name: str, params: Params, cls: type[R]) -> list[R]:
+    def _rows(self, name: Statement, params: Params, cls: type[R]) -> list[R]:
         """Every row of a named statement, each built as ``cls`` by column name."""
         columns, rows = self._described(name, params)
         if not rows:
@@ -88,6 +92,6 @@ class SqlBase(ABC):
         make = shape(name, cls, columns)
         return [make(row) for row in rows]
 
-    def _row(self, name: str, params: Params, cls: type[R]) -> R | None:
+    def _row(self, name: Statement, params: Params, cls: type[R]) -> R | None:
         found = self._rows(name, params, cls)
         return found[0] if found else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from oncebox.store.rows import InboxRow
+from oncebox.domain import Inbox
 from oncebox.store.sqltx.base import SqlBase
 
 FIGURES = (
@@ -30,15 +30,15 @@ class InboxesSql(SqlBase):
         retention_seconds: float | None,
         tombstone_seconds: float | None,
         fenced: bool,
-    ) -> InboxRow:
+    ) -> Inbox:
         params = (name, codec, apply, retention_seconds, tombstone_seconds, bool(fenced))
         self._run("declare_inbox", params)
-        row = self._row("get_inbox", (name,), InboxRow)
+        row = self._row("get_inbox", (name,), Inbox)
         assert row is not None  # just declared
         return _fenced_bool(row)
 
-    def inboxes(self) -> list[InboxRow]:
-        return [_fenced_bool(row) for row in self._rows("inboxes", (), InboxRow)]
+    def inboxes(self) -> list[Inbox]:
+        return [_fenced_bool(row) for row in self._rows("inboxes", (), Inbox)]
 
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         # A fixed order: concurrent batches then lock the counter rows in the same order.
@@ -68,7 +68,7 @@ class InboxesSql(SqlBase):
         self._run("probe_write", (repr(now),))
 
 
-def _fenced_bool(row: InboxRow) -> InboxRow:
+def _fenced_bool(row: Inbox) -> Inbox:
     if isinstance(row.fenced, bool):
         return row
     return replace(row, fenced=bool(row.fenced))

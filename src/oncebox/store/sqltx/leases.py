@@ -1,38 +1,36 @@
-"""Leases, API tokens and console sessions, in SQL."""
+"""The fence's leases, API tokens and console sessions, in SQL."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import TypeVar
 
-from oncebox.store.rows import LeaseRow, SessionRow, TokenRow
+from oncebox.domain import LeaseState, SessionRow, TokenRow
 from oncebox.store.sqltx.base import SqlBase
 
 R = TypeVar("R", bound=TokenRow)
 
 
-class LeasesSql(SqlBase):
+class FencesSql(SqlBase):
     def next_token(self) -> int:
         return int(self._one("next_token")[0])
 
-    def put_lease(
-        self, inbox_id: int, scope: str, token: int, now: float, expires_at: float
-    ) -> None:
-        self._run("put_lease", (inbox_id, scope, token, now, expires_at))
-
-    def leases_for(self, inbox_id: int, scopes: Sequence[str]) -> dict[str, LeaseRow]:
-        if not scopes:
+    def held(
+        self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
+    ) -> dict[str, LeaseState]:
+        if not names:
             return {}
-        found = self._rows("leases_for", (inbox_id, json.dumps(sorted(scopes))), LeaseRow)
-        return {row.scope: row for row in found}
+        statement = "held_leases_exclusive" if exclusive else "held_leases"
+        params = (kind, owner, json.dumps(sorted(names)))
+        return {row.name: row for row in self._rows(statement, params, LeaseState)}
 
-    def list_leases(self, inbox_id: int) -> list[LeaseRow]:
-        return self._rows("list_leases", (inbox_id,), LeaseRow)
+    def put_lease(self, lease: LeaseState) -> None:
+        self._run("put_lease", astuple(lease))
 
-    def release_lease(self, inbox_id: int, scope: str, token: int, now: float) -> bool:
-        return self._run("release_lease", (now, inbox_id, scope, token)) > 0
+    def list_leases(self, kind: str, owner: int) -> list[LeaseState]:
+        return self._rows("list_leases", (kind, owner), LeaseState)
 
 
 class TokensSql(SqlBase):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oncebox.store.rows import LogEntry, PendingEvent, RecordRow, SealerRow
+from oncebox.domain import LogEntry, PendingEvent, Record
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -39,19 +39,11 @@ class SealQueueSql(SqlBase):
     def drop_pending(self, event_ids: Sequence[int]) -> None:
         self._many("drop_pending", [(event_id,) for event_id in event_ids])
 
-    def lock_sealer(self) -> SealerRow:
-        row = self._row("lock_sealer", (), SealerRow)
-        assert row is not None  # the schema inserts the one row
-        return row
-
-    def set_sealer(self, token: int, holder: str | None, expires_at: float) -> None:
-        self._run("set_sealer", (token, holder, expires_at))
-
     def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
         self._many("mark_sealed", seals)
 
-    def unsealed_records(self, limit: int) -> list[RecordRow]:
-        return self._rows("unsealed_records", (limit,), RecordRow)
+    def unsealed_records(self, limit: int) -> list[Record]:
+        return self._rows("unsealed_records", (limit,), Record)
 
     def record_seals(self) -> list[tuple[int, int | None]]:
         return [(int(i), s) for i, s in self._all("record_seals")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from oncebox.store.rows import Evicted, EvictionRow, NewRecord, RecordRow, RevisionRow, Stored
+from oncebox.domain import Evicted, Eviction, NewRecord, Record, Revision, Stored
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -40,12 +40,12 @@ class RecordsSql(SqlBase):
         rows = [(record_id, n, now, most) for record_id, (n, most) in sorted(late.items())]
         return self._many("count_late_replays", rows)
 
-    def get_record(self, record_id: int) -> RecordRow | None:
-        return self._row("get_record", (record_id,), RecordRow)
+    def get_record(self, record_id: int) -> Record | None:
+        return self._row("get_record", (record_id,), Record)
 
     def revise_record(
         self,
-        record: RecordRow,
+        record: Record,
         witness: bytes,
         content: bytes,
         fields: str,
@@ -59,8 +59,8 @@ class RecordsSql(SqlBase):
         )  # fmt: skip
         return int(self._one("revise_record", (witness, content, fields, now, now, record.id))[0])
 
-    def revisions(self, record_id: int) -> list[RevisionRow]:
-        return self._rows("revisions", (record_id,), RevisionRow)
+    def revisions(self, record_id: int) -> list[Revision]:
+        return self._rows("revisions", (record_id,), Revision)
 
 
 class RetentionSql(SqlBase):
@@ -101,8 +101,8 @@ class RetentionSql(SqlBase):
             [(inbox_id, kind, e.ident, e.witness, e.first_seen, now) for e in evicted],
         )
 
-    def evictions(self, inbox_id: int | None, limit: int) -> list[EvictionRow]:
-        return self._rows("evictions", {"inbox": inbox_id, "limit": limit}, EvictionRow)
+    def evictions(self, inbox_id: int | None, limit: int) -> list[Eviction]:
+        return self._rows("evictions", {"inbox": inbox_id, "limit": limit}, Eviction)
 
     def record_retention_override(
         self, inbox_id: int, retention_seconds: float, reason: str, now: float

@@ -6,8 +6,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from oncebox.store.listing import WHOLE, DeadLetterFilter, Preview
-from oncebox.store.rows import DeadLetterRow, Letter, Newcomer, QuarantineRow, RecordRow
+from oncebox.domain import (
+    WHOLE,
+    DeadLetter,
+    DeadLetterFilter,
+    Letter,
+    Newcomer,
+    Preview,
+    Quarantined,
+    Record,
+)
 from oncebox.store.sqltx.base import SqlBase, shape
 
 
@@ -35,9 +43,9 @@ class RejectsSql(SqlBase):
                 kept.append((int(again[0]), False))
         return kept
 
-    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> QuarantineRow | None:
+    def get_quarantine(self, quarantine_id: int, lock: bool = False) -> Quarantined | None:
         name = "get_quarantine_for_update" if lock else "get_quarantine"
-        return self._row(name, (quarantine_id,), QuarantineRow)
+        return self._row(name, (quarantine_id,), Quarantined)
 
     def close_quarantine(
         self, quarantine_id: int, status: str, note: str, now: float, by: str | None = None
@@ -51,19 +59,19 @@ class RejectsSql(SqlBase):
         limit: int,
         after: int = 0,
         preview: Preview = WHOLE,
-    ) -> list[QuarantineRow]:
+    ) -> list[Quarantined]:
         params = {"inbox": inbox_id, "status": status, "limit": limit, "after": after,
                   **_cut(preview)}  # fmt: skip
-        return self._rows("list_quarantine", params, QuarantineRow)
+        return self._rows("list_quarantine", params, Quarantined)
 
-    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, RecordRow]:
+    def originals(self, quarantine_ids: Sequence[int], preview: Preview) -> dict[int, Record]:
         if not quarantine_ids:
             return {}
         params = {"ids": json.dumps(list(quarantine_ids)), **_cut(preview)}
         columns, rows = self._described("list_originals", params)
         if not rows:
             return {}
-        make = shape("list_originals", RecordRow, columns[1:])
+        make = shape("list_originals", Record, columns[1:])
         return {int(row[0]): make(row[1:]) for row in rows}
 
     def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:
@@ -81,15 +89,15 @@ class RejectsSql(SqlBase):
         limit: int,
         filters: DeadLetterFilter | None = None,
         preview: Preview = WHOLE,
-    ) -> list[DeadLetterRow]:
+    ) -> list[DeadLetter]:
         f = filters or DeadLetterFilter()
         params = {"inbox": inbox_id, "limit": limit, "reason": f.reason, "since": f.since,
                   "until": f.until, "search": f.search, "after": f.after,
                   **_cut(preview)}  # fmt: skip
-        return self._rows("list_dead_letters", params, DeadLetterRow)
+        return self._rows("list_dead_letters", params, DeadLetter)
 
-    def get_dead_letter(self, letter_id: int) -> DeadLetterRow | None:
-        return self._row("get_dead_letter", (letter_id,), DeadLetterRow)
+    def get_dead_letter(self, letter_id: int) -> DeadLetter | None:
+        return self._row("get_dead_letter", (letter_id,), DeadLetter)
 
     def mark_replayed(self, letter_id: int, now: float, by: str | None, verdict: str) -> None:
         self._run("mark_replayed", (now, by, verdict, letter_id))

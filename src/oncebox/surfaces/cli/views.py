@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import click
 
+from oncebox.domain import QuarantineStatus
 from oncebox.formats import codec_settings
 from oncebox.surfaces import listing
+from oncebox.surfaces.choices import RESOLUTIONS, STATUSES, status_filter
 from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.views import TRIAGE_TABLES, as_json, csv_text, triage_table
 
@@ -55,8 +57,8 @@ def quarantine() -> None:
 @click.option("--inbox")
 @click.option(
     "--status",
-    type=click.Choice(["open", "kept", "accepted", "all"]),
-    default="open",
+    type=click.Choice(STATUSES),
+    default=QuarantineStatus.OPEN.value,
     show_default=True,
 )
 @click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
@@ -68,8 +70,7 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, after: int, li
     what is shown only in part: `quarantine show ID` gives the whole row). Written a
     page at a time.
     """
-    chosen = None if status == "all" else status
-    emit_pages(listing.quarantine_pages(obj.box, inbox, chosen, limit, after))
+    emit_pages(listing.quarantine_pages(obj.box, inbox, status_filter(status), limit, after))
 
 
 @quarantine.command("show")
@@ -85,7 +86,7 @@ def quarantine_show(obj: Context, quarantine_id: int) -> None:
 
 @quarantine.command("resolve")
 @click.argument("quarantine_id", type=int)
-@click.argument("action", type=click.Choice(["keep", "accept"]))
+@click.argument("action", type=click.Choice(RESOLUTIONS))
 @click.option("--note", required=True, help="Why; kept with the resolution.")
 @ACTOR
 @click.pass_obj

@@ -18,17 +18,17 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import ReplayGuard
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.http import openapi, problems
-from oncebox.surfaces.http.access import REQUIRED, SIGNED, Service
+from oncebox.surfaces.http.access import Service
+from oncebox.surfaces.http.auth import Gate
 from oncebox.surfaces.http.console import BASE as CONSOLE
 from oncebox.surfaces.http.console import MAX_FORM, mount_console
-from oncebox.surfaces.http.gate import Gate, RouteNeeds
 from oncebox.surfaces.http.groupcommit import GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
-from oncebox.surfaces.http.middleware import BoundedBody, Timing
+from oncebox.surfaces.http.middleware import BoundedBody, HeadCheck, Timing
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
 from oncebox.surfaces.http.routes.health import Readiness
-from oncebox.surfaces.http.senders import DEFAULT_BUDGET, Senders, bound_of
+from oncebox.surfaces.http.senders import DEFAULT_BUDGET, Senders
 from oncebox.surfaces.http.slashes import redirect_slashes_relatively
 
 DESCRIPTION = (
@@ -65,8 +65,16 @@ def create_app(
     """
     group = GroupCommit(box, max_wait=group_wait, max_batch=group_max)
     metrics = Metrics(box, group)
-    # Kept in the store: every server process (and host) refuses a replayed signature.
-    replays = ReplayGuard(clock=clock, store=box.store)
+    gate = Gate(
+        box,
+        # The routers' own routes: FastAPI 0.165 wraps included routers in a route that
+        # matches without giving its path parameters, which would hide every inbox.
+        [route for router in ROUTERS for route in router.routes],
+        # Kept in the store: every server process (and host) refuses a replayed signature.
+        replays=ReplayGuard(clock=clock, store=box.store),
+        clock=clock,
+        senders=Senders(box, unverified_budget, metrics.refused),
+    )
     app = FastAPI(
         title="oncebox",
         version="1",
@@ -80,7 +88,8 @@ def create_app(
         openapi_tags=TAGS,
         generate_unique_id_function=_operation_id,
     )
-    app.state.service = Service(box, group, metrics, replays, clock, private_key, batch_limit)
+    app.state.service = Service(box, group, metrics, gate, private_key, batch_limit)
+    app.state.gate = gate
     app.state.box = box
     app.state.group_commit = group
     app.state.metrics = metrics
@@ -98,17 +107,7 @@ def create_app(
     # Outermost first: latency covers everything, the gate refuses from the head alone,
     # the bound runs before any parsing.
     app.add_middleware(BoundedBody, max_body=max_body)
-    app.add_middleware(
-        Gate,
-        authenticate=box.authenticate,
-        # The routers' own routes: FastAPI 0.165 wraps included routers in a route that
-        # matches without giving its path parameters, which would hide every inbox.
-        needs=RouteNeeds([r for router in ROUTERS for r in router.routes], REQUIRED, SIGNED),
-        form_prefix=CONSOLE,
-        form_limit=MAX_FORM,
-        senders=Senders(box, unverified_budget, metrics.refused),
-        bounds=lambda inbox: bound_of(box, inbox),
-    )
+    app.add_middleware(HeadCheck, gate=gate, form_prefix=CONSOLE, form_limit=MAX_FORM)
     app.add_middleware(Timing, metrics=metrics)
     openapi.install(app)
     mount_console(app, box, private_key=private_key)

@@ -14,17 +14,11 @@ the system during the last commit (that batch and those that arrived meanwhile; 
 answers just went out would miss the next batch and the load would settle into two half
 batches taking turns: twice the commits for the same work, and measurably slower.
 
-A request may carry its credential (:class:`Credential`): the worker authenticates it in
-the same turn that decides the batch, one store lookup per distinct secret per turn,
-before anything of the batch is decided. Every request is thus authenticated after it
-arrived, as if it had been authenticated alone: a token revoked before a request came
-is refused, and a refused request is not decided.
-
-A request its sender signed instead (a webhook, :class:`Signed`) is checked in that same
-turn against the server clock read once for the turn (the database's, on PostgreSQL):
-its signed time (its signature was computed as its body arrived), or the whole of it if
-it had no body to stream. An unverified one is refused like a bad token, and nothing of
-it is decided.
+A request may carry the credential the gate admitted it with (a token's :class:`Caller`,
+or a webhook's :class:`Sender`). The worker checks them again in the turn that decides
+the batch, before anything of it is decided (:func:`oncebox.surfaces.http.auth.in_turn`):
+a token revoked since its request's head was checked, or a signed time gone stale while
+its body arrived, is refused then, and a refused request is not decided.
 """
 
 from __future__ import annotations
@@ -32,47 +26,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from oncebox.domain import Decision
 from oncebox.engine.box import Oncebox
-from oncebox.engine.decision import Decision
-from oncebox.engine.tokens import Token
 from oncebox.errors import ApplyError
 from oncebox.formats import Delivery
+from oncebox.surfaces.http.auth import Caller, in_turn
+from oncebox.surfaces.http.senders import Sender
 
 Outcome = Decision | BaseException
 
 
-@dataclass(frozen=True)
-class Credential:
-    """A bearer secret and what admits the request once its token is known.
-
-    ``admit`` runs in the worker thread with the live token the secret names (None for
-    an unknown or revoked one) and raises to refuse the request (401, 403).
-    """
-
-    secret: str
-    admit: Callable[[Token | None], None]
-
-
-@dataclass(frozen=True)
-class Signed:
-    """A request its sender signed: ``verify`` runs in the worker thread with the
-    server clock's time and returns the delivery to decide (its key and the signature
-    it was verified with), or raises to refuse the request (401: a signed time gone
-    stale while the body arrived, a bad signature)."""
-
-    verify: Callable[[float], Delivery]
-
-
-Proof = Credential | Signed
+Credential = Caller | Sender | None
 
 
 @dataclass(frozen=True)
 class _Entry:
     delivery: Delivery
-    credential: Proof | None
+    credential: Credential
     future: asyncio.Future[Decision]
 
 
@@ -105,13 +78,13 @@ class GroupCommit:
             self.largest = max(self.largest, size)
 
     async def submit(
-        self, inbox: str, delivery: Delivery, credential: Proof | None = None
+        self, inbox: str, delivery: Delivery, credential: Credential = None
     ) -> Decision:
         """The delivery's decision, once the transaction that holds it committed.
 
-        With a ``credential``, whatever its ``admit`` (or a signed request's ``verify``)
-        raises instead, and nothing is decided for the delivery; a verified one is
-        decided as ``verify`` returned it. ``inbox`` must be a declared inbox.
+        With a ``credential``, its refusal in the turn instead, and nothing is decided
+        for the delivery; a webhook sender's is decided as its signature stands for it.
+        ``inbox`` must be a declared inbox.
         """
         lane = self._lanes.get(inbox)
         if lane is None:
@@ -164,32 +137,20 @@ class GroupCommit:
             else:
                 entry.future.set_result(outcome)
 
-    def _decide(self, inbox: str, work: Sequence[tuple[Delivery, Proof | None]]) -> list[Outcome]:
+    def _decide(self, inbox: str, work: Sequence[tuple[Delivery, Credential]]) -> list[Outcome]:
         """In a worker thread: admit the requests, then decide the admitted ones."""
         outcomes: list[Outcome | None] = [None] * len(work)
         deliveries = [delivery for delivery, _ in work]
-        tokens: dict[str, Token | None] = {}
-        now: float | None = None
-        try:
-            for i, (_, credential) in enumerate(work):
-                if credential is None:
-                    continue
-                if isinstance(credential, Signed):
-                    if now is None:
-                        now = self.box.store.now()
-                    try:
-                        deliveries[i] = credential.verify(now)
-                    except Exception as exc:
-                        outcomes[i] = exc
-                    continue
-                if credential.secret not in tokens:
-                    tokens[credential.secret] = self.box.authenticate(credential.secret)
-                try:
-                    credential.admit(tokens[credential.secret])
-                except Exception as exc:
-                    outcomes[i] = exc
-        except Exception as exc:  # the store failed: nobody is admitted, nothing decided
-            return [exc] * len(work)
+        if any(credential is not None for _, credential in work):
+            try:
+                checked = in_turn(self.box, [credential for _, credential in work])
+            except Exception as exc:  # the store failed: nobody is admitted, nothing decided
+                return [exc] * len(work)
+            for i, verdict in enumerate(checked):
+                if isinstance(verdict, Delivery):
+                    deliveries[i] = verdict
+                elif verdict is not None:
+                    outcomes[i] = verdict
         admitted = [i for i, outcome in enumerate(outcomes) if outcome is None]
         decided = self._ingest(inbox, [deliveries[i] for i in admitted]) if admitted else []
         for i, decision in zip(admitted, decided, strict=True):

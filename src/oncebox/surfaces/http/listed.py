@@ -11,18 +11,12 @@ only in part. The whole row is one request away: ``GET /v1/quarantine/{id}``, ``
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+from oncebox.domain import DeadLetter, Quarantined, Record
 from oncebox.engine.views import LISTED
-from oncebox.surfaces.http.models import (
-    DeadLetterOut,
-    Hex,
-    JsonObject,
-    QuarantineOut,
-    RecordOut,
-    WorkKeyOut,
-    WorkOut,
-)
+from oncebox.surfaces.http.models import WorkKeyOut, WorkOut
+from oncebox.surfaces.http.shapes import Hex, JsonObject, shaped
 
 CUT = (
     f"The values shown only in part: content (or head) cut to its first "
@@ -31,7 +25,8 @@ CUT = (
 )
 
 
-class RecordListedOut(RecordOut):
+@shaped(Record)
+class RecordListedOut(BaseModel):
     """An original record as a listing shows it."""
 
     fields: JsonObject | None = Field(
@@ -43,23 +38,27 @@ class RecordListedOut(RecordOut):
     cut: list[str] = Field(description=CUT)
 
 
-class QuarantineListedOut(QuarantineOut):
+@shaped(Quarantined)
+class QuarantineListedOut(BaseModel):
     """A quarantined newcomer as a listing shows it, beside its original; the whole
     row is ``GET /v1/quarantine/{id}``."""
 
-    fields: JsonObject | None = Field(  # type: ignore[assignment]  # may be left out
+    fields: JsonObject | None = Field(
         description="The values the inbox's codec named; null if too long to list."
     )
     content_sha256: Hex = Field(description="SHA-256 of the whole content (hex; the witness).")
     cut: list[str] = Field(description=CUT)
+    inbox: str = Field(description="The inbox's name.")
     original: RecordListedOut | None = Field(description="The original record; null if evicted.")
 
 
-class DeadLetterListedOut(DeadLetterOut):
+@shaped(DeadLetter)
+class DeadLetterListedOut(BaseModel):
     """A dead letter as a listing shows it; the whole kept head is
     ``GET /v1/dead-letters/{id}``."""
 
     cut: list[str] = Field(description=CUT)
+    inbox: str = Field(description="The inbox's name.")
 
 
 class WorkKeyListedOut(WorkKeyOut):

@@ -4,10 +4,10 @@ The delivery, quarantine, dead-letter and work-key figures come from the store, 
 count every process writing to it and survive restarts. Only request latency, the
 group-commit figures and the webhook refusals (which store nothing) are this process's own.
 
-Who sees what: the per-inbox series only for the inboxes the scraping token covers. The
-series without an inbox label (seal lag, group commit, latency by route, the console's
-routes included) sum up every inbox's traffic, so only a token for every inbox (``*``)
-sees them; a token that lists inboxes does not, even if the list is all of today's.
+Who sees what is the scraping caller's (:class:`~oncebox.surfaces.http.auth.Caller`): the
+per-inbox series only for the inboxes its token covers; the series without an inbox label
+(seal lag, group commit, latency by route, the console's routes included) sum up every
+inbox's traffic, so only a token for every inbox sees them.
 A scrape that asks for OpenMetrics (``Accept: application/openmetrics-text``) gets it.
 """
 
@@ -23,6 +23,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from oncebox.engine.box import Oncebox
+from oncebox.surfaces.http.auth import Caller
 from oncebox.surfaces.http.groupcommit import GroupCommit
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -138,16 +139,15 @@ class Metrics:
         with self._lock:
             self.refusals[(inbox, reason)] += 1
 
-    def render(
-        self, visible: Callable[[str], bool], everything: bool, accept: str | None = None
-    ) -> tuple[bytes, str]:
+    def render(self, who: Caller, accept: str | None = None) -> tuple[bytes, str]:
         """The exposition (and its content type) in the format ``accept`` asks for: store
-        figures only for the inboxes ``visible`` admits, the process-wide series only
-        when ``everything`` (the token covers every inbox)."""
+        figures only for the inboxes ``who`` sees, the process-wide series only if it
+        sees them all (:attr:`Caller.sees_all`)."""
         scrape = CollectorRegistry(auto_describe=False)
         with self._lock:
             refusals = self.refusals.copy()
-        scrape.register(StoreCollector(self.box, self.group, visible, everything, refusals))
+        everything = who.sees_all
+        scrape.register(StoreCollector(self.box, self.group, who.sees, everything, refusals))
         if everything:
             scrape.register(self.latency)
         encode, content_type = choose_encoder(accept or "")

@@ -1,5 +1,5 @@
-"""ASGI middleware of the service: the body bound, read before anything parses a body,
-and request latency by route."""
+"""ASGI middleware of the service: the gate's head check, the body bound (read before
+anything parses a body), and request latency by route."""
 
 from __future__ import annotations
 
@@ -9,10 +9,52 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oncebox.formats import Overflow, Unverified
 from oncebox.surfaces.http import problems
-from oncebox.surfaces.http.access import BODY_KEY, OVERSIZE_KEY, VERIFIED_KEY
-from oncebox.surfaces.http.gate import BODY_LIMIT_KEY, KEEP_OVERSIZE_KEY, SIGNING_KEY
+from oncebox.surfaces.http.auth import (
+    BODY_KEY,
+    BODY_LIMIT_KEY,
+    KEEP_OVERSIZE_KEY,
+    OVERSIZE_KEY,
+    SIGNING_KEY,
+    VERIFIED_KEY,
+    Gate,
+)
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.senders import Signing, over_budget
+
+
+class HeadCheck:
+    """Refuse from its head a request's body its sender may not send, and set the bound
+    it is read to (:meth:`Gate.head <oncebox.surfaces.http.auth.Gate.head>`). The
+    console's forms carry no token in their head: their bodies are bounded to a form's
+    size instead."""
+
+    def __init__(self, app: ASGIApp, *, gate: Gate, form_prefix: str, form_limit: int) -> None:
+        self.app = app
+        self.gate = gate
+        self.form_prefix = form_prefix
+        self.form_limit = form_limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if path == self.form_prefix or path.startswith(self.form_prefix + "/"):
+            scope[BODY_LIMIT_KEY] = self.form_limit
+            await self.app(scope, receive, send)
+            return
+        refusal = await self.gate.head(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        else:
+            await _answer(refusal, scope, receive, send)
+
+
+def has_body(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip(b" 0")):
+            return True
+    return False
 
 
 class BoundedBody:

@@ -1,58 +1,34 @@
 """Every body the HTTP API sends or takes, as a pydantic model: what ``/openapi.json``
 declares, so that no success body is a free-form object.
 
-The views are shaped by :func:`oncebox.surfaces.views.as_json` (digests in hex, times
-in ISO 8601, content as text or base64); these models declare that shape, and a test
-keeps their fields equal to the engine views' (``tests/test_openapi.py``). Two members
-hold JSON that the API does not own: a record's ``fields`` (the values its codec
-named) and a work key's ``document`` (what the trusted reader returned); both are
-declared as JSON objects whose values may be any JSON.
+The domain's entities (a decision, a record, a quarantined newcomer, a dead letter, a
+log entry) are not described here again: their models are made from the entity types
+(:func:`~oncebox.surfaces.http.shapes.shaped`), as
+:func:`oncebox.surfaces.views.as_json` shows them (digests in hex, times in ISO 8601,
+content as text or base64). Two members hold JSON that the API does not own: a record's
+``fields`` (the values its codec named) and a work key's ``document`` (what the trusted
+reader returned); both are declared as JSON objects whose values may be any JSON.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
-Hex = str  # documented per field: SHA-256 digests as 64 lowercase hex digits
-JsonObject = dict[str, JsonValue]
+from oncebox.domain import NOTE_MAX, DeadLetter, Decision, LogEntry, Quarantined, Record
+from oncebox.surfaces.choices import ResolutionChoice
+from oncebox.surfaces.http.shapes import Hex, JsonObject, shaped
+
 # Request bodies take exactly the JSON types they declare: no 26059.0 for an integer,
 # no "60" for a number (pydantic's lax mode converts both).
 STRICT = ConfigDict(strict=True)
 
 
 # -- decisions -------------------------------------------------------------------------------
+@shaped(Decision)
 class DecisionOut(BaseModel):
     """What oncebox decided for one delivery (the JSON of ``oncebox ingest``)."""
-
-    inbox: str = Field(description="The inbox that decided.")
-    verdict: Literal["accepted", "duplicate", "conflict", "rejected"] = Field(
-        description="accepted: a new record; duplicate: seen before; conflict: same "
-        "identity, other content (quarantined); rejected: not stored as a record."
-    )
-    may_ack: bool = Field(description="Whether the sender may acknowledge the delivery.")
-    reason: str | None = Field(
-        default=None, description="Why (rejected: bad_format, stale_token, ...; conflict)."
-    )
-    detail: str | None = Field(default=None, description="What exactly was wrong, for people.")
-    identity: str | None = Field(default=None, description="The delivery's identity.")
-    witness: Hex | None = Field(
-        default=None, description="SHA-256 of the canonical content (64 hex digits)."
-    )
-    record_id: int | None = Field(default=None, description="The record (new or existing).")
-    revision: int | None = Field(default=None, description="The record's revision.")
-    quarantine_id: int | None = Field(default=None, description="The quarantine row (conflict).")
-    first_quarantine: bool = Field(
-        default=False, description="Whether this conflict opened its quarantine row."
-    )
-    dead_letter_id: int | None = Field(default=None, description="The dead letter (rejected).")
-    late_replay: bool = Field(
-        default=False, description="A resend of a record retention already evicted."
-    )
-    log_position: int | None = Field(
-        default=None, description="The log entry that seals the record, once sealed."
-    )
 
 
 class BatchOut(BaseModel):
@@ -89,91 +65,15 @@ class ReleasedOut(BaseModel):
 
 
 # -- records, quarantine and dead letters ------------------------------------------------------
-class TextContent(BaseModel):
-    """Content that is UTF-8 text."""
-
-    text: str = Field(description="The content as text.")
-
-
-class Base64Content(BaseModel):
-    """Content that is not UTF-8 text."""
-
-    base64: str = Field(description="The content's bytes in base64.")
-
-
-Content = TextContent | Base64Content
-
-
-class SignatureOut(BaseModel):
-    """What the sender's webhook signature vouched for when it was verified on arrival
-    (never the secret, nor the signature)."""
-
-    scheme: Literal["github", "standard-webhooks", "stripe"] = Field(
-        description="The signing scheme the inbox declares."
-    )
-    signed_at: int | None = Field(
-        description="The unix time the sender signed; null for github, which signs none."
-    )
-    key_signed: bool = Field(
-        description="Whether the signature covers the message id used as the key "
-        "(standard-webhooks: yes; github's X-GitHub-Delivery: no)."
-    )
-
-
-SIGNATURE = "The sender's verified webhook signature; null if the sender did not sign it."
-
-
+@shaped(Record)
 class RecordOut(BaseModel):
     """A record: what the first valid arrival of an identity left (or its tombstone)."""
 
-    id: int = Field(description="The record id.")
-    inbox_id: int = Field(description="The inbox's id in the store.")
-    ident: Hex = Field(description="SHA-256 of the identity (hex).")
-    identity: str | None = Field(description="The identity; null once evicted.")
-    witness: Hex = Field(description="SHA-256 of the canonical content (hex).")
-    revision: int = Field(description="The revision (accepted newcomers add one).")
-    content: Content | None = Field(description="The content; null once evicted.")
-    fields: JsonObject | None = Field(description="The values the inbox's codec named.")
-    first_seen: str = Field(description="When it first arrived (ISO 8601, server clock).")
-    last_seen: str = Field(description="When it last arrived (ISO 8601, server clock).")
-    seen_count: int = Field(description="How often it arrived.")
-    evicted_at: str | None = Field(description="When retention evicted it (ISO 8601).")
-    late_replays: int = Field(description="Resends after its eviction.")
-    device_time: str | None = Field(description="The device's clock, as sent (not trusted).")
-    snapshot_id: str | None = Field(description="The snapshot it came in.")
-    delivery_id: str | None = Field(description="The transport's delivery id.")
-    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
-    log_seq: int | None = Field(description="The log entry that sealed it.")
-    revised_at: float | None = Field(description="When an operator last revised it (unix s).")
-    content_length: int | None = Field(default=None, description="Bytes of the content.")
 
-
+@shaped(Quarantined)
 class QuarantineOut(BaseModel):
     """A conflicting newcomer kept for an operator, with the original record beside it."""
 
-    id: int = Field(description="The quarantine row's id.")
-    inbox_id: int = Field(description="The inbox's id in the store.")
-    ident: Hex = Field(description="SHA-256 of the identity (hex).")
-    identity: str = Field(description="The identity it shares with the original.")
-    record_id: int | None = Field(description="The original record.")
-    witness: Hex = Field(description="SHA-256 of the newcomer's canonical content (hex).")
-    content: Content = Field(description="The newcomer's content.")
-    fields: JsonObject = Field(description="The values the inbox's codec named.")
-    reason: str = Field(description="Why it was quarantined.")
-    status: Literal["open", "kept", "accepted"] = Field(description="Its resolution so far.")
-    note: str | None = Field(description="The operator's note.")
-    first_seen: str = Field(description="When it first arrived (ISO 8601).")
-    last_seen: str = Field(description="When it last arrived (ISO 8601).")
-    seen_count: int = Field(description="How often it arrived.")
-    resolved_at: str | None = Field(description="When it was resolved (ISO 8601).")
-    device_time: str | None = Field(description="The device's clock, as sent.")
-    snapshot_id: str | None = Field(description="The snapshot it came in.")
-    delivery_id: str | None = Field(description="The transport's delivery id.")
-    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
-    resolved_by: str | None = Field(
-        default=None, description="Who resolved it: the API token's name, or null."
-    )
-    content_length: int | None = Field(default=None, description="Bytes of the content.")
     inbox: str = Field(description="The inbox's name.")
     original: RecordOut | None = Field(description="The original record; null if evicted.")
 
@@ -183,38 +83,16 @@ class ResolveIn(BaseModel):
 
     model_config = STRICT
 
-    action: Literal["keep", "accept"] = Field(
+    action: ResolutionChoice = Field(
         description="keep the original, or accept the newcomer as the next revision."
     )
-    note: str = Field(min_length=1, max_length=4096, description="Why; kept with it.")
+    note: str = Field(min_length=1, max_length=NOTE_MAX, description="Why; kept with it.")
 
 
+@shaped(DeadLetter)
 class DeadLetterOut(BaseModel):
     """An invalid delivery, kept with its reason: a bounded copy, its length and digest."""
 
-    id: int = Field(description="The dead letter's id.")
-    inbox_id: int = Field(description="The inbox's id in the store.")
-    reason: str = Field(description="Why it was refused (bad_format, bad_checksum, ...).")
-    detail: str = Field(description="What exactly was wrong.")
-    head: Content = Field(description="The first bytes of what arrived.")
-    length: int = Field(description="How many bytes arrived.")
-    sha256: Hex = Field(description="SHA-256 of all that arrived (hex).")
-    key: str | None = Field(description="The transport's key, as sent.")
-    received_at: str = Field(description="When it arrived (ISO 8601, server clock).")
-    device_time: str | None = Field(description="The device's clock, as sent.")
-    snapshot_id: str | None = Field(description="The snapshot it came in.")
-    delivery_id: str | None = Field(description="The transport's delivery id.")
-    signature: SignatureOut | None = Field(default=None, description=SIGNATURE)
-    replayed_at: str | None = Field(
-        default=None, description="When it was last replayed (ISO 8601), or null."
-    )
-    replayed_by: str | None = Field(
-        default=None, description="Who replayed it last: the API token's name, or null."
-    )
-    replay_verdict: str | None = Field(
-        default=None, description="What its last replay was decided as, such as accepted."
-    )
-    kept: int | None = Field(default=None, description="Bytes kept (all if equal to length).")
     inbox: str = Field(description="The inbox's name.")
 
 
@@ -224,7 +102,7 @@ class ReplayIn(BaseModel):
     model_config = STRICT
 
     note: str | None = Field(
-        default=None, max_length=4096, description="Why it is replayed; kept in the log."
+        default=None, max_length=NOTE_MAX, description="Why it is replayed; kept in the log."
     )
     lease_token: int | None = Field(
         default=None,
@@ -346,13 +224,9 @@ class CheckpointOut(BaseModel):
     key_id: str | None = Field(default=None, description="The signing key's id; absent unsigned.")
 
 
+@shaped(LogEntry)
 class EntryOut(BaseModel):
     """One log entry: ``hash = SHA-256(prev | step | state)``."""
-
-    seq: int = Field(description="Its position (from 1).")
-    step: str = Field(description="What happened (accept, resolve, lease, ...).")
-    state: str = Field(description="The entry's state, as canonical JSON text.")
-    hash: Hex = Field(description="The chain hash (hex).")
 
 
 class ProvenRecord(BaseModel):

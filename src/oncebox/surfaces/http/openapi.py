@@ -5,8 +5,9 @@ declares the ones a route can answer, each with what it means there. Some are an
 by every route: 408 and 503 by ``oncebox serve`` itself (its deadlines and its bound on
 connections), 413 for a body over the bound (any route, before anything is parsed), 500
 by any bug. :func:`finish` completes what FastAPI generates: the
-``Problem`` schema in place of FastAPI's own validation error, the signing headers on
-every authenticated operation, ``security: []`` on the public ones.
+``Problem`` schema in place of FastAPI's own validation error, each operation's
+``security`` as its route declared what it needs (:func:`oncebox.surfaces.http.auth.needs`;
+``[]`` on the public ones), and the signing headers on every authenticated one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from oncebox.surfaces.http.auth import NEEDS
 from oncebox.surfaces.http.problems import MEDIA_TYPE, RETRY_AFTER, Problem
 from oncebox.surfaces.http.signing import document_signing
 
@@ -74,9 +76,6 @@ def inbox_errors() -> dict[int | str, dict[str, Any]]:
     return errors(*AUTHENTICATED, 404, 422, e404="No such inbox.")
 
 
-PUBLIC: dict[str, Any] = {"security": []}
-
-
 def finish(app: FastAPI) -> dict[str, Any]:
     """The whole document for ``app``, made once."""
     if app.openapi_schema is None:
@@ -97,6 +96,11 @@ def finish(app: FastAPI) -> dict[str, Any]:
         components["schemas"].pop("HTTPValidationError", None)
         components["schemas"].pop("ValidationError", None)
         schema["security"] = [{"HTTPBearer": []}]
+        declared = {endpoint.__name__ for endpoint in NEEDS}  # operation ids: handler names
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                secured = operation.get("operationId") in declared
+                operation["security"] = [{"HTTPBearer": []}] if secured else []
         document_signing(schema)
         app.openapi_schema = schema
     return app.openapi_schema

@@ -12,8 +12,11 @@ so that the gate, the body reader and the route read one rule:
 - as the body arrives (:class:`Signing`, for the body reader): the signature computed
   over it, so that a body is never held longer than it takes to arrive, and never past
   the budget;
-- in the group commit turn (:func:`signed`): the signed time checked again at the server
-  clock's time. A refusal is a 401 naming its reason, and nothing is stored.
+- in the group commit turn (:meth:`Sender.delivery`): the signed time checked again at
+  the server clock's time. A refusal is a 401 naming its reason, and nothing is stored.
+
+Which request is a sender's, and when each step runs, the gate decides
+(:mod:`oncebox.surfaces.http.auth`).
 """
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ from starlette.concurrency import run_in_threadpool
 
 from oncebox.engine.box import Oncebox
 from oncebox.errors import OnceboxError
-from oncebox.formats import Delivery, Unverified, Verified, WebhookConfig
+from oncebox.formats import Delivery, Overflow, Unverified, Verified, WebhookConfig
 from oncebox.formats.codec import HEAD_KEPT
 from oncebox.formats.webhooks import BodyMac
-from oncebox.surfaces.http.groupcommit import Signed
 from oncebox.surfaces.http.problems import RETRY_AFTER, ProblemError
 
 DEFAULT_BUDGET = 32 * 1024 * 1024  # bytes of unverified bodies one worker holds at once
@@ -265,31 +267,32 @@ def missing_headers(webhook: WebhookConfig) -> ProblemError:
     return refused("missing_signature", f"send Authorization: Bearer <token>, or sign ({names})")
 
 
-def signed(
-    webhook: WebhookConfig,
-    headers: Mapping[str, str],
-    body: bytes,
-    verified: Verified | None,
-    count: Callable[[str], None] = lambda _reason: None,
-    make: Callable[[Verified], Delivery] | None = None,
-) -> Signed:
-    """The group commit's check of one signed request: the delivery it stands for
-    (the webhook's own id as its key, the signature's facts recorded beside it, or what
-    ``make`` builds of them). ``verified`` is what its body's signature vouched for as it
-    arrived (None: not checked yet, the whole ``body`` is). ``count`` hears each
-    refusal's reason, for operators (nothing else records it)."""
+@dataclass(frozen=True)
+class Sender:
+    """A webhook's sender as the gate admitted it: its signature checked as its body
+    arrived (``verified``; None: it had no body to stream, and the whole ``body`` is
+    checked in the turn), what it delivered (``body``, or ``overflow``: the head, length
+    and SHA-256 of a body over its inbox's bound), and where its refusals are counted."""
 
-    def verify(now: float) -> Delivery:
+    webhook: WebhookConfig
+    headers: Mapping[str, str]
+    body: bytes
+    verified: Verified | None
+    overflow: Overflow | None
+    count: Callable[[str], None]
+
+    def delivery(self, now: float) -> Delivery:
+        """In the group commit turn, at the server clock's ``now``: the delivery to
+        decide (the webhook's own id as its key, the signature's facts beside it), or
+        the 401 to answer if its signed time went stale as its body arrived."""
         try:
-            if verified is None:
-                facts = webhook.verify(headers, body, now)
+            if self.verified is None:
+                facts = self.webhook.verify(self.headers, self.body, now)
             else:
-                facts = webhook.still_fresh(verified, now)
+                facts = self.webhook.still_fresh(self.verified, now)
         except Unverified as exc:
-            count(exc.reason)
+            self.count(exc.reason)
             raise refused(exc.reason, exc.detail) from None
-        if make is not None:
-            return make(facts)
-        return Delivery(body=body, key=facts.key, signature=facts)
-
-    return Signed(verify)
+        if self.overflow is not None:
+            return self.overflow.delivery(key=facts.key, signature=facts)
+        return Delivery(body=self.body, key=facts.key, signature=facts)

@@ -15,10 +15,6 @@ SELECT pg_advisory_xact_lock_shared(3, %s::int);
 -- Advisory lock space 3, exclusive: a stored record of the inbox is being revised.
 SELECT pg_advisory_xact_lock(3, %s::int);
 
--- name: lock_totals
--- Advisory lock space 2: one inbox's triage totals.
-SELECT pg_advisory_xact_lock(2, %s::int);
-
 -- name: find_records
 -- A batch's identities in one statement (a JSON array of hex digests): only what a
 -- decision needs, no content. log_seq: see seal_positions (migration 10).
@@ -194,18 +190,6 @@ FROM dead_letters WHERE id = %s FOR UPDATE;
 -- name: mark_replayed
 UPDATE dead_letters SET replayed_at = %s, replayed_by = %s, replay_verdict = %s WHERE id = %s;
 
--- name: bump_generations
--- columnar; one row per key (the store sums a batch's bumps), in key order.
-INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
-SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[])
-ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
-DO UPDATE SET generation = work_keys.generation + excluded.generation;
-
--- name: ledger_inserts
--- columnar
-INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
-SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::int[]);
-
 -- name: count_verdict
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE
@@ -234,122 +218,6 @@ SELECT
   (SELECT count(*) FROM quarantine WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM dead_letters WHERE inbox_id = %(inbox)s),
   (SELECT count(*) FROM evictions WHERE inbox_id = %(inbox)s);
-
--- name: list_work_keys
--- Named parameters. A page of an inbox's work keys in key order, after the key (s, k, m)
--- if given; only dirty ones, or only those in review, if asked. A document longer than
--- fields characters is left out of the page (its length beside), the last error is cut
--- to text.
-SELECT seller_id, sku, marketplace_id, generation, applied_generation,
-       CASE WHEN length(document) <= %(fields)s::int THEN document END AS document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt,
-       left(last_error, %(text)s::int) AS last_error, in_review,
-       length(document) AS document_length
-FROM work_keys
-WHERE inbox_id = %(inbox)s AND (NOT %(dirty)s OR generation > applied_generation)
-  AND (NOT %(review)s OR in_review = 1)
-  AND (%(s)s::text IS NULL OR (seller_id, sku, marketplace_id) > (%(s)s, %(k)s, %(m)s))
-ORDER BY seller_id, sku, marketplace_id LIMIT %(limit)s;
-
--- name: work_key
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
-
--- name: work_key_for_update
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s
-FOR UPDATE;
-
--- name: dirty_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = %s AND generation > applied_generation
-ORDER BY seller_id, sku, marketplace_id LIMIT %s;
-
--- name: next_claimable
--- Named parameters: inbox, now. SKIP LOCKED: workers racing for keys each take a
--- different one instead of queueing behind the first.
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys
-WHERE inbox_id = %(inbox)s AND generation > applied_generation AND in_review = 0
-  AND next_attempt <= %(now)s AND (claim_token IS NULL OR claim_expires < %(now)s)
-ORDER BY next_attempt, seller_id, sku, marketplace_id
-LIMIT 1
-FOR UPDATE SKIP LOCKED;
-
--- name: claim_work
-UPDATE work_keys
-SET claim_token = %s, claim_generation = generation, claimed_by = %s, claim_expires = %s
-WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
-
--- name: apply_document
-UPDATE work_keys
-SET document = %s, document_generation = %s, applied_generation = %s, applied_token = %s,
-    refreshed_at = %s, claim_token = NULL, claim_generation = NULL, claimed_by = NULL,
-    claim_expires = NULL, failures = 0, next_attempt = 0, last_error = NULL
-WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
-
--- name: release_claim
-UPDATE work_keys
-SET claim_token = NULL, claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
-WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s
-  AND claim_token = %s;
-
--- name: record_failure
-UPDATE work_keys
-SET failures = %s, next_attempt = %s, last_error = %s, in_review = %s, claim_token = NULL,
-    claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
-WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s;
-
--- name: retry_work
-UPDATE work_keys SET in_review = 0, failures = 0, next_attempt = 0, last_error = NULL
-WHERE inbox_id = %s AND seller_id = %s AND sku = %s AND marketplace_id = %s AND in_review = 1;
-
--- name: work_figures
--- Named parameters: inbox, now.
-SELECT
-  count(*),
-  count(*) FILTER (WHERE generation > applied_generation),
-  coalesce(sum(in_review), 0),
-  count(*) FILTER (WHERE claim_token IS NOT NULL AND claim_expires >= %(now)s)
-FROM work_keys WHERE inbox_id = %(inbox)s;
-
--- name: ledger_get
-SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = %s
-FOR UPDATE;
-
--- name: ledger_update
-UPDATE triage_ledger SET site = %s, need = %s, headcount = %s, pri = %s WHERE record_id = %s;
-
--- name: totals_add
-INSERT INTO triage_totals (inbox_id, site, need, headcount, cases) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (inbox_id, site, need) DO UPDATE
-SET headcount = triage_totals.headcount + excluded.headcount,
-    cases = triage_totals.cases + excluded.cases;
-
--- name: ledger_totals
-SELECT site, need, headcount, cases FROM triage_totals
-WHERE inbox_id = %s AND cases > 0 ORDER BY site, need;
-
--- name: ledger_arrivals
--- Per site and need: what counting every arrival would give (each record's headcount
--- times the times it arrived); a record retention dropped counts once.
-SELECT l.site, l.need, sum(l.headcount * coalesce(r.seen_count, 1)),
-       sum(coalesce(r.seen_count, 1))
-FROM triage_ledger l LEFT JOIN records r ON r.id = l.record_id
-WHERE l.inbox_id = %s GROUP BY l.site, l.need ORDER BY l.site, l.need;
-
--- name: ledger_ranking
-SELECT record_id, site, need, headcount, pri FROM triage_ledger
-WHERE inbox_id = %s ORDER BY pri DESC, headcount DESC, record_id;
 
 -- name: evict_records
 -- Named parameters: inbox, cutoff, now, limit.
@@ -428,29 +296,35 @@ FROM inboxes ORDER BY name;
 -- name: next_token
 UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
 
--- name: put_lease
-INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (%s, %s, %s, %s, %s)
-ON CONFLICT (inbox_id, scope) DO UPDATE
-SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
-    released_at = NULL;
-
--- name: list_leases
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases WHERE inbox_id = %s ORDER BY scope;
-
--- name: leases_for
+-- name: held_leases
 -- FOR SHARE: a delivery deciding under one of these leases keeps it from being replaced
 -- until the decision commits, so a new lease can never slip in between the check and
--- the insert. In scope order, so that batches lock leases in one order.
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases
-WHERE inbox_id = %s AND scope = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
-ORDER BY scope
+-- the insert; deciders share them. In name order, so that batches lock them in one order.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences
+WHERE kind = %s AND owner = %s AND name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
+ORDER BY name
 FOR SHARE;
 
--- name: release_lease
-UPDATE leases SET released_at = %s WHERE inbox_id = %s AND scope = %s AND token = %s
-  AND released_at IS NULL;
+-- name: held_leases_exclusive
+-- FOR UPDATE: the holder of a resource only one may write at a time (the log's sealer,
+-- a work key) waits for any other until it commits.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences
+WHERE kind = %s AND owner = %s AND name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
+ORDER BY name
+FOR UPDATE;
+
+-- name: put_lease
+INSERT INTO fences (kind, owner, name, token, holder, issued_at, expires_at, released_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (kind, owner, name) DO UPDATE
+SET token = excluded.token, holder = excluded.holder, issued_at = excluded.issued_at,
+    expires_at = excluded.expires_at, released_at = excluded.released_at;
+
+-- name: list_leases
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = %s AND owner = %s ORDER BY name;
 
 -- name: log_head
 SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
@@ -521,12 +395,6 @@ SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT %s;
 -- name: drop_pending
 -- columnar
 DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
-
--- name: lock_sealer
-SELECT token, holder, expires_at FROM sealer WHERE id = 1 FOR UPDATE;
-
--- name: set_sealer
-UPDATE sealer SET token = %s, holder = %s, expires_at = %s WHERE id = 1;
 
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;

@@ -159,17 +159,6 @@ FROM dead_letters WHERE id = ?;
 -- name: mark_replayed
 UPDATE dead_letters SET replayed_at = ?, replayed_by = ?, replay_verdict = ? WHERE id = ?;
 
--- name: bump_generations
--- One row per key (the store sums a batch's bumps), in key order.
-INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
-VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)
-DO UPDATE SET generation = generation + excluded.generation;
-
--- name: ledger_inserts
-INSERT INTO triage_ledger (record_id, inbox_id, site, need, headcount, pri)
-VALUES (?, ?, ?, ?, ?, ?);
-
 -- name: count_verdict
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE SET n = n + excluded.n;
@@ -195,115 +184,6 @@ SELECT
   (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox),
   (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
   (SELECT count(*) FROM evictions WHERE inbox_id = :inbox);
-
--- name: list_work_keys
--- A page of an inbox's work keys in key order, after the key (:s, :k, :m) if given; only
--- dirty ones, or only those in review, if asked. A document longer than :fields
--- characters is left out of the page (its length beside), the last error is cut to :text.
-SELECT seller_id, sku, marketplace_id, generation, applied_generation,
-       CASE WHEN length(document) <= :fields THEN document END AS document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt,
-       substr(last_error, 1, :text) AS last_error, in_review,
-       length(document) AS document_length
-FROM work_keys
-WHERE inbox_id = :inbox AND (NOT :dirty OR generation > applied_generation)
-  AND (NOT :review OR in_review = 1)
-  AND (:s IS NULL OR (seller_id, sku, marketplace_id) > (:s, :k, :m))
-ORDER BY seller_id, sku, marketplace_id LIMIT :limit;
-
--- name: work_key_for_update
--- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
-
--- name: work_key
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
-
--- name: dirty_keys
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys WHERE inbox_id = ? AND generation > applied_generation
-ORDER BY seller_id, sku, marketplace_id LIMIT ?;
-
--- name: next_claimable
--- A dirty key nobody holds (or whose holder's claim expired on the server clock),
--- not in review and not backing off.
-SELECT seller_id, sku, marketplace_id, generation, applied_generation, document,
-       document_generation, applied_token, refreshed_at, claim_token, claim_generation,
-       claimed_by, claim_expires, failures, next_attempt, last_error, in_review
-FROM work_keys
-WHERE inbox_id = :inbox AND generation > applied_generation AND in_review = 0
-  AND next_attempt <= :now AND (claim_token IS NULL OR claim_expires < :now)
-ORDER BY next_attempt, seller_id, sku, marketplace_id LIMIT 1;
-
--- name: claim_work
-UPDATE work_keys
-SET claim_token = ?, claim_generation = generation, claimed_by = ?, claim_expires = ?
-WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
-
--- name: apply_document
-UPDATE work_keys
-SET document = ?, document_generation = ?, applied_generation = ?, applied_token = ?,
-    refreshed_at = ?, claim_token = NULL, claim_generation = NULL, claimed_by = NULL,
-    claim_expires = NULL, failures = 0, next_attempt = 0, last_error = NULL
-WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
-
--- name: release_claim
-UPDATE work_keys
-SET claim_token = NULL, claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
-WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ? AND claim_token = ?;
-
--- name: record_failure
-UPDATE work_keys
-SET failures = ?, next_attempt = ?, last_error = ?, in_review = ?, claim_token = NULL,
-    claim_generation = NULL, claimed_by = NULL, claim_expires = NULL
-WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ?;
-
--- name: retry_work
-UPDATE work_keys SET in_review = 0, failures = 0, next_attempt = 0, last_error = NULL
-WHERE inbox_id = ? AND seller_id = ? AND sku = ? AND marketplace_id = ? AND in_review = 1;
-
--- name: work_figures
-SELECT
-  count(*),
-  coalesce(sum(generation > applied_generation), 0),
-  coalesce(sum(in_review), 0),
-  coalesce(sum(claim_token IS NOT NULL AND claim_expires >= :now), 0)
-FROM work_keys WHERE inbox_id = :inbox;
-
--- name: ledger_get
-SELECT record_id, site, need, headcount, pri FROM triage_ledger WHERE record_id = ?;
-
--- name: ledger_update
-UPDATE triage_ledger SET site = ?, need = ?, headcount = ?, pri = ? WHERE record_id = ?;
-
--- name: totals_add
-INSERT INTO triage_totals (inbox_id, site, need, headcount, cases) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, site, need) DO UPDATE
-SET headcount = headcount + excluded.headcount, cases = cases + excluded.cases;
-
--- name: ledger_totals
-SELECT site, need, headcount, cases FROM triage_totals
-WHERE inbox_id = ? AND cases > 0 ORDER BY site, need;
-
--- name: ledger_arrivals
--- Per site and need: what counting every arrival would give (each record's headcount
--- times the times it arrived); a record retention dropped counts once.
-SELECT l.site, l.need, sum(l.headcount * coalesce(r.seen_count, 1)),
-       sum(coalesce(r.seen_count, 1))
-FROM triage_ledger l LEFT JOIN records r ON r.id = l.record_id
-WHERE l.inbox_id = ? GROUP BY l.site, l.need ORDER BY l.site, l.need;
-
--- name: ledger_ranking
-SELECT record_id, site, need, headcount, pri FROM triage_ledger
-WHERE inbox_id = ? ORDER BY pri DESC, headcount DESC, record_id;
 
 -- name: evict_records
 -- Turn the oldest records into tombstones: identity digest, witness and times stay.
@@ -371,23 +251,26 @@ FROM inboxes ORDER BY name;
 -- name: next_token
 UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
 
+-- name: held_leases
+-- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to hold.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? AND name IN (SELECT value FROM json_each(?));
+
+-- name: held_leases_exclusive
+-- The same: SQLite has one writer at a time whatever is read.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? AND name IN (SELECT value FROM json_each(?));
+
 -- name: put_lease
-INSERT INTO leases (inbox_id, scope, token, issued_at, expires_at) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, scope) DO UPDATE
-SET token = excluded.token, issued_at = excluded.issued_at, expires_at = excluded.expires_at,
-    released_at = NULL;
+INSERT INTO fences (kind, owner, name, token, holder, issued_at, expires_at, released_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (kind, owner, name) DO UPDATE
+SET token = excluded.token, holder = excluded.holder, issued_at = excluded.issued_at,
+    expires_at = excluded.expires_at, released_at = excluded.released_at;
 
 -- name: list_leases
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases WHERE inbox_id = ? ORDER BY scope;
-
--- name: leases_for
-SELECT inbox_id, scope, token, issued_at, expires_at, released_at
-FROM leases WHERE inbox_id = ? AND scope IN (SELECT value FROM json_each(?));
-
--- name: release_lease
-UPDATE leases SET released_at = ? WHERE inbox_id = ? AND scope = ? AND token = ?
-  AND released_at IS NULL;
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? ORDER BY name;
 
 -- name: log_head
 SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
@@ -432,12 +315,6 @@ SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT CAST(? AS I
 
 -- name: drop_pending
 DELETE FROM log_pending WHERE id = ?;
-
--- name: lock_sealer
-SELECT token, holder, expires_at FROM sealer WHERE id = 1;
-
--- name: set_sealer
-UPDATE sealer SET token = ?, holder = ?, expires_at = ? WHERE id = 1;
 
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;

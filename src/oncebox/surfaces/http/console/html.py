@@ -21,6 +21,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse
 
+from oncebox.domain import NOTE_MAX
 from oncebox.engine.sessions import Session
 from oncebox.surfaces.views import iso
 
@@ -59,7 +60,7 @@ ENV = Environment(
     lstrip_blocks=True,
     auto_reload=False,
 )
-ENV.globals.update(BASE=BASE, STATIC=STATIC, NAV=NAV)
+ENV.globals.update(BASE=BASE, STATIC=STATIC, NAV=NAV, NOTE_MAX=NOTE_MAX)
 ENV.filters["iso"] = iso
 
 

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+from oncebox.domain import DeadLetter
 from oncebox.engine.box import Oncebox
 from oncebox.engine.reads import SEARCH_BYTES, search_term
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import DeadLetter
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters
 from oncebox.surfaces.http.console.html import BASE, content_text, render

@@ -8,10 +8,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncebox.domain import LogEntry, WorkItem
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import LISTED, Entry, WorkItem
+from oncebox.engine.views import LISTED
 from oncebox.surfaces.http.console.html import render
 from oncebox.surfaces.views import iso
 
@@ -128,7 +129,7 @@ class LogLine:
     hash: str
 
 
-def _line(entry: Entry) -> LogLine:
+def _line(entry: LogEntry) -> LogLine:
     try:
         state = json.loads(entry.state)
     except ValueError:

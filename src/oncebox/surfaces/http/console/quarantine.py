@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from oncebox.domain import Quarantined, QuarantineStatus, Record
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.engine.views import LISTED, Quarantined, Record, fields_of
+from oncebox.engine.views import LISTED, fields_of
 from oncebox.surfaces.diffing import ByteDifference, byte_difference, field_changes, shown, visible
 from oncebox.surfaces.http.console.html import BASE, content_text, render
 
@@ -128,7 +129,7 @@ def page(box: Oncebox, who: Session, inboxes: list[str], banner: str | None = No
     resolved: list[tuple[str, Quarantined]] = []
     for name in inboxes:
         groups: dict[bytes, list[Quarantined]] = {}
-        found = box.quarantined(name, "open", OPEN_ROWS, preview=LISTED)
+        found = box.quarantined(name, QuarantineStatus.OPEN, OPEN_ROWS, preview=LISTED)
         originals = box.originals(found, LISTED)
         for row in found:
             groups.setdefault(row.ident, []).append(row)
@@ -138,7 +139,7 @@ def page(box: Oncebox, who: Session, inboxes: list[str], banner: str | None = No
         resolved += [
             (name, row)
             for row in box.quarantined(name, None, 500, preview=LISTED)
-            if row.status != "open"
+            if row.status != QuarantineStatus.OPEN
         ]
     resolved.sort(key=lambda pair: pair[1].resolved_at or 0.0, reverse=True)
     return render(

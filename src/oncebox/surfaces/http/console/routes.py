@@ -14,11 +14,13 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
+from oncebox.domain import NOTE_MAX
 from oncebox.engine.sessions import SESSION_SECONDS
-from oncebox.engine.sessions import refusal as sign_in_refusal
 from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
+from oncebox.surfaces.choices import RESOLUTIONS
+from oncebox.surfaces.http.auth import SignInRefused, sign_in
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console import letters, pages, quarantine, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
@@ -71,17 +73,12 @@ async def signin(request: Request, svc: Served) -> Response:
     given = fields.get("signin", "")
     if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
         return signin_page("The sign-in form expired; try again.", 403)
-    secret = fields.get("token", "").strip()
-    token = await run_in_threadpool(svc.box.authenticate, secret) if secret else None
-    if token is None:
-        return signin_page("Unknown or revoked token.", 401)
-    why = sign_in_refusal(token)
-    if why is not None:
-        return signin_page(f"Refused: {why}.", 403)
-    previous = request.cookies.get(COOKIE)
-    if previous:  # signing in again replaces the browser's session, not adds one
-        await run_in_threadpool(svc.sessions.end, previous)
-    session_id = await run_in_threadpool(svc.sessions.open, token)
+    try:
+        session_id = await sign_in(
+            svc.box, svc.sessions, fields.get("token", ""), request.cookies.get(COOKIE)
+        )
+    except SignInRefused as exc:
+        return signin_page(exc.detail, exc.status)
     response = RedirectResponse(BASE, status_code=303, headers=HEADERS)
     response.set_cookie(
         COOKIE,
@@ -272,8 +269,10 @@ async def resolve(quarantine_id: int, form: Actor, svc: Served) -> Response:
     if found is None or not who.token.covers(found[0]):
         return refused(who, f"No quarantine row {quarantine_id} in your inboxes.", 404)
     action, note = fields.get("action", ""), fields.get("note", "").strip()
-    if action not in ("keep", "accept") or not note or len(note) > 4096:
-        return refused(who, "Choose keep or accept and write a note (up to 4096 chars).", 422)
+    if action not in RESOLUTIONS or not note or len(note) > NOTE_MAX:
+        return refused(
+            who, f"Choose keep or accept and write a note (up to {NOTE_MAX:,} chars).", 422
+        )
     try:
         await run_in_threadpool(svc.box.resolve, quarantine_id, action, note, who.token.name)
     except OnceboxError as exc:
@@ -289,7 +288,9 @@ async def replay(letter_id: int, form: Actor, svc: Served) -> Response:
         found = await run_in_threadpool(svc.box.get_dead_letter, letter_id)
     if found is None or not who.token.allows(Scope.OPERATOR, found[0]):
         return refused(who, f"No dead letter {letter_id} in your inboxes.", 404)
-    note = fields.get("note", "").strip()[:4096] or None
+    note = fields.get("note", "").strip() or None
+    if note is not None and len(note) > NOTE_MAX:  # refused as the API refuses it, never cut
+        return refused(who, f"A note is at most {NOTE_MAX:,} characters.", 422)
     token = fields.get("lease_token", "").strip()
     if token and not (token.isdigit() and len(token) < 19):
         return refused(who, "A lease token is a whole number.", 422)

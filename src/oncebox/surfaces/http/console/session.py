@@ -21,11 +21,11 @@ from typing import Annotated
 from urllib.parse import parse_qs
 
 from fastapi import Depends, FastAPI, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session, Sessions
+from oncebox.surfaces.http import auth
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.reading import Readers
@@ -84,10 +84,8 @@ class Refused(Exception):
 
 
 async def signed_in(request: Request, svc: Served) -> Session | None:
-    raw = request.cookies.get(COOKIE)
-    if not raw:
-        return None
-    return await run_in_threadpool(svc.sessions.find, raw)
+    """The live session of the request's cookie (looked up once a request: the gate's)."""
+    return await auth.session(request.scope, request.cookies.get(COOKIE), svc.sessions)
 
 
 Current = Annotated[Session | None, Depends(signed_in)]

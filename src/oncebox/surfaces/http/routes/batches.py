@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from oncebox.surfaces.http.access import InboxName, Served, Writer
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.http.access import InboxName, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import BatchOut, DecisionOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
@@ -62,7 +64,8 @@ DOCUMENTED = {
     ),
     openapi_extra=DOCUMENTED,
 )
-async def deliver_batch(inbox: InboxName, who: Writer, svc: Served, request: Request) -> BatchOut:
+@needs(TokenScope.WRITE, on_inbox=True)
+async def deliver_batch(inbox: InboxName, who: Authed, svc: Served, request: Request) -> BatchOut:
     """Decide a batch of deliveries in one transaction; each gets the decision it would
     have got alone, in the batch's order. A delivery whose apply step fails is answered
     `rejected`, reason `apply_failed`, `may_ack` false (nothing of it stored); the others

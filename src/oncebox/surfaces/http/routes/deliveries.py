@@ -34,30 +34,19 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from oncebox.engine.decision import UNSTORED, Decision, Verdict
+from oncebox.domain import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.engine.tokens import Token
 from oncebox.errors import OnceboxError
-from oncebox.formats import Delivery, Overflow, Unverified, Verified, needs_key
+from oncebox.formats import Delivery, Overflow, needs_key
 from oncebox.formats.jsontext import compact_encoder
-from oncebox.surfaces.http.access import (
-    BODY_KEY,
-    OVERSIZE_KEY,
-    REQUIRED,
-    SIGNED,
-    VERIFIED_KEY,
-    Service,
-    admitted,
-)
-from oncebox.surfaces.http.gate import bearer_secret, unauthorized
-from oncebox.surfaces.http.groupcommit import Credential
+from oncebox.surfaces.http.access import Service
+from oncebox.surfaces.http.auth import OVERSIZE_KEY, needs
 from oncebox.surfaces.http.models import DecisionOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
-from oncebox.surfaces.http.senders import refused, signed, webhook_of
+from oncebox.surfaces.http.senders import Sender
 
 TAG = {
     "name": "deliveries",
@@ -131,7 +120,6 @@ DOCUMENTED: dict[str, Any] = {
             for name, description in WEBHOOK_HEADERS.items()
         ),
     ],
-    "security": [{"HTTPBearer": []}],
 }
 
 router = APIRouter(tags=["deliveries"])
@@ -209,6 +197,7 @@ RESPONSES[413] = {**RESPONSES[413], "model": DecisionOut}
     responses=RESPONSES,
     openapi_extra=DOCUMENTED,
 )
+@needs(TokenScope.WRITE, on_inbox=True, signed=True)
 async def deliver(request: Request) -> Response:
     """Decide one delivery exactly once: a new record (201), a duplicate or a conflict
     (200), or a rejection (422: dead-lettered; 409: fenced, not stored). Concurrent
@@ -218,41 +207,20 @@ async def deliver(request: Request) -> Response:
     GitHub or Stripe headers, below): a good one is decided like any delivery, keyed by
     the webhook's own id, with the signature recorded (never the secret); a missing,
     bad or stale one is 401 and nothing is stored."""
-    # Refusals come in the order of the other routes: 401, 403, then 404 (unknown
-    # inbox) or 400 (bad header). The regular case, a declared inbox and good headers,
-    # is authenticated in the group commit turn that decides it (see groupcommit); any
-    # other case authenticates here first, then refuses.
+    # Refusals come in the order of the other routes: 401, 403, then 404 (unknown inbox)
+    # or 400 (bad header). The group commit turn checks the token again as it decides.
     svc: Service = request.app.state.service
     scope = request.scope
     inbox: str = scope["path_params"]["inbox"]
-    headers = request.headers
-    secret = bearer_secret(headers.get("authorization"))
-    overflow: Overflow | None = scope.get(OVERSIZE_KEY)
-    if secret is None:
-        # No token: only a webhook inbox's sender may deliver, its signature checked as
-        # its body arrived, its signed time again in the group commit turn.
-        webhook = webhook_of(svc.box, inbox)
-        if webhook is None:
-            raise unauthorized("send Authorization: Bearer <token>")
 
-        def count(reason: str) -> None:
-            svc.metrics.refused(inbox, reason)
+    def count(reason: str) -> None:
+        svc.metrics.refused(inbox, reason)
 
-        verdict: Verified | Unverified | None = scope.get(VERIFIED_KEY)
-        if isinstance(verdict, Unverified):
-            count(verdict.reason)
-            raise refused(verdict.reason, verdict.detail)
-        body = scope.get(BODY_KEY, b"")
-        make = None
-        if overflow is not None:
-            kept = overflow
-
-            def make(facts: Verified) -> Delivery:
-                return kept.delivery(key=facts.key, signature=facts)
-
-        check = signed(webhook, headers, body, verdict, count, make)
-        decision = await svc.group.submit(inbox, Delivery(body=body), check)
+    who = await svc.gate.admit_delivery(scope, count)
+    if isinstance(who, Sender):  # its key and body are what its signature stands for
+        decision = await svc.group.submit(inbox, Delivery(body=who.body), who)
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
+    headers = request.headers
     try:
         codec = svc.box.inbox(inbox).codec
         lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
@@ -261,27 +229,18 @@ async def deliver(request: Request) -> Response:
             detail = f"inbox {inbox} is identified by the Oncebox-Key header: send it"
             raise ProblemError(400, "missing-key", detail)
     except (OnceboxError, ProblemError):
-        token = await run_in_threadpool(svc.box.authenticate, secret)
-        caller = await run_in_threadpool(admitted, svc, token, scope)
-        caller.require(TokenScope.WRITE, inbox)
+        await svc.gate.confirm(scope)  # no turn will check the token: 401 comes first
         raise
-
-    def admit(token: Token | None) -> None:
-        admitted(svc, token, scope).require(TokenScope.WRITE, inbox)
-
     delivery = Delivery(
-        body=scope.get(BODY_KEY, b""),
+        body=who.body,
         key=headers.get("oncebox-key"),
         snapshot_id=headers.get("oncebox-snapshot"),
         device_time=headers.get("oncebox-device-time"),
         delivery_id=headers.get("oncebox-delivery-id"),
         lease_token=lease_token,
     )
+    overflow: Overflow | None = scope.get(OVERSIZE_KEY)
     if overflow is not None:  # over the inbox's bound: its head, length and SHA-256
         delivery = overflow.instead_of(delivery)
-    decision = await svc.group.submit(inbox, delivery, Credential(secret, admit))
+    decision = await svc.group.submit(inbox, delivery, who)
     return Response(decision_json(decision), status_for(decision), media_type=JSON)
-
-
-REQUIRED[deliver] = TokenScope.WRITE
-SIGNED.add(deliver)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from oncebox.surfaces.http.models import Status
-from oncebox.surfaces.http.openapi import PUBLIC, errors
+from oncebox.surfaces.http.openapi import errors
 
 TAG = {"name": "health", "description": "Liveness and readiness probes; no token needed."}
 router = APIRouter(tags=["health"])
@@ -85,7 +85,6 @@ Ready = Annotated[Readiness, Depends(readiness)]
     summary="The process is up (no auth)",
     response_description="Up",
     responses=errors(401, e401=BODY_NEEDS_TOKEN),
-    openapi_extra=PUBLIC,
 )
 def healthz() -> Status:
     """Answers while the process serves requests; it does not touch the store."""
@@ -102,7 +101,6 @@ def healthz() -> Status:
         e401=BODY_NEEDS_TOKEN,
         e503="The store does not answer or does not take a write.",
     ),
-    openapi_extra=PUBLIC,
 )
 async def readyz(ready: Ready) -> Status:
     """Writes a probe row, so that a full disk or a read-only store shows as not ready;

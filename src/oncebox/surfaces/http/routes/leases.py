@@ -6,7 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from oncebox.surfaces.http.access import InboxName, Served, Writer
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.http.access import InboxName, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import LeaseIn, LeaseOut, ReleasedOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
@@ -39,9 +41,10 @@ router = APIRouter(tags=["leases"], route_class=StrictJSONRoute)
         e409="The inbox is not lease-fenced.",
     ),
 )
+@needs(TokenScope.WRITE, on_inbox=True)
 def take_lease(
     inbox: InboxName,
-    who: Writer,
+    who: Authed,
     svc: Served,
     lease: LeaseIn,
 ) -> LeaseOut:
@@ -65,10 +68,11 @@ def take_lease(
         e409="The token does not hold the scope's lease.",
     ),
 )
+@needs(TokenScope.WRITE, on_inbox=True)
 def release_lease(
     inbox: InboxName,
     scope: Annotated[str, Path(description="The leased scope.")],
-    who: Writer,
+    who: Authed,
     svc: Served,
     token: Annotated[
         int, Query(ge=0, lt=INT64_MAX + 1, description="The token that holds the lease.")

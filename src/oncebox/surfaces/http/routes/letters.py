@@ -12,7 +12,8 @@ from oncebox.engine.reads import SEARCH_BYTES, SEARCH_SECONDS, search_term
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters, listing
-from oncebox.surfaces.http.access import Authed, InboxName, Reader, RowId, Served
+from oncebox.surfaces.http.access import InboxName, RowId, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.listed import DeadLetterListedOut
 from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
@@ -91,9 +92,10 @@ Filters = Annotated[letters.Query, Depends(_filters)]
     response_description="The dead letters, in id order",
     responses=inbox_errors(),
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def dead_letters(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     query: Filters,
     limit: Annotated[int, Query(ge=1, le=LIMIT, description="At most this many rows.")] = 100,
@@ -115,10 +117,11 @@ async def dead_letters(
     response_description="The dead letter",
     responses=errors(*AUTHENTICATED, 404, 422, e404="No such dead letter."),
 )
+@needs(TokenScope.READ)
 def show_dead_letter(letter_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
     """One dead letter with all of its kept head (read scope on its inbox)."""
     found = svc.box.get_dead_letter(letter_id)
-    inbox = who.found(TokenScope.READ, found[0] if found else None, _missing(letter_id))
+    inbox = who.found(found[0] if found else None, _missing(letter_id))
     assert found is not None
     return as_json(found[1], inbox=inbox)
 
@@ -140,9 +143,10 @@ def show_dead_letter(letter_id: RowId, who: Authed, svc: Served) -> dict[str, An
         **inbox_errors(),
     },
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def dead_letter_lines(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     query: Filters,
     limit: Annotated[int, Query(ge=1, le=1_000_000, description="At most this many.")] = 100_000,
@@ -183,6 +187,7 @@ def _missing(letter_id: int) -> str:
         "says so; ask its sender to send it again.",
     ),
 )
+@needs(TokenScope.OPERATOR)
 def replay_dead_letter(
     letter_id: RowId,
     who: Authed,
@@ -194,7 +199,7 @@ def replay_dead_letter(
     the dead letter's id are kept in the log."""
     box = svc.box
     found = box.get_dead_letter(letter_id)
-    who.found(TokenScope.OPERATOR, found[0] if found else None, _missing(letter_id))
+    who.found(found[0] if found else None, _missing(letter_id))
     asked = replay or ReplayIn()
     decision = box.replay(letter_id, who.token.name, asked.lease_token, asked.note)
     after = box.get_dead_letter(letter_id)

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.surfaces.http.access import AnyReader, Authed, RowId, Served
+from oncebox.surfaces.http.access import RowId, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import CheckpointOut, ConsistencyProofOut, InclusionProofOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 
@@ -27,7 +28,8 @@ router = APIRouter(tags=["log"])
     response_description="The checkpoint; `signature` and `key_id` only when signed",
     responses=errors(*AUTHENTICATED),
 )
-def checkpoint(who: AnyReader, svc: Served) -> dict[str, Any]:
+@needs(TokenScope.READ)
+def checkpoint(who: Authed, svc: Served) -> dict[str, Any]:
     """The tree size, Merkle root and chain head now, signed with Ed25519 when the
     service has a key (`oncebox serve --sign`)."""
     return svc.box.checkpoint(svc.private_key).to_json()
@@ -48,11 +50,12 @@ def checkpoint(who: AnyReader, svc: Served) -> dict[str, Any]:
         e409="The record is not sealed yet.",
     ),
 )
+@needs(TokenScope.READ)
 def prove_record(record_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
     """Prove that the log entry sealing the record is in the current tree; check it
     offline with `oncebox verify-proof` against a checkpoint."""
     inbox = svc.box.record_inbox(record_id)
-    who.found(TokenScope.READ, inbox, f"no record {record_id}")
+    who.found(inbox, f"no record {record_id}")
     return svc.box.prove(record_id)
 
 
@@ -68,8 +71,9 @@ def prove_record(record_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
         e409="The sizes are not 0 < old <= new <= the tree's size.",
     ),
 )
+@needs(TokenScope.READ)
 def prove_consistency(
-    who: AnyReader,
+    who: Authed,
     svc: Served,
     old: Annotated[int, Query(ge=0, description="The older tree size (log entries).")],
     new: Annotated[

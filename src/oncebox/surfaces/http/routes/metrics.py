@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from oncebox.engine.tokens import ALL_INBOXES
-from oncebox.surfaces.http.access import AnyReader, Served
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.http.access import Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 
 TAG = {"name": "metrics", "description": "Prometheus and OpenMetrics exposition."}
@@ -30,7 +31,7 @@ TEXT = {"schema": {"type": "string"}}
         **errors(*AUTHENTICATED, 413),
     },
 )
-def prometheus(who: AnyReader, svc: Served, request: Request) -> Response:
-    everything = ALL_INBOXES in who.token.inboxes
-    body, media = svc.metrics.render(who.token.covers, everything, request.headers.get("accept"))
+@needs(TokenScope.READ)
+def prometheus(who: Authed, svc: Served, request: Request) -> Response:
+    body, media = svc.metrics.render(who, request.headers.get("accept"))
     return Response(body, headers={"Content-Type": media})

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from starlette.responses import Response
 
+from oncebox.domain import QuarantineStatus
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces import listing
-from oncebox.surfaces.http.access import Authed, Caller, InboxName, Reader, RowId, Served
+from oncebox.surfaces.choices import StatusChoice, status_filter
+from oncebox.surfaces.http.access import InboxName, RowId, Served
+from oncebox.surfaces.http.auth import Authed, Caller, needs
 from oncebox.surfaces.http.listed import QuarantineListedOut
 from oncebox.surfaces.http.models import QuarantineOut, ResolveIn
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
@@ -32,9 +35,9 @@ After = Annotated[
 ]
 
 
-def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> dict[str, Any]:
+def _shown(box: Oncebox, quarantine_id: int, who: Caller) -> dict[str, Any]:
     found = box.get_quarantine(quarantine_id)
-    inbox = who.found(scope, found[0] if found else None, f"no quarantine row {quarantine_id}")
+    inbox = who.found(found[0] if found else None, f"no quarantine row {quarantine_id}")
     assert found is not None
     return as_json(found[1], inbox=inbox, original=box.original(found[1]))
 
@@ -46,14 +49,15 @@ def _shown(box: Oncebox, quarantine_id: int, who: Caller, scope: TokenScope) -> 
     response_description="The rows in id order, each with its original",
     responses=inbox_errors(),
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def list_quarantine(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     status: Annotated[
-        Literal["open", "kept", "accepted", "all"],
+        StatusChoice,
         Query(description="Only rows with this resolution (all: every row)."),
-    ] = "open",
+    ] = QuarantineStatus.OPEN.value,
     after: After = 0,
     limit: Limit = 100,
 ) -> Response:
@@ -62,8 +66,7 @@ async def list_quarantine(
     shown cut to its first 1,024 bytes, with its length and SHA-256 (``cut`` names
     what is shown only in part); the whole row is ``GET /v1/quarantine/{id}``. The
     answer is written as it is read, a hundred rows at a time."""
-    chosen = None if status == "all" else status
-    pages = listing.quarantine_pages(svc.box, inbox, chosen, limit, after)
+    pages = listing.quarantine_pages(svc.box, inbox, status_filter(status), limit, after)
     chunks = listing.json_array(pages, encoder(QuarantineListedOut))
     return await svc.readers.stream(encoded(chunks), "application/json")
 
@@ -75,9 +78,10 @@ async def list_quarantine(
     response_description="The row, with its original",
     responses=errors(*AUTHENTICATED, 404, 422, e404="No such quarantine row."),
 )
+@needs(TokenScope.READ)
 def show_quarantine(quarantine_id: RowId, who: Authed, svc: Served) -> dict[str, Any]:
     """One quarantine row (read scope on its inbox)."""
-    return _shown(svc.box, quarantine_id, who, TokenScope.READ)
+    return _shown(svc.box, quarantine_id, who)
 
 
 @router.post(
@@ -98,6 +102,7 @@ def show_quarantine(quarantine_id: RowId, who: Authed, svc: Served) -> dict[str,
         e409="The row is resolved already.",
     ),
 )
+@needs(TokenScope.OPERATOR)
 def resolve_quarantine(
     quarantine_id: RowId,
     who: Authed,
@@ -107,6 +112,6 @@ def resolve_quarantine(
     """Resolve a quarantine row (operator scope on its inbox): keep the original as it
     is, or accept the newcomer as the record's next revision. The note is kept, and the
     token's name as who resolved it (on the row and in the log)."""
-    _shown(svc.box, quarantine_id, who, TokenScope.OPERATOR)
+    _shown(svc.box, quarantine_id, who)
     row = svc.box.resolve(quarantine_id, resolution.action, resolution.note, actor=who.token.name)
-    return _shown(svc.box, row.id, who, TokenScope.OPERATOR)
+    return _shown(svc.box, row.id, who)

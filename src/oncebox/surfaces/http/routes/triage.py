@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from oncebox.surfaces.http.access import InboxName, Reader, Served
+from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.http.access import InboxName, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import TriageOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 
@@ -30,7 +32,8 @@ router = APIRouter(tags=["triage"])
         e409="The inbox keeps no triage ledger (its apply step is not triage).",
     ),
 )
-def triage(inbox: InboxName, who: Reader, svc: Served) -> TriageOut:
+@needs(TokenScope.READ, on_inbox=True)
+def triage(inbox: InboxName, who: Authed, svc: Served) -> TriageOut:
     """Totals per site and need, each beside what counting every arrival would have
     given (a retransmitted session counted twice: 46, not 23), and every record ranked
     by priority."""

@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.engine.views import LISTED
-from oncebox.surfaces.http.access import InboxName, Operator, Reader, Served
+from oncebox.surfaces.http.access import InboxName, Served
+from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.listed import WorkKeyListedOut, WorkListedOut
 from oncebox.surfaces.http.models import RetriedOut, WorkKeyIn, WorkKeyOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
@@ -36,9 +38,10 @@ AfterPart = Annotated[
     response_description="The figures and the keys",
     responses=inbox_errors(),
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def work_keys(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     dirty: Annotated[bool, Query(description="Only keys not yet refreshed.")] = False,
     after_seller_id: AfterPart = None,
@@ -70,9 +73,10 @@ async def work_keys(
     response_description="The key",
     responses=errors(*AUTHENTICATED, 404, 422, e404="No such inbox or work key."),
 )
+@needs(TokenScope.READ, on_inbox=True)
 def work_key(
     inbox: InboxName,
-    who: Reader,
+    who: Authed,
     svc: Served,
     seller_id: Annotated[str, Query(max_length=1024, description="The seller.")],
     sku: Annotated[str, Query(max_length=1024, description="The SKU.")],
@@ -92,8 +96,9 @@ def work_key(
     response_description="The keys in review",
     responses=inbox_errors(),
 )
+@needs(TokenScope.READ, on_inbox=True)
 async def work_review(
-    inbox: InboxName, who: Reader, svc: Served, limit: Limit = 100
+    inbox: InboxName, who: Authed, svc: Served, limit: Limit = 100
 ) -> list[dict[str, Any]]:
     """Keys whose refresh failed too often in a row; they wait for an operator. In key
     order, documents as ``/work`` shows them."""
@@ -123,9 +128,10 @@ async def work_review(
         e409="The key is not in review.",
     ),
 )
+@needs(TokenScope.OPERATOR, on_inbox=True)
 def work_retry(
     inbox: InboxName,
-    who: Operator,
+    who: Authed,
     svc: Served,
     key: WorkKeyIn,
 ) -> RetriedOut:

@@ -1,5 +1,5 @@
 """What a listing asks of the store: which rows (a filter), and how much of each value
-(a preview). Kept apart from the roles so that each stays readable at once."""
+(a preview), so that no large value is read whole to list it."""
 
 from __future__ import annotations
 

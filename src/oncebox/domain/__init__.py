@@ -1,0 +1,82 @@
+"""The one vocabulary every layer shares: each entity type and each word written once.
+
+No I/O and no rules here: the store builds these types from its rows, the engine
+decides in them, and the surfaces show them (their HTTP models are generated from them).
+"""
+
+from oncebox.domain.access import SessionRow, TokenRow
+from oncebox.domain.decision import Decision
+from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Kind, Signed
+from oncebox.domain.leases import SEALER, Fenced, LeaseState, Resource
+from oncebox.domain.listing import WHOLE, DeadLetterFilter, Preview
+from oncebox.domain.log import LogEntry, PendingEvent
+from oncebox.domain.records import (
+    Arrival,
+    Evicted,
+    Eviction,
+    Inbox,
+    NewRecord,
+    Record,
+    Revision,
+    Stored,
+)
+from oncebox.domain.rejects import DeadLetter, Letter, Newcomer, Quarantined
+from oncebox.domain.vocabulary import (
+    APPLY_FAILED,
+    CONFLICT_REASON,
+    EXPIRED_LEASE,
+    LATE_REPLAY,
+    NOTE_MAX,
+    STALE_TOKEN,
+    UNSTORED,
+    QuarantineStatus,
+    Resolution,
+    Verdict,
+)
+from oncebox.domain.work import LedgerRow, WorkItem
+
+__all__ = [
+    "APPLY_FAILED",
+    "CONFLICT_REASON",
+    "EXPIRED_LEASE",
+    "LATE_REPLAY",
+    "NOTE_MAX",
+    "SEALER",
+    "STALE_TOKEN",
+    "UNSTORED",
+    "WHOLE",
+    "Arrival",
+    "Content",
+    "DeadLetter",
+    "DeadLetterFilter",
+    "Decision",
+    "Digest",
+    "Doc",
+    "Evicted",
+    "Eviction",
+    "Fenced",
+    "Inbox",
+    "Instant",
+    "JsonText",
+    "Kind",
+    "LeaseState",
+    "LedgerRow",
+    "Letter",
+    "LogEntry",
+    "NewRecord",
+    "Newcomer",
+    "PendingEvent",
+    "Preview",
+    "QuarantineStatus",
+    "Quarantined",
+    "Record",
+    "Resolution",
+    "Resource",
+    "Revision",
+    "SessionRow",
+    "Signed",
+    "Stored",
+    "TokenRow",
+    "Verdict",
+    "WorkItem",
+]

@@ -1,0 +1,154 @@
+"""``generation``: a listing event makes its work key (seller, SKU, marketplace) dirty, one
+generation more, whatever its event time (seed 002's); the reconciler
+(:mod:`oncebox.engine.reconciler`) refreshes dirty keys. The work keys' statements are
+here, the reconciler's as well as the step's, since the step owns the table.
+
+A reconciler worker's claim on a key is a lease of the one fence
+(:mod:`oncebox.engine.fence`), named by the key's three parts joined by U+001F (a work
+key part is a bounded string without control characters, so the name is the key's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from oncebox.domain import WHOLE, Fenced, Preview, Resource, WorkItem
+from oncebox.engine.step import Change
+from oncebox.formats import Invalid
+from oncebox.formats.json_event import bounded_string
+from oncebox.store.base import StepTx
+from oncebox.store.sqlfile import Query, read_migrations, read_queries
+
+PACKAGE = "oncebox.engine.steps"
+WORK_KEY = ("seller_id", "sku", "marketplace_id")
+WorkKey = tuple[str, str, str]
+_SQL = {dialect: read_queries(PACKAGE, "sql", dialect, "generation.sql")
+        for dialect in ("sqlite", "postgres")}  # fmt: skip
+
+
+def _q(tx: StepTx, name: str) -> Query:
+    return _SQL[tx.dialect][name]
+
+
+def key_of(fields: Mapping[str, Any]) -> WorkKey:
+    return (fields["seller_id"], fields["sku"], fields["marketplace_id"])
+
+
+def resource(inbox_id: int, key: WorkKey) -> Resource:
+    """The fence's resource a worker's claim on ``key`` is a lease of."""
+    return Resource(Fenced.WORK, inbox_id, "\x1f".join(key))
+
+
+class Generation:
+    """The ``generation`` step."""
+
+    name = "generation"
+    needs_fields = WORK_KEY
+
+    def check_fields(self, fields: Mapping[str, Any]) -> None:
+        """A work key of three bounded strings."""
+        for name in WORK_KEY:
+            if name not in fields:
+                raise Invalid("missing_field", f"field {name} is missing (the step needs it)")
+            bounded_string(fields[name], name)
+
+    def migrations(self, dialect: str) -> list[tuple[int, str]]:
+        return read_migrations(PACKAGE, "sql", dialect, "generation")
+
+    def apply(self, tx: StepTx, changes: Sequence[Change]) -> None:
+        keys = []
+        for change in changes:
+            key = key_of(change.fields)
+            keys.append(key)
+            if change.previous is not None and key_of(change.previous) != key:
+                # The accepted revision moved the event to another key: the old key's
+                # refreshed state was derived from an event that no longer says that.
+                keys.append(key_of(change.previous))
+        if keys:
+            bump(tx, changes[0].inbox_id, keys)
+
+
+def bump(tx: StepTx, inbox_id: int, keys: Sequence[WorkKey]) -> None:
+    """One generation more per occurrence of a key."""
+    # Summed per key and sorted: one row per key, locked in one order by every batch.
+    bumps = Counter(keys)
+    tx.many(_q(tx, "bump_generations"), [(inbox_id, *k, n) for k, n in sorted(bumps.items())])
+
+
+def page(
+    tx: StepTx,
+    inbox_id: int,
+    limit: int,
+    after: WorkKey | None = None,
+    *,
+    dirty: bool = False,
+    review: bool = False,
+    preview: Preview = WHOLE,
+) -> list[WorkItem]:
+    """A page in key order after ``after``: only dirty keys, or only those in review, if
+    asked; documents and errors read cut to ``preview``."""
+    s, k, m = after or (None, None, None)
+    params = {"inbox": inbox_id, "limit": limit, "dirty": dirty, "review": review,
+              "s": s, "k": k, "m": m, "text": preview.text, "fields": preview.fields}  # fmt: skip
+    return tx.rows(_q(tx, "list_work_keys"), params, WorkItem)
+
+
+def get(tx: StepTx, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
+    """A work key; ``lock`` holds it against other writers until the transaction ends."""
+    name = "work_key_for_update" if lock and "work_key_for_update" in _SQL[tx.dialect] else (
+        "work_key"
+    )
+    found = tx.rows(_q(tx, name), (inbox_id, *key), WorkItem)
+    return found[0] if found else None
+
+
+def dirty(tx: StepTx, inbox_id: int, limit: int) -> list[WorkItem]:
+    return tx.rows(_q(tx, "dirty_keys"), (inbox_id, limit), WorkItem)
+
+
+def next_claimable(tx: StepTx, inbox_id: int, now: float) -> WorkItem | None:
+    """A dirty key due now that nobody holds a live claim on (locked for this claim)."""
+    found = tx.rows(_q(tx, "next_claimable"), {"inbox": inbox_id, "now": now}, WorkItem)
+    return found[0] if found else None
+
+
+def claimed(tx: StepTx, inbox_id: int, key: WorkKey) -> None:
+    """Remember the generation a new claim on ``key`` reads for."""
+    tx.run(_q(tx, "claimed"), (inbox_id, *key))
+
+
+def unclaimed(tx: StepTx, inbox_id: int, key: WorkKey) -> None:
+    tx.run(_q(tx, "unclaimed"), (inbox_id, *key))
+
+
+def apply_document(
+    tx: StepTx, inbox_id: int, key: WorkKey, document: str, generation: int, token: int,
+    now: float,
+) -> None:  # fmt: skip
+    params = (document, generation, generation, token, now, inbox_id, *key)
+    tx.run(_q(tx, "apply_document"), params)
+
+
+def record_failure(
+    tx: StepTx, inbox_id: int, key: WorkKey, failures: int, next_attempt: float, error: str,
+    in_review: bool,
+) -> None:  # fmt: skip
+    params = (failures, next_attempt, error, int(in_review), inbox_id, *key)
+    tx.run(_q(tx, "record_failure"), params)
+
+
+def retry(tx: StepTx, inbox_id: int, key: WorkKey) -> bool:
+    """Send a key back from review; False if it was not in review."""
+    return tx.run(_q(tx, "retry_work"), (inbox_id, *key)) > 0
+
+
+def figures(tx: StepTx, inbox_id: int, now: float) -> dict[str, int]:
+    keys, dirty_, review, claims = (
+        int(v) for v in tx.one(_q(tx, "work_figures"), {"inbox": inbox_id, "now": now})
+    )
+    return {"keys": keys, "dirty": dirty_, "in_review": review, "claimed": claims}
+
+
+GENERATION = Generation()
