@@ -6,7 +6,7 @@ stores the document and advances ``applied_generation`` only while the stored ge
 still equals the ticket's and was not applied yet (I6). Otherwise the read is
 ``superseded`` and the key stays dirty for the next pass.
 
-Beyond the seed, many workers share the keys. A ticket is also a claim: a lease on one
+Beyond that contract, many workers share the keys. A ticket is also a claim: a lease on one
 key whose token comes from the store's single fencing counter and whose expiry is on the
 server clock. Two workers never hold one key; an expired claim can be taken over, and
 the old holder's completion is then refused by its stale token. Failures back off
@@ -163,7 +163,7 @@ class Reconciler:
         self.max_failures = max_failures
         self.backoff = backoff or Backoff()
 
-    # -- seed 002's contract -----------------------------------------------------------
+    # -- the work-key contract (docs/concepts.md#work-keys) -----------------------------------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
             return work.dirty(tx, self.inbox_id, limit)

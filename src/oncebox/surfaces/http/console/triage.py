@@ -1,6 +1,6 @@
 """The triage page: a triage inbox's headcount ledger, the way an intake desk acts on it.
 
-Totals per site and need beside what counting every arrival would have given (seed 003:
+Totals per site and need beside what counting every arrival would have given (docs/concepts.md#triage-ledger:
 a retransmitted session counted twice is 46, not 23), the priority ranking, and each as
 a CSV download. One engine call (``triage``); no rule lives here.
 """
