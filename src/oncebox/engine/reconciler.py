@@ -163,7 +163,7 @@ class Reconciler:
         self.max_failures = max_failures
         self.backoff = backoff or Backoff()
 
-    # -- the work-key contract (docs/concepts.md#work-keys) -----------------------------------------------------
+    # -- the work-key contract (docs/concepts.md#work-keys) ----------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
             return work.dirty(tx, self.inbox_id, limit)

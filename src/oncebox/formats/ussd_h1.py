@@ -2,7 +2,8 @@
 
 The trailer ``xx`` is POSIX ``cksum`` of the body (everything before ``|#``) modulo 256
 in two hex digits. Format is checked first, then the trailer, and only then may dedup
-state be consulted (docs/concepts.md#ingest-order, step 2), so a corrupted copy can never poison a frame id.
+state be consulted (docs/concepts.md#ingest-order, step 2), so a corrupted copy can
+never poison a frame id.
 Numbers have at most 9 digits, so every field fits any store's integers. The gateway
 supplies the identity, ``frame_id`` (``rec_id-seq``); the witness is the
 exact frame bytes.

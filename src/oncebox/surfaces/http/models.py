@@ -153,7 +153,8 @@ class TriageOut(BaseModel):
     headcount: int = Field(description="The total headcount, each record counted once.")
     cases: int = Field(description="Records counted.")
     every_arrival_headcount: int = Field(
-        description="What counting every arrival would have given (a session sent twice: 46, not 23)."
+        description="What counting every arrival would have given (a session sent twice: "
+        "46, not 23)."
     )
     suppressed_headcount: int = Field(
         description="Headcount that deduplication kept from being counted twice."
