@@ -6,10 +6,11 @@ decides in them, and the surfaces show them (their HTTP models are generated fro
 
 from oncebox.domain.access import SessionRow, TokenRow
 from oncebox.domain.decision import Decision
+from oncebox.domain.feed import Consumer, FeedEntry
 from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Kind, Signed
 from oncebox.domain.leases import SEALER, Fenced, LeaseState, Resource
 from oncebox.domain.listing import WHOLE, DeadLetterFilter, Preview
-from oncebox.domain.log import LogEntry, PendingEvent
+from oncebox.domain.log import LogEntry, LogEvent, PendingEvent
 from oncebox.domain.records import (
     Arrival,
     Evicted,
@@ -46,6 +47,7 @@ __all__ = [
     "UNSTORED",
     "WHOLE",
     "Arrival",
+    "Consumer",
     "Content",
     "DeadLetter",
     "DeadLetterFilter",
@@ -54,6 +56,7 @@ __all__ = [
     "Doc",
     "Evicted",
     "Eviction",
+    "FeedEntry",
     "Fenced",
     "Inbox",
     "Instant",
@@ -63,6 +66,7 @@ __all__ = [
     "LedgerRow",
     "Letter",
     "LogEntry",
+    "LogEvent",
     "NewRecord",
     "Newcomer",
     "PendingEvent",

@@ -19,6 +19,7 @@ class Fenced(StrEnum):
     SCOPE = "scope"  # a sender's scope of a lease-fenced inbox (a snapshot)
     SEALER = "sealer"  # the log's dedicated sealer
     WORK = "work"  # a reconciler's claim on a work key
+    CONSUMER = "consumer"  # a consumer's cursor over an inbox's feed
 
 
 class Resource(NamedTuple):

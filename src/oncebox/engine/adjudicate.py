@@ -53,6 +53,7 @@ def resolve(
     if row.status != QuarantineStatus.OPEN:
         raise InvalidOperation(f"quarantine {row.id} is already {row.status}")
     tx.lock_identities(inbox.row.id, [row.ident], exclusive=True)
+    revised: tuple[int, int] | None = None  # (record id, revision) the newcomer became
     if action is Resolution.KEEP:
         tx.close_quarantine(row.id, action.status, note, now, actor)
     else:
@@ -66,6 +67,7 @@ def resolve(
         if record.witness != row.witness:
             assert row.fields is not None  # read whole, under its lock
             revision = tx.revise_record(record, row.witness, row.content, row.fields, now, note)
+            revised = (record.id, revision)
             change = Change(
                 inbox.name,
                 inbox.row.id,
@@ -101,6 +103,11 @@ def resolve(
             "actor": actor,
             "witness": row.witness.hex(),
         },
+        # An accepted newcomer is the record's next revision: sealing this entry puts
+        # that revision on the feed.
+        record_id=revised[0] if revised else None,
+        revision=revised[1] if revised else None,
+        inbox_id=inbox.row.id if revised else None,
     )
     closed = tx.get_quarantine(row.id)
     if closed is None:

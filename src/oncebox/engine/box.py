@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -13,6 +14,7 @@ from oncebox.engine.apply import apply_name
 from oncebox.engine.decide import Decided, DecisionTx, decide_batch
 from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
+from oncebox.engine.following import Following
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
@@ -26,7 +28,7 @@ from oncebox.logtext import escaped
 from oncebox.store.base import Declaring, Operating, Store, T, Tx
 
 
-class Oncebox(Reads):
+class Oncebox(Reads, Following):
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 
@@ -36,6 +38,7 @@ class Oncebox(Reads):
         self.store = store
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
+        self._news = threading.Condition()  # told when this process sealed something
         # Whatever a crash left committed but unsealed gets its log entry first (I4).
         self.recovered_at_open = sealing.recover(store)
         for spec in inboxes:
@@ -131,6 +134,7 @@ class Oncebox(Reads):
             watched=True,
         )
         # Only now has everything the decisions wrote committed durably.
+        self._sealed()
         decisions = decided.decisions(positions)
         alert(decisions)
         return decisions
@@ -203,7 +207,9 @@ class Oncebox(Reads):
                 sealing.seal_queued(tx)
             return result
 
-        return commit_sealed(self.store, sealed, self.seal_inline)[0]
+        result = commit_sealed(self.store, sealed, self.seal_inline)[0]
+        self._sealed()
+        return result
 
     # -- leases --------------------------------------------------------------------------
     def lease(self, inbox: str, scope: str, ttl: float) -> Lease:

@@ -32,6 +32,7 @@ from oncebox.domain import (
     Decision,
     Fenced,
     Letter,
+    LogEvent,
     Newcomer,
     NewRecord,
     Stored,
@@ -267,7 +268,7 @@ def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: boo
     # The log events, in delivery order: each new record's seal and each newcomer's first
     # quarantine (its repeats in the batch only count). Sealed in this transaction where
     # the backend lets the writer append; queued for the sealer otherwise.
-    events: list[tuple[str, str, int | None]] = []
+    events: list[LogEvent] = []
     opened: set[int] = set()
     first_rows: set[int] = set()
     for index, outcome in enumerate(walk.outcomes):
@@ -277,7 +278,7 @@ def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: boo
                 name, record.id, record.identity, record.witness.hex(), 1,
                 record.arrival.snapshot_id,
             )  # fmt: skip
-            events.append(("accept", state, record.id))
+            events.append(LogEvent("accept", state, record.id, 1, inbox_id))
         elif (
             outcome.verdict is Verdict.CONFLICT
             and kept[outcome.row][1]
@@ -285,7 +286,7 @@ def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: boo
         ):
             first_rows.add(outcome.row)
             opened.add(index)
-            events.append(("quarantine", _quarantine_state(name, walk, outcome, kept), None))
+            events.append(LogEvent("quarantine", _quarantine_state(name, walk, outcome, kept)))
     positions = sealing.record_events(tx, events, seal) if events else {}
 
     if walk.records:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.domain import LogEntry
+from oncebox.domain import LogEntry, LogEvent
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import StorageError
@@ -46,8 +46,10 @@ def leaf_of(entry: LogEntry) -> bytes:
     return merkle.leaf_hash(merkle.entry_leaf_data(entry.seq, entry.step, entry.state, entry.hash))
 
 
-def chain(tx: Chain, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
-    """Append ``(step, state)`` entries and the Merkle nodes they complete, inside ``tx``.
+def chain(tx: Chain, items: Sequence[LogEvent]) -> list[LogEntry]:
+    """Append the events' entries and the Merkle nodes they complete, inside ``tx``. An
+    entry that seals a record's revision names it: its seq is the revision's position on
+    its inbox's feed, given here, at seal time.
 
     Everything is computed here and written with one statement per table: the head is
     read once, and nodes completed earlier in the same call are kept in memory. Each
@@ -57,8 +59,10 @@ def chain(tx: Chain, items: Sequence[tuple[str, str]]) -> list[LogEntry]:
     prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
     first = seq
     entries: list[LogEntry] = []
-    for step, text in items:
-        entry = LogEntry(seq, step, text, chain_hash(prev, step, text))
+    for step, text, record_id, revision, inbox_id in items:
+        entry = LogEntry(
+            seq, step, text, chain_hash(prev, step, text), inbox_id, record_id, revision
+        )
         entries.append(entry)
         prev, seq = entry.hash, seq + 1
     leaves = [leaf_of(entry) for entry in entries]
@@ -104,13 +108,22 @@ class Nodes:
         return merkle.root_of(children)
 
 
-def event(tx: Events, step: str, state: dict[str, Any], record_id: int | None = None) -> None:
-    """Queue a log event in the writer's own transaction; the sealer appends it.
+def event(
+    tx: Events,
+    step: str,
+    state: dict[str, Any],
+    record_id: int | None = None,
+    revision: int | None = None,
+    inbox_id: int | None = None,
+) -> None:
+    """Queue a log event in the writer's own transaction; the sealer appends it. One that
+    names a record's revision (and its inbox) seals that revision: its entry's position is
+    the revision's place on the feed.
 
     Writers never read or lock the log head, so ingest never waits on the log; the
     event commits or rolls back with the change it describes.
     """
-    tx.queue_logs([(step, state_text(state), record_id)])
+    tx.queue_logs([LogEvent(step, state_text(state), record_id, revision, inbox_id)])
 
 
 def record_state_text(

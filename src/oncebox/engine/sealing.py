@@ -12,19 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from oncebox.domain import SEALER, LeaseState, LogEntry, PendingEvent
+from oncebox.domain import SEALER, LeaseState, LogEntry, LogEvent, PendingEvent
 from oncebox.engine import fence
 from oncebox.engine.log import BATCH, chain, record_state_text
 from oncebox.errors import InvalidOperation
 from oncebox.store.base import Sealing, Store, Tx
 
 
-def record_events(
-    tx: Sealing, events: Sequence[tuple[str, str, int | None]], seal: bool
-) -> dict[int, int]:
-    """Seal ``events`` (step, state, record id) in this transaction where ``seal`` asks
-    for it and no live dedicated sealer holds the log; queue them for the sealer
-    otherwise. Returns record id -> log position for each record sealed here.
+def record_events(tx: Sealing, events: Sequence[LogEvent], seal: bool) -> dict[int, int]:
+    """Seal ``events`` in this transaction where ``seal`` asks for it and no live
+    dedicated sealer holds the log; queue them for the sealer otherwise. Returns record
+    id -> log position for each record sealed here (its revisions are put on the feed).
 
     Events queued earlier are appended first, so the log keeps queue order.
     """
@@ -33,11 +31,11 @@ def record_events(
         return {}
     while drain(tx):
         pass
-    entries = chain(tx, [(step, state) for step, state, _ in events])
+    entries = chain(tx, events)
     return {
-        record_id: entry.seq
-        for (_, _, record_id), entry in zip(events, entries, strict=True)
-        if record_id is not None
+        event.record_id: entry.seq
+        for event, entry in zip(events, entries, strict=True)
+        if event.record_id is not None
     }
 
 
@@ -87,14 +85,17 @@ def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None
         pending = tx.pending_log(BATCH)
     if not pending:
         return []
-    steps = [
-        (
+    events = [
+        LogEvent(
             "recover" if item.id <= orphans_upto and item.record_id is not None else item.step,
             item.state,
+            item.record_id,
+            item.revision,
+            item.inbox_id,
         )
         for item in pending
     ]
-    entries = chain(tx, steps)
+    entries = chain(tx, events)
     tx.mark_sealed(
         [
             (e.seq, p.record_id)
@@ -233,7 +234,13 @@ def recover(store: Store, grace: float = ORPHAN_GRACE) -> int:
                 )
                 for r in records
             ]
-            entries = chain(tx, [("recover", state) for state in states])
+            entries = chain(
+                tx,
+                [
+                    LogEvent("recover", state, r.id, r.revision, r.inbox_id)
+                    for r, state in zip(records, states, strict=True)
+                ],
+            )
             tx.mark_sealed([(e.seq, r.id) for r, e in zip(records, entries, strict=True)])
             return len(records)
 

@@ -18,6 +18,7 @@ from oncebox.store.ports import (
     Deciding,
     Declaring,
     Events,
+    Feeding,
     FencePort,
     Figures,
     Listing,
@@ -40,6 +41,7 @@ class Tx(
     Retaining,
     Declaring,
     Access,
+    Feeding,
     StepTx,
     Protocol,
 ):
@@ -102,6 +104,7 @@ __all__ = [
     "Deciding",
     "Declaring",
     "Events",
+    "Feeding",
     "FencePort",
     "Figures",
     "Listing",

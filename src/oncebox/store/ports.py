@@ -19,14 +19,17 @@ from typing import Any, Protocol, TypeVar
 
 from oncebox.domain import (
     WHOLE,
+    Consumer,
     DeadLetter,
     DeadLetterFilter,
     Evicted,
     Eviction,
+    FeedEntry,
     Inbox,
     LeaseState,
     Letter,
     LogEntry,
+    LogEvent,
     Newcomer,
     NewRecord,
     PendingEvent,
@@ -53,8 +56,8 @@ class Clock(Protocol):
 class Events(Protocol):
     """Log events written beside the change they record (see :mod:`oncebox.engine.log`)."""
 
-    def queue_logs(self, events: Sequence[tuple[str, str, int | None]]) -> None:
-        """Queue (step, state, record id) events, in order; writers never touch the head."""
+    def queue_logs(self, events: Sequence[LogEvent]) -> None:
+        """Queue events, in order; writers never touch the head."""
         ...
 
 
@@ -349,6 +352,45 @@ class Access(Events, Clock, Protocol):
     def forget_sessions(self, now: float) -> None:
         """Drop the sessions that expired by ``now``."""
         ...
+
+
+class Feeding(Clock, Protocol):
+    """The feed (accepted revisions in log order) and the consumers that follow it."""
+
+    def feed_window(self, after: int, scan: int) -> int:
+        """The last log position of the next ``scan`` after ``after`` (``after`` when
+        there are none): how far one feed read looks."""
+        ...
+
+    def feed_entries(
+        self, inbox_id: int, after: int, until: int, limit: int, head: int
+    ) -> list[FeedEntry]:
+        """The inbox's sealed revisions at positions in (``after``, ``until``], at most
+        ``limit``, each content read cut to ``head`` bytes (its whole length beside)."""
+        ...
+
+    def log_position(self) -> int:
+        """The log's last position, or 0."""
+        ...
+
+    def feed_count(self, inbox_id: int, after: int, scan: int) -> int:
+        """The inbox's sealed revisions after ``after``, counted over at most ``scan``
+        positions."""
+        ...
+
+    def put_consumer(self, name: str, inbox_id: int, position: int, now: float) -> None:
+        """Make a consumer at ``position`` unless one of that name exists."""
+        ...
+
+    def get_consumer(self, name: str) -> Consumer | None:
+        """A consumer, held against another move until this transaction ends."""
+        ...
+
+    def consumers(self) -> list[Consumer]: ...
+
+    def move_consumer(self, name: str, position: int, handed_out: int, now: float) -> None: ...
+
+    def drop_consumer(self, name: str) -> bool: ...
 
 
 class StepTx(Clock, Protocol):

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
+from oncebox.store.sqltx.feed import FeedSql
 from oncebox.store.sqltx.inboxes import InboxesSql
 from oncebox.store.sqltx.leases import FencesSql, TokensSql
 from oncebox.store.sqltx.log import LogSql, SealQueueSql
@@ -20,6 +21,7 @@ class SqlTx(
     RecordsSql,
     RejectsSql,
     FencesSql,
+    FeedSql,
     LogSql,
     SealQueueSql,
     RetentionSql,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oncebox.domain import LogEntry, PendingEvent, Record
+from oncebox.domain import LogEntry, LogEvent, PendingEvent, Record
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -13,7 +13,7 @@ class LogSql(SqlBase):
         return self._row("log_head", (), LogEntry)
 
     def append_log(self, entries: Sequence[LogEntry]) -> None:
-        self._many("append_log", [(e.seq, e.step, e.state, e.hash) for e in entries])
+        self._many("append_log", entries)
 
     def log_entries(self, start: int, end: int) -> list[LogEntry]:
         return self._rows("log_entries", (start, end), LogEntry)
@@ -30,7 +30,7 @@ class LogSql(SqlBase):
 
 
 class SealQueueSql(SqlBase):
-    def queue_logs(self, events: Sequence[tuple[str, str, int | None]]) -> None:
+    def queue_logs(self, events: Sequence[LogEvent]) -> None:
         self._many("queue_logs", events)
 
     def pending_log(self, limit: int) -> list[PendingEvent]:

@@ -330,9 +330,11 @@ FROM fences WHERE kind = %s AND owner = %s ORDER BY name;
 SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
 
 -- name: append_log
--- columnar
-INSERT INTO log (seq, step, state, hash)
-SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[]);
+-- columnar. An entry that seals a record's revision names it (inbox, record, revision):
+-- its seq is that revision's feed position.
+INSERT INTO log (seq, step, state, hash, inbox_id, record_id, revision)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                     %b::bigint[], %b::bigint[]);
 
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= %s AND seq < %s ORDER BY seq;
@@ -382,15 +384,16 @@ SELECT value FROM meta WHERE key = %s;
 
 -- name: queue_logs
 -- columnar; queue order is seal order, so the rows keep theirs.
-INSERT INTO log_pending (step, state, record_id)
-SELECT step, state, record_id
-FROM unnest(%b::text[], %b::text[], %b::bigint[]) WITH ORDINALITY AS e(step, state, record_id, ord)
+INSERT INTO log_pending (step, state, record_id, revision, inbox_id)
+SELECT step, state, record_id, revision, inbox_id
+FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+     WITH ORDINALITY AS e(step, state, record_id, revision, inbox_id, ord)
 ORDER BY ord;
 
 -- name: pending_log
 -- Only the sealer reads the queue, under the sealer row's lock; SKIP LOCKED is not
 -- needed, and queue order must not have holes skipped.
-SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT %s;
+SELECT id, step, state, record_id, revision, inbox_id FROM log_pending ORDER BY id LIMIT %s;
 
 -- name: drop_pending
 -- columnar
@@ -462,3 +465,64 @@ DELETE FROM console_sessions WHERE token_id = %s;
 
 -- name: forget_sessions
 DELETE FROM console_sessions WHERE expires_at <= %s;
+
+
+
+
+
+-- name: feed_window
+-- Named parameters: after, scan. The end of the next window of at most scan log positions
+-- after after: a feed read looks at no more entries than that (on the log's key).
+SELECT coalesce(max(seq), %(after)s)
+FROM (SELECT seq FROM log WHERE seq > %(after)s ORDER BY seq LIMIT %(scan)s) w;
+
+-- name: feed_entries
+-- Named parameters: inbox, after, until, limit, head. The inbox's sealed revisions in the
+-- window (after, until], in position order: each revision's own values, the record's or a
+-- superseded one's from revisions, its content cut to head bytes with its length read
+-- whole. A record dropped by retention is gone.
+SELECT l.seq AS position, l.record_id, l.revision, r.identity,
+       CASE WHEN l.revision = r.revision THEN r.witness ELSE v.witness END AS witness,
+       CASE WHEN l.revision = r.revision THEN r.fields ELSE v.fields END AS fields,
+       substring(CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END
+                 FROM 1 FOR %(head)s::int) AS content,
+       octet_length(CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END)
+         AS content_length,
+       r.first_seen,
+       CASE WHEN l.revision = 1 THEN r.first_seen
+            WHEN l.revision = r.revision THEN r.revised_at ELSE v.decided_at END AS decided_at,
+       r.device_time, r.snapshot_id, r.delivery_id, r.signature
+FROM log l JOIN records r ON r.id = l.record_id
+LEFT JOIN revisions v ON v.record_id = l.record_id AND v.revision = l.revision
+WHERE l.seq > %(after)s AND l.seq <= %(until)s AND l.inbox_id = %(inbox)s
+ORDER BY l.seq LIMIT %(limit)s;
+
+-- name: log_position
+-- The log's last position (0: empty).
+SELECT coalesce(max(seq), 0) FROM log;
+
+-- name: feed_count
+-- Named parameters: inbox, after, scan. The inbox's sealed revisions after after, counted
+-- over at most scan positions.
+SELECT count(*)
+FROM (SELECT inbox_id FROM log WHERE seq > %(after)s ORDER BY seq LIMIT %(scan)s) w
+WHERE inbox_id = %(inbox)s;
+
+-- name: consumer_put
+INSERT INTO consumers (name, inbox_id, position, handed_out, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: consumer_get
+SELECT name, inbox_id, position, handed_out, created_at, updated_at
+FROM consumers WHERE name = %s FOR UPDATE;
+
+-- name: consumers
+SELECT name, inbox_id, position, handed_out, created_at, updated_at
+FROM consumers ORDER BY name;
+
+-- name: consumer_move
+UPDATE consumers SET position = %s, handed_out = %s, updated_at = %s WHERE name = %s;
+
+-- name: consumer_drop
+DELETE FROM consumers WHERE name = %s;

@@ -276,7 +276,10 @@ FROM fences WHERE kind = ? AND owner = ? ORDER BY name;
 SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
 
 -- name: append_log
-INSERT INTO log (seq, step, state, hash) VALUES (?, ?, ?, ?);
+-- An entry that seals a record's revision names it (inbox, record, revision): its seq is
+-- that revision's feed position.
+INSERT INTO log (seq, step, state, hash, inbox_id, record_id, revision)
+VALUES (?, ?, ?, ?, ?, ?, ?);
 
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= ? AND seq < ? ORDER BY seq;
@@ -306,12 +309,13 @@ SELECT id, log_seq FROM records ORDER BY id;
 SELECT value FROM meta WHERE key = ?;
 
 -- name: queue_logs
-INSERT INTO log_pending (step, state, record_id) VALUES (?, ?, ?);
+INSERT INTO log_pending (step, state, record_id, revision, inbox_id) VALUES (?, ?, ?, ?, ?);
 
 -- name: pending_log
 -- A bare "LIMIT ?" is a parameter the planner looks at, so SQLite prepares the statement
 -- again on every run (about 6 us each, on every seal); through CAST it is a plain value.
-SELECT id, step, state, record_id FROM log_pending ORDER BY id LIMIT CAST(? AS INTEGER);
+SELECT id, step, state, record_id, revision, inbox_id FROM log_pending
+ORDER BY id LIMIT CAST(? AS INTEGER);
 
 -- name: drop_pending
 DELETE FROM log_pending WHERE id = ?;
@@ -377,3 +381,65 @@ DELETE FROM console_sessions WHERE token_id = ?;
 
 -- name: forget_sessions
 DELETE FROM console_sessions WHERE expires_at <= ?;
+
+
+
+
+
+-- name: feed_window
+-- The end of the next window of at most :scan log positions after :after: a feed read
+-- looks at no more entries than that (on the log's key), whatever the inbox.
+SELECT coalesce(max(seq), :after)
+FROM (SELECT seq FROM log WHERE seq > :after ORDER BY seq LIMIT :scan);
+
+-- name: feed_entries
+-- The inbox's sealed revisions in the window (:after, :until], in position order: each
+-- revision's own values, the record's or a superseded one's from revisions, its content
+-- cut to :head bytes with its length read whole. A record dropped by retention is gone.
+SELECT l.seq AS position, l.record_id, l.revision, r.identity,
+       CASE WHEN l.revision = r.revision THEN r.witness ELSE v.witness END AS witness,
+       CASE WHEN l.revision = r.revision THEN r.fields ELSE v.fields END AS fields,
+       CASE WHEN length(CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END)
+                 <= :head
+            THEN CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END
+            ELSE substr(CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END,
+                        1, :head) END AS content,
+       length(CASE WHEN l.revision = r.revision THEN r.content ELSE v.content END)
+         AS content_length,
+       r.first_seen,
+       CASE WHEN l.revision = 1 THEN r.first_seen
+            WHEN l.revision = r.revision THEN r.revised_at ELSE v.decided_at END AS decided_at,
+       r.device_time, r.snapshot_id, r.delivery_id, r.signature
+FROM log l JOIN records r ON r.id = l.record_id
+LEFT JOIN revisions v ON v.record_id = l.record_id AND v.revision = l.revision
+WHERE l.seq > :after AND l.seq <= :until AND l.inbox_id = :inbox
+ORDER BY l.seq LIMIT :limit;
+
+-- name: log_position
+-- The log's last position (0: empty).
+SELECT coalesce(max(seq), 0) FROM log;
+
+-- name: feed_count
+-- The inbox's sealed revisions after :after, counted over at most :scan positions.
+SELECT count(*) FROM (SELECT inbox_id FROM log WHERE seq > :after ORDER BY seq LIMIT :scan)
+WHERE inbox_id = :inbox;
+
+-- name: consumer_put
+INSERT INTO consumers (name, inbox_id, position, handed_out, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: consumer_get
+-- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.
+SELECT name, inbox_id, position, handed_out, created_at, updated_at
+FROM consumers WHERE name = ?;
+
+-- name: consumers
+SELECT name, inbox_id, position, handed_out, created_at, updated_at
+FROM consumers ORDER BY name;
+
+-- name: consumer_move
+UPDATE consumers SET position = ?, handed_out = ?, updated_at = ? WHERE name = ?;
+
+-- name: consumer_drop
+DELETE FROM consumers WHERE name = ?;

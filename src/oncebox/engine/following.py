@@ -1,0 +1,153 @@
+"""The pull hand-off of the library's front door: the feed, and consumers that follow it
+(:mod:`oncebox.engine.feed` has the rules)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TypeVar
+
+from oncebox.domain import Consumer, LeaseState
+from oncebox.engine import feed as feeding
+from oncebox.engine.ingest import ActiveInbox
+from oncebox.errors import InvalidOperation
+from oncebox.store.base import Store, Tx
+
+T = TypeVar("T")
+WAIT_MAX = 30.0  # the longest a read waits for something to hand on
+POLL = 0.05  # how often a waiting read looks again for what other processes sealed
+
+
+class Following(ABC):
+    """The feed and its consumers; :class:`oncebox.Oncebox` gives the store, its inboxes,
+    its write path, and tells :meth:`_sealed` when something of its own was sealed."""
+
+    store: Store
+    _news: threading.Condition
+
+    @abstractmethod
+    def inbox(self, name: str) -> ActiveInbox: ...
+
+    @abstractmethod
+    def write(self, work: Callable[[Tx], T]) -> T: ...
+
+    def _sealed(self) -> None:
+        """Wake the reads waiting in this process for news."""
+        with self._news:
+            self._news.notify_all()
+
+    def _store_id(self) -> str:
+        found: str | None = getattr(self, "_store_id_cache", None)
+        if found is None:
+            with self.store.reading() as tx:
+                found = tx.meta("store_id") or ""
+            self._store_id_cache = found
+        return found
+
+    def _waiting(self, read: Callable[[], T], empty: Callable[[T], bool], wait: float) -> T:
+        """``read()``, again as news comes, until it has something or ``wait`` seconds
+        (at most :data:`WAIT_MAX`) have passed."""
+        if not 0 <= wait <= WAIT_MAX:
+            raise InvalidOperation(f"wait is 0 to {WAIT_MAX:g} seconds, not {wait}")
+        deadline = time.monotonic() + wait
+        while True:
+            found = read()
+            left = deadline - time.monotonic()
+            if not empty(found) or left <= 0:
+                return found
+            with self._news:
+                self._news.wait(min(left, POLL))
+
+    def feed(
+        self, inbox: str, after: int = 0, limit: int = 100, wait: float = 0.0
+    ) -> feeding.FeedPage:
+        """The inbox's accepted records and accepted revisions after log position
+        ``after``, in log order (read on from the page's ``next_after``); waits up to
+        ``wait`` seconds for one when there is none."""
+        inbox_id = self.inbox(inbox).row.id
+        store_id = self._store_id()
+        seen = [after]
+
+        def read() -> feeding.FeedPage:
+            with self.store.reading() as tx:
+                found = feeding.page(tx, store_id, inbox_id, seen[0], limit)
+            seen[0] = found.next_after  # waiting, look on from what was looked at
+            return found
+
+        found = self._waiting(read, lambda page: not page.entries, wait)
+        return found
+
+    def log_position(self) -> int:
+        """The log's last position (0: nothing yet): where a reader starting at the end
+        starts."""
+        with self.store.reading() as tx:
+            return tx.log_position()
+
+    def consumer(self, name: str, inbox: str, start: str | int = "beginning") -> FeedConsumer:
+        """The consumer ``name`` of ``inbox``'s feed, made at ``start`` (``beginning``,
+        ``end`` or a position) unless it exists."""
+        inbox_id = self.inbox(inbox).row.id
+        self.write(lambda tx: feeding.create(tx, name, inbox_id, start, tx.now()))
+        return FeedConsumer(self, name)
+
+    def consumers(self) -> list[feeding.Standing]:
+        """Every consumer with its lease and how far behind it is."""
+        with self.store.reading() as tx:
+            return feeding.standings(tx, tx.now())
+
+    def drop_consumer(self, name: str) -> None:
+        if not self.write(lambda tx: tx.drop_consumer(name)):
+            raise InvalidOperation(f"no consumer {name}")
+
+
+class FeedConsumer:
+    """One consumer, as its holder uses it: take the lease, be handed entries, ack."""
+
+    def __init__(self, box: Following, name: str) -> None:
+        self.box = box
+        self.name = name
+        self.token: int | None = None
+
+    def lease(self, holder: str, ttl: float = 30.0) -> LeaseState:
+        """Take (or take again) the consumer's lease: its token moves the cursor."""
+        held = self.box.write(lambda tx: feeding.lease(tx, self.name, holder, ttl, tx.now()))
+        self.token = held.token
+        return held
+
+    def _token(self, token: int | None) -> int:
+        chosen = self.token if token is None else token
+        if chosen is None:
+            raise InvalidOperation(f"take consumer {self.name}'s lease first")
+        return chosen
+
+    def next(
+        self, limit: int = 100, wait: float = 0.0, token: int | None = None
+    ) -> feeding.FeedPage:
+        """The entries after what it acknowledged, handed out under its lease (acknowledge
+        up to the page's ``next_after``)."""
+        held, store_id = self._token(token), self.box._store_id()
+
+        def read() -> feeding.FeedPage:
+            # Looked at first without the write lock: a waiting consumer polls.
+            with self.box.store.reading() as tx:
+                consumer = feeding.found(tx, self.name)
+                if tx.log_position() <= consumer.position:  # nothing new at all
+                    return feeding.FeedPage([], consumer.position)
+            return self.box.write(
+                lambda tx: feeding.hand_out(tx, store_id, self.name, held, limit, tx.now())
+            )
+
+        return self.box._waiting(read, lambda found: not found.entries, wait)
+
+    def ack(self, position: int, token: int | None = None) -> Consumer:
+        """Acknowledge everything up to ``position``: the cursor moves there."""
+        held = self._token(token)
+        return self.box.write(
+            lambda tx: feeding.acknowledge(tx, self.name, held, position, tx.now())
+        )
+
+    def state(self) -> Consumer:
+        with self.box.store.reading() as tx:
+            return feeding.found(tx, self.name)

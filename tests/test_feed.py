@@ -1,0 +1,146 @@
+"""The feed hands on what was accepted, in log order, and consumers follow it (issue 21)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from conftest import SESSION, BoxFactory
+from oncebox import Delivery, InvalidOperation, ManualClock
+from oncebox.engine import feed as feeding
+from oncebox.engine.feed import PastHandedOut, StaleCursor
+from oncebox.formats.ussd_h1 import make_frame
+
+
+def frame(seq: int, headcount: int = 3) -> Delivery:
+    return Delivery(make_frame(seq, "Kakuma1", "MED", headcount, 86).encode(), key=f"r-{seq}")
+
+
+def test_the_feed_lists_accepted_records_and_revisions_in_log_order(make_box: BoxFactory) -> None:
+    box = make_box()
+    box.ingest_batch("ussd", [frame(1), frame(2), frame(1)])  # the repeat is no new entry
+    box.ingest("ussd", frame(3))
+    conflict = box.ingest("ussd", frame(2, headcount=9))
+    box.ingest("ussd", frame(4, headcount=9).body, key="bad key")  # a dead letter: not on it
+    entries = box.feed("ussd").entries
+    assert [(e.record_id, e.revision) for e in entries] == [(1, 1), (2, 1), (3, 1)]
+    positions = [e.position for e in entries]
+    assert positions == sorted(positions) and len(set(positions)) == 3
+    assert entries[0].content == frame(1).body and entries[0].identity == "r-1"
+    assert conflict.quarantine_id is not None
+    box.resolve(conflict.quarantine_id, "accept", "the gateway resent it corrected")
+    [revised] = box.feed("ussd", after=positions[-1]).entries
+    assert (revised.record_id, revised.revision) == (2, 2)
+    assert revised.content == frame(2, headcount=9).body
+    # The first revision keeps its own content and key on the feed.
+    again = box.feed("ussd").entries
+    assert again[1].content == frame(2).body and again[1].revision == 1
+    keys = [e.idempotency_key for e in [*again, revised]]
+    assert keys[:3] == [e.idempotency_key for e in entries]  # the same on every read
+    assert len(set(keys)) == 4  # and different for every other revision
+    assert box.log_position() >= revised.position
+    nothing = box.feed("listing")
+    assert nothing.entries == [] and nothing.next_after == box.log_position()
+
+
+def test_a_page_is_bounded_and_bad_pages_are_refused(make_box: BoxFactory) -> None:
+    box = make_box()
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 8)])
+    first = box.feed("ussd", limit=3)
+    assert first.next_after == first.entries[-1].position  # full: read on from the last
+    rest = box.feed("ussd", after=first.next_after, limit=100)
+    assert len(first.entries) == 3 and len(rest.entries) == 4
+    for bad in ({"after": -1}, {"limit": 0}, {"limit": 1001}, {"wait": 31}):
+        with pytest.raises(InvalidOperation):
+            box.feed("ussd", **bad)  # type: ignore[arg-type]
+
+
+def test_a_waiting_read_is_woken_by_what_is_sealed(make_box: BoxFactory) -> None:
+    box = make_box()
+    got: list[int] = []
+
+    def follow() -> None:
+        got.extend(e.record_id for e in box.feed("ussd", wait=20).entries)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.2)
+    box.ingest("ussd", frame(1))
+    reader.join(25)
+    assert got == [1]
+
+
+def test_a_consumer_moves_forward_under_its_lease_only(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = make_box()
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 6)])
+    mine = box.consumer("desk", "ussd")
+    held = mine.lease("worker-1", ttl=30)
+    handed = mine.next(limit=2).entries
+    assert [e.record_id for e in handed] == [1, 2]
+    assert [e.record_id for e in mine.next(limit=2).entries] == [1, 2]  # not acked: again
+    with pytest.raises(PastHandedOut):
+        mine.ack(handed[-1].position + 1000)
+    assert mine.ack(handed[-1].position).position == handed[-1].position
+    assert mine.ack(handed[0].position).position == handed[-1].position  # never backwards
+    assert [e.record_id for e in mine.next(limit=10).entries] == [3, 4, 5]
+    # Another holder cannot take a live lease; once it runs out it can, and the first
+    # holder's token moves nothing any more.
+    other = box.consumer("desk", "ussd")
+    with pytest.raises(InvalidOperation, match="held by worker-1"):
+        other.lease("worker-2")
+    clock.advance(31)
+    with pytest.raises(StaleCursor) as expired:
+        mine.next()
+    assert expired.value.reason == "expired_lease"
+    taken = other.lease("worker-2")
+    assert taken.token > held.token
+    with pytest.raises(StaleCursor) as stale:
+        mine.ack(handed[-1].position)
+    assert stale.value.reason == "stale_token"
+    assert other.state().position == handed[-1].position
+    [standing] = box.consumers()
+    assert standing.consumer.name == "desk" and standing.lease is not None
+    assert standing.lease.holder == "worker-2" and standing.lag_entries == 3
+
+
+def test_a_consumer_can_start_at_the_end_or_a_position(make_box: BoxFactory) -> None:
+    box = make_box()
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 4)])
+    head = box.log_position()
+    late = box.consumer("late", "ussd", start="end")
+    assert late.state().position == head
+    late.lease("w")
+    assert late.next().entries == []
+    box.ingest("ussd", frame(9))
+    assert [e.record_id for e in late.next().entries] == [4]
+    with pytest.raises(InvalidOperation, match="another inbox"):
+        box.consumer("late", "listing")
+    with pytest.raises(InvalidOperation, match="start"):
+        box.consumer("odd", "ussd", start="middle")
+    assert SESSION  # the shared frames stay the conftest's
+
+
+def test_a_quiet_inbox_is_read_a_window_at_a_time(
+    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read looks at a bounded window of the log, whatever the inbox: a reader of a
+    quiet inbox among busy ones moves on by ``next_after`` and misses nothing."""
+    from helpers import event_body
+
+    monkeypatch.setattr(feeding, "SCAN", 5)
+    box = make_box()
+    box.ingest("ussd", frame(1))
+    for n in range(12):
+        box.ingest("listing", event_body(f"n-{n}"))
+    box.ingest("ussd", frame(2))
+    found, after, reads = [], 0, 0
+    while after < box.log_position():
+        page = box.feed("ussd", after=after)
+        found += [e.identity for e in page.entries]
+        assert page.next_after > after
+        after, reads = page.next_after, reads + 1
+    assert found == ["r-1", "r-2"] and reads >= 3
