@@ -32,15 +32,13 @@ class Decision:
     ] = None
     detail: Annotated[str | None, Doc("What exactly was wrong, for people.")] = None
     identity: Annotated[str | None, Doc("The delivery's identity.")] = None
-    witness: Annotated[
-        str | None, Doc("SHA-256 of the canonical content (64 hex digits).")
-    ] = None
+    witness: Annotated[str | None, Doc("SHA-256 of the canonical content (64 hex digits).")] = None
     record_id: Annotated[int | None, Doc("The record (new or existing).")] = None
     revision: Annotated[int | None, Doc("The record's revision.")] = None
     quarantine_id: Annotated[int | None, Doc("The quarantine row (conflict).")] = None
-    first_quarantine: Annotated[
-        bool, Doc("Whether this conflict opened its quarantine row.")
-    ] = False
+    first_quarantine: Annotated[bool, Doc("Whether this conflict opened its quarantine row.")] = (
+        False
+    )
     dead_letter_id: Annotated[int | None, Doc("The dead letter (rejected).")] = None
     late_replay: Annotated[bool, Doc("A resend of a record retention already evicted.")] = False
     log_position: Annotated[

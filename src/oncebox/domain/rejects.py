@@ -48,9 +48,9 @@ class Quarantined:
     snapshot_id: Annotated[str | None, Doc("The snapshot it came in.")]
     delivery_id: Annotated[str | None, Doc("The transport's delivery id.")]
     signature: Annotated[Signed | None, Doc(SIGNATURE)] = None
-    resolved_by: Annotated[
-        str | None, Doc("Who resolved it: the API token's name, or null.")
-    ] = None
+    resolved_by: Annotated[str | None, Doc("Who resolved it: the API token's name, or null.")] = (
+        None
+    )
     content_length: Annotated[int | None, Doc("Bytes of the content.")] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()
 

@@ -38,9 +38,7 @@ def _load(spelled: str) -> ApplyStep:
     module_name, _, attr = spelled.partition(":")
     if not attr:
         known = ", ".join(sorted(BUILT_IN))
-        raise ConfigError(
-            f"unknown apply step {spelled!r} (built in: {known}; or module:function)"
-        )
+        raise ConfigError(f"unknown apply step {spelled!r} (built in: {known}; or module:function)")
     try:
         found = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

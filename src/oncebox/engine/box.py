@@ -39,6 +39,7 @@ class Oncebox(Reads, Following):
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
         self._news = threading.Condition()  # told when this process sealed something
+        self._listeners: list[Callable[[], None]] = []
         # Whatever a crash left committed but unsealed gets its log entry first (I4).
         self.recovered_at_open = sealing.recover(store)
         for spec in inboxes:

@@ -222,9 +222,7 @@ class Decided:
         name, verdict, item = self.inbox, outcome.verdict, outcome.item
         if outcome.fenced:
             # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
-            return decision_of(
-                name, verdict, False, reason=outcome.reason, detail=outcome.detail
-            )
+            return decision_of(name, verdict, False, reason=outcome.reason, detail=outcome.detail)
         if verdict is Verdict.REJECTED:
             letter = self.walk.letters[outcome.row]
             return decision_of(

@@ -15,6 +15,7 @@ so a paused consumer whose lease another took over can no longer move it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple, Protocol
 
@@ -92,9 +93,12 @@ def consumer_resource(name: str) -> Resource:
     return Resource(Fenced.CONSUMER, 0, name)
 
 
-def create(tx: FeedTx, name: str, inbox_id: int, start: str | int, now: float) -> Consumer:
+def create(
+    tx: FeedTx, name: str, inbox_id: int, start: str | int, now: float
+) -> tuple[Consumer, bool]:
     """A consumer starting at ``beginning`` (0), ``end`` (the feed's last position) or
-    a position; one of that name already over this inbox is left as it is."""
+    a position, and whether it was made now: one of that name already over this inbox
+    is left as it is."""
     check_name(name)
     if start == "beginning":
         position = 0
@@ -104,12 +108,12 @@ def create(tx: FeedTx, name: str, inbox_id: int, start: str | int, now: float) -
         position = start
     else:
         raise InvalidOperation(f"start is beginning, end or a position, not {start!r}")
-    tx.put_consumer(name, inbox_id, position, now)
+    new = tx.put_consumer(name, inbox_id, position, now)
     made = tx.get_consumer(name)
     assert made is not None
     if made.inbox_id != inbox_id:
         raise InvalidOperation(f"consumer {name} follows another inbox; choose another name")
-    return made
+    return made, new
 
 
 def check_name(name: str) -> None:
@@ -150,9 +154,7 @@ def _fenced(tx: FeedTx, name: str, token: int, now: float) -> Consumer:
     return consumer
 
 
-def hand_out(
-    tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: float
-) -> FeedPage:
+def hand_out(tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: float) -> FeedPage:
     """The entries after what the consumer acknowledged (again, if it was handed them
     and has not acknowledged them: at least once), under its current lease; it may then
     acknowledge up to the page's ``next_after``."""
@@ -169,8 +171,7 @@ def acknowledge(tx: FeedTx, name: str, token: int, position: int, now: float) ->
     consumer = _fenced(tx, name, token, now)
     if position > consumer.handed_out:
         raise PastHandedOut(
-            f"position {position} is past what consumer {name} was handed "
-            f"({consumer.handed_out})"
+            f"position {position} is past what consumer {name} was handed ({consumer.handed_out})"
         )
     if position <= consumer.position:
         return consumer
@@ -182,16 +183,22 @@ class Standing(NamedTuple):
     """A consumer as operators see it: its cursor, its lease, and how far behind it is."""
 
     consumer: Consumer
+    inbox: str  # the name of the inbox it follows
     lease: LeaseState | None
     lag_entries: int  # entries after its cursor
     lag_seconds: float  # since the oldest of them was decided (0 when none)
 
 
-def standings(tx: FeedTx, now: float) -> list[Standing]:
-    """Every consumer, its lease and its lag."""
+def standings(
+    tx: FeedTx, now: float, named: Callable[[int], str], only: str | None = None
+) -> list[Standing]:
+    """Every consumer (or the one named ``only``), its lease and its lag; ``named``
+    gives an inbox's name from its id."""
     held = {lease.name: lease for lease in tx.list_leases(Fenced.CONSUMER, 0)}
     found_ = []
     for consumer in tx.consumers():
+        if only is not None and consumer.name != only:
+            continue
         behind = tx.feed_count(consumer.inbox_id, consumer.position, LAG_SCAN)
         oldest: list[FeedEntry] = []
         if behind:
@@ -199,5 +206,13 @@ def standings(tx: FeedTx, now: float) -> list[Standing]:
             oldest = tx.feed_entries(consumer.inbox_id, consumer.position, until, 1, 0)
         lag = max(0.0, now - oldest[0].decided_at) if oldest else 0.0
         lease = held.get(consumer.name)
-        found_.append(Standing(consumer, lease if fence.live(lease, now) else None, behind, lag))
+        found_.append(
+            Standing(
+                consumer,
+                named(consumer.inbox_id),
+                lease if fence.live(lease, now) else None,
+                behind,
+                lag,
+            )
+        )
     return found_

@@ -72,9 +72,7 @@ def grant(
     return lease
 
 
-def take(
-    tx: FencePort, resource: Resource, holder: str, ttl: float, now: float
-) -> LeaseState:
+def take(tx: FencePort, resource: Resource, holder: str, ttl: float, now: float) -> LeaseState:
     """``holder``'s lease on ``resource``: granted if nobody else holds a live one
     (the holder's own live lease is taken again, under a new token)."""
     current = held(tx, resource)

@@ -12,7 +12,7 @@ from typing import TypeVar
 from oncebox.domain import Consumer, LeaseState
 from oncebox.engine import feed as feeding
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.errors import InvalidOperation
+from oncebox.errors import InvalidOperation, NotFound
 from oncebox.store.base import Store, Tx
 
 T = TypeVar("T")
@@ -26,6 +26,7 @@ class Following(ABC):
 
     store: Store
     _news: threading.Condition
+    _listeners: list[Callable[[], None]]
 
     @abstractmethod
     def inbox(self, name: str) -> ActiveInbox: ...
@@ -33,10 +34,24 @@ class Following(ABC):
     @abstractmethod
     def write(self, work: Callable[[Tx], T]) -> T: ...
 
+    @abstractmethod
+    def _by_id(self, inbox_id: int) -> ActiveInbox: ...
+
+    def _inbox_name(self, inbox_id: int) -> str:
+        return self._by_id(inbox_id).name
+
     def _sealed(self) -> None:
-        """Wake the reads waiting in this process for news."""
+        """Wake the reads waiting in this process for news, and its listeners."""
         with self._news:
             self._news.notify_all()
+        for listener in list(self._listeners):
+            listener()
+
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (from the writing thread; it must not block) whenever this
+        process seals something: a reader elsewhere, an event loop, waits on it instead
+        of polling alone (what other processes seal is polled for)."""
+        self._listeners.append(listener)
 
     def _store_id(self) -> str:
         found: str | None = getattr(self, "_store_id_cache", None)
@@ -89,25 +104,39 @@ class Following(ABC):
         """The consumer ``name`` of ``inbox``'s feed, made at ``start`` (``beginning``,
         ``end`` or a position) unless it exists."""
         inbox_id = self.inbox(inbox).row.id
-        self.write(lambda tx: feeding.create(tx, name, inbox_id, start, tx.now()))
-        return FeedConsumer(self, name)
+        _, made = self.write(lambda tx: feeding.create(tx, name, inbox_id, start, tx.now()))
+        return FeedConsumer(self, name, made=made)
 
     def consumers(self) -> list[feeding.Standing]:
         """Every consumer with its lease and how far behind it is."""
         with self.store.reading() as tx:
-            return feeding.standings(tx, tx.now())
+            return feeding.standings(tx, tx.now(), self._inbox_name)
+
+    def consumer_standing(self, name: str) -> feeding.Standing:
+        """One consumer, its lease and its lag (:class:`NotFound` when there is none)."""
+        with self.store.reading() as tx:
+            found = feeding.standings(tx, tx.now(), self._inbox_name, only=name)
+        if not found:
+            raise NotFound(f"no consumer {name}")
+        return found[0]
+
+    def feed_consumer(self, name: str) -> FeedConsumer:
+        """The consumer ``name`` as it is, to lease, read and acknowledge."""
+        self.consumer_standing(name)
+        return FeedConsumer(self, name)
 
     def drop_consumer(self, name: str) -> None:
         if not self.write(lambda tx: tx.drop_consumer(name)):
-            raise InvalidOperation(f"no consumer {name}")
+            raise NotFound(f"no consumer {name}")
 
 
 class FeedConsumer:
     """One consumer, as its holder uses it: take the lease, be handed entries, ack."""
 
-    def __init__(self, box: Following, name: str) -> None:
+    def __init__(self, box: Following, name: str, *, made: bool = False) -> None:
         self.box = box
         self.name = name
+        self.made = made  # whether this call made it (it existed otherwise)
         self.token: int | None = None
 
     def lease(self, holder: str, ttl: float = 30.0) -> LeaseState:

@@ -162,8 +162,7 @@ class Sealer:
                 return fence.take(tx, SEALER, self.holder, self.ttl, tx.now()).token
             except fence.LeaseHeld as held:
                 raise InvalidOperation(
-                    f"the log is held by sealer {held.lease.holder} until "
-                    f"{held.lease.expires_at}"
+                    f"the log is held by sealer {held.lease.holder} until {held.lease.expires_at}"
                 ) from None
 
         self.token = self.store.atomic(take)

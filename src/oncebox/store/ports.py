@@ -196,7 +196,12 @@ class Operating(Events, Clock, Protocol):
     def get_record(self, record_id: int) -> Record | None: ...
 
     def revise_record(
-        self, record: Record, witness: bytes, content: bytes, fields: str, now: float,
+        self,
+        record: Record,
+        witness: bytes,
+        content: bytes,
+        fields: str,
+        now: float,
         note: str | None,
     ) -> int:
         """Keep the current revision and make this content the next; its number."""
@@ -229,7 +234,11 @@ class Listing(Protocol):
     def get_quarantine(self, quarantine_id: int, lock: bool = False) -> Quarantined | None: ...
 
     def list_quarantine(
-        self, inbox_id: int | None, status: str | None, limit: int, after: int = 0,
+        self,
+        inbox_id: int | None,
+        status: str | None,
+        limit: int,
+        after: int = 0,
         preview: Preview = WHOLE,
     ) -> list[Quarantined]:
         """Rows after id ``after``, in id order, each value read cut to ``preview``."""
@@ -243,7 +252,10 @@ class Listing(Protocol):
     def get_dead_letter(self, letter_id: int) -> DeadLetter | None: ...
 
     def list_dead_letters(
-        self, inbox_id: int | None, limit: int, filters: DeadLetterFilter | None = None,
+        self,
+        inbox_id: int | None,
+        limit: int,
+        filters: DeadLetterFilter | None = None,
         preview: Preview = WHOLE,
     ) -> list[DeadLetter]:
         """Each value read cut to ``preview`` (the search looks at the whole kept head)."""
@@ -315,7 +327,12 @@ class Access(Events, Clock, Protocol):
     """The HTTP service's API tokens, the signed requests already seen, console sessions."""
 
     def insert_token(
-        self, name: str, secret_hash: bytes, inboxes: str, scopes: str, hmac_key: str | None,
+        self,
+        name: str,
+        secret_hash: bytes,
+        inboxes: str,
+        scopes: str,
+        hmac_key: str | None,
         now: float,
     ) -> int | None:
         """The new token's id, or None when a live token already has that name."""
@@ -378,8 +395,8 @@ class Feeding(Clock, Protocol):
         positions."""
         ...
 
-    def put_consumer(self, name: str, inbox_id: int, position: int, now: float) -> None:
-        """Make a consumer at ``position`` unless one of that name exists."""
+    def put_consumer(self, name: str, inbox_id: int, position: int, now: float) -> bool:
+        """Make a consumer at ``position`` unless one of that name exists (False)."""
         ...
 
     def get_consumer(self, name: str) -> Consumer | None:

@@ -59,6 +59,7 @@ def _columnar(statement: Statement) -> bool:
     """Whether it takes a whole batch as column arrays (see queries.sql)."""
     return _query(statement).columnar
 
+
 RETRIES = 20
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 SCANNERS = 4  # connections of scans (listings, searches), apart from the writers' pool

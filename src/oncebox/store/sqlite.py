@@ -41,6 +41,7 @@ def _sql(statement: Statement) -> str:
     """A statement's SQL: the store's own by name, or an apply step's :class:`Query`."""
     return (Q[statement] if isinstance(statement, str) else statement).sql
 
+
 BUSY_TIMEOUT_MS = 30_000
 SCAN_STEPS = 1000  # virtual machine steps between a scan's looks at its deadline
 RETRIES = 5

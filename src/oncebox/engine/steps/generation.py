@@ -97,8 +97,10 @@ def page(
 
 def get(tx: StepTx, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
     """A work key; ``lock`` holds it against other writers until the transaction ends."""
-    name = "work_key_for_update" if lock and "work_key_for_update" in _SQL[tx.dialect] else (
-        "work_key"
+    name = (
+        "work_key_for_update"
+        if lock and "work_key_for_update" in _SQL[tx.dialect]
+        else ("work_key")
     )
     found = tx.rows(_q(tx, name), (inbox_id, *key), WorkItem)
     return found[0] if found else None

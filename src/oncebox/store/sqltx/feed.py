@@ -24,8 +24,8 @@ class FeedSql(SqlBase):
         params = {"inbox": inbox_id, "after": after, "scan": scan}
         return int(self._one("feed_count", params)[0])
 
-    def put_consumer(self, name: str, inbox_id: int, position: int, now: float) -> None:
-        self._run("consumer_put", (name, inbox_id, position, position, now, now))
+    def put_consumer(self, name: str, inbox_id: int, position: int, now: float) -> bool:
+        return self._run("consumer_put", (name, inbox_id, position, position, now, now)) > 0
 
     def get_consumer(self, name: str) -> Consumer | None:
         return self._row("consumer_get", (name,), Consumer)

@@ -17,6 +17,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.surfaces.http.auth import Gate
 from oncebox.surfaces.http.groupcommit import GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
+from oncebox.surfaces.http.news import News
 from oncebox.surfaces.http.reading import Readers
 from oncebox.surfaces.lines import INT64_MAX  # ids and tokens: 64-bit in both stores
 
@@ -31,6 +32,7 @@ class Service:
     gate: Gate
     private_key: bytes | None
     batch_limit: int
+    news: News  # what this process sealed, for the feed's waiting readers
     readers: Readers = field(default_factory=Readers)  # listings and searches
 
 

@@ -25,6 +25,7 @@ from oncebox.surfaces.http.console import MAX_FORM, mount_console
 from oncebox.surfaces.http.groupcommit import GroupCommit
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.middleware import BoundedBody, HeadCheck, Timing
+from oncebox.surfaces.http.news import News
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
 from oncebox.surfaces.http.routes.health import Readiness
@@ -88,7 +89,7 @@ def create_app(
         openapi_tags=TAGS,
         generate_unique_id_function=_operation_id,
     )
-    app.state.service = Service(box, group, metrics, gate, private_key, batch_limit)
+    app.state.service = Service(box, group, metrics, gate, private_key, batch_limit, News(box))
     app.state.gate = gate
     app.state.box = box
     app.state.group_commit = group

@@ -12,11 +12,20 @@ reader returned); both are declared as JSON objects whose values may be any JSON
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from oncebox.domain import NOTE_MAX, DeadLetter, Decision, LogEntry, Quarantined, Record
+from oncebox.domain import (
+    NOTE_MAX,
+    Consumer,
+    DeadLetter,
+    Decision,
+    FeedEntry,
+    LogEntry,
+    Quarantined,
+    Record,
+)
 from oncebox.surfaces.choices import ResolutionChoice
 from oncebox.surfaces.http.shapes import Hex, JsonObject, shaped
 
@@ -270,3 +279,81 @@ class Status(BaseModel):
     """A health answer."""
 
     status: Literal["ok", "ready"] = Field(description="ok: up; ready: the store takes writes.")
+
+
+# -- the feed and its consumers ----------------------------------------------------------------
+@shaped(FeedEntry)
+class FeedEntryOut(BaseModel):
+    """An accepted record, or an accepted revision of it, as the feed hands it on."""
+
+
+class FeedPageOut(BaseModel):
+    """A page of the feed."""
+
+    entries: list[FeedEntryOut] = Field(description="The entries, in position order.")
+    next_after: int = Field(
+        description="Read on after this position: past the last entry, or past every "
+        "position looked at when the page is not full (none of those is this inbox's)."
+    )
+
+
+class ConsumerIn(BaseModel):
+    """A consumer to make: the inbox it follows and where it starts."""
+
+    model_config = STRICT
+
+    inbox: str = Field(description="The inbox whose feed it follows.")
+    start: Literal["beginning", "end"] | Annotated[int, Field(ge=0, lt=2**63)] = Field(
+        default="beginning",
+        description="beginning, end (the log's last position now) or a position.",
+    )
+
+
+class ConsumerLeaseIn(BaseModel):
+    """Who takes a consumer's lease, and for how long."""
+
+    model_config = STRICT
+
+    holder: str | None = Field(
+        default=None, max_length=256, description="Who holds it (default: the token's name)."
+    )
+    ttl: float = Field(default=30.0, gt=0, le=3600, description="Seconds the lease lasts.")
+
+
+class ConsumerLeaseOut(BaseModel):
+    """A consumer's lease: the fencing token its holder moves the cursor with."""
+
+    consumer: str = Field(description="The consumer.")
+    holder: str | None = Field(description="Who holds it.")
+    token: int = Field(description="The fencing token; every older one is fenced.")
+    expires_at: float = Field(description="Unix seconds on the server clock.")
+
+
+class AckIn(BaseModel):
+    """An acknowledgement: everything up to ``position`` was handled."""
+
+    model_config = STRICT
+
+    token: int = Field(ge=0, lt=2**63, description="The consumer's current fencing token.")
+    position: int = Field(ge=0, lt=2**63, description="The position handled up to.")
+
+
+@shaped(Consumer)
+class ConsumerOut(BaseModel):
+    """A consumer: its cursor, who holds it, and how far behind it is."""
+
+    inbox: str = Field(description="The inbox's name.")
+    holder: str | None = Field(default=None, description="Who holds its live lease, if any.")
+    lease_expires_at: float | None = Field(
+        default=None, description="When that lease runs out (unix seconds), if any."
+    )
+    lag_entries: int = Field(description="Entries on its inbox's feed after its cursor.")
+    lag_seconds: float = Field(
+        description="Seconds since the oldest of them was decided (0 when none)."
+    )
+
+
+class ConsumerListOut(BaseModel):
+    """The consumers of the inboxes a token covers."""
+
+    consumers: list[ConsumerOut] = Field(description="Each consumer, by name.")

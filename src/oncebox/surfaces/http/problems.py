@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from oncebox.engine.checkpoint import ProofError
 from oncebox.engine.decision import unapplied
+from oncebox.engine.feed import PastHandedOut, StaleCursor
 from oncebox.errors import (
     ApplyError,
     InvalidOperation,
@@ -118,6 +119,10 @@ def from_error(exc: OnceboxError) -> ProblemError:
             unapplied(exc).detail or "",
             extra={"index": exc.index} if exc.index is not None else None,
         )
+    if isinstance(exc, PastHandedOut):
+        return ProblemError(422, "past-handed-out", str(exc))
+    if isinstance(exc, StaleCursor):
+        return ProblemError(409, "stale-token", str(exc), extra={"reason": exc.reason})
     if isinstance(exc, InvalidOperation | ProofError):
         return ProblemError(409, "invalid-operation", str(exc))
     return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")

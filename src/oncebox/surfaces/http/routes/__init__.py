@@ -2,7 +2,9 @@
 
 from oncebox.surfaces.http.routes import (
     batches,
+    consumers,
     deliveries,
+    feed,
     health,
     leases,
     letters,
@@ -18,6 +20,8 @@ ROUTERS = (
     batches.router,
     leases.router,
     log.router,
+    feed.router,
+    consumers.router,
     quarantine.router,
     letters.router,
     triage.router,
@@ -30,6 +34,8 @@ TAGS = [
     batches.TAG,
     leases.TAG,
     log.TAG,
+    feed.TAG,
+    consumers.TAG,
     quarantine.TAG,
     triage.TAG,
     work.TAG,
