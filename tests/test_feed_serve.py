@@ -179,6 +179,11 @@ def test_a_consumer_over_http_is_fenced_by_its_lease(served: tuple[Served, str, 
         [ledger] = [c for c in listed if c["name"] == "ledger"]
         assert ledger["holder"] == "a" and ledger["lag_entries"] == 2
         assert ledger["inbox"] == "listing"
+        metrics = http.get("/metrics").text
+        assert 'oncebox_consumer_lag_entries{consumer="ledger",inbox="listing"} 2.0' in metrics
+        assert 'oncebox_consumer_lag_seconds{consumer="ledger",inbox="listing"}' in metrics
+        samples = [x for x in stranger.get("/metrics").text.splitlines() if x[:1] != "#"]
+        assert not [x for x in samples if x.startswith("oncebox_consumer_lag")]
 
         # a takes its lease again: the old token is stale, it moves nothing any more.
         renewed = http.post("/v1/consumers/ledger/lease", json={"holder": "a"}).json()

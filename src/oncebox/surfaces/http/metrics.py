@@ -99,7 +99,22 @@ class StoreCollector(Collector):
         for (inbox, reason), n in sorted(self.refusals.items()):
             if self.visible(inbox):
                 refused.add_metric([inbox, reason], n)
-        yield from (deliveries, rejected, quarantine, dead, dirty, review, refused)
+        lag = GaugeMetricFamily(
+            "oncebox_consumer_lag_entries",
+            "Feed entries after a consumer's cursor (counted up to a million positions on).",
+            labels=["consumer", "inbox"],
+        )
+        behind = GaugeMetricFamily(
+            "oncebox_consumer_lag_seconds",
+            "Seconds since the oldest entry after a consumer's cursor was decided (0: none).",
+            labels=["consumer", "inbox"],
+        )
+        for standing in self.box.consumers():
+            if self.visible(standing.inbox):
+                named = [standing.consumer.name, standing.inbox]
+                lag.add_metric(named, standing.lag_entries)
+                behind.add_metric(named, standing.lag_seconds)
+        yield from (deliveries, rejected, quarantine, dead, dirty, review, refused, lag, behind)
         if not self.everything:
             return
         yield GaugeMetricFamily(
