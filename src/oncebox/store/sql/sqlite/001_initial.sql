@@ -1,4 +1,4 @@
--- oncebox schema 1 for SQLite: inboxes, records (with their tombstones), revisions,
+-- Migration 1 (SQLite): inboxes, records (with their tombstones), revisions,
 -- quarantine, dead letters, counters, apply-step state and retention history.
 
 CREATE TABLE inboxes (

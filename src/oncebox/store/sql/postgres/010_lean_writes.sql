@@ -1,4 +1,4 @@
--- oncebox schema 6 for PostgreSQL: fewer pages written per delivery.
+-- Migration 10 (PostgreSQL): fewer pages written per delivery.
 -- * the ledger's ranking index goes: the ranking reads an inbox's whole ledger anyway.
 -- * Merkle nodes are kept at levels 4, 8, 12, ... only (see engine/log.py); the others
 --   are rebuilt from those and from the log entries themselves.

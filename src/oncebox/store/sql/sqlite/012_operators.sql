@@ -1,4 +1,4 @@
--- oncebox schema 11 for SQLite: who did what an operator does, and dead-letter replays.
+-- Migration 12 (SQLite): who did what an operator does, and dead-letter replays.
 -- * quarantine.resolved_by: the actor (an API token's name) of each resolution;
 -- * dead_letters.replayed_*: when a dead letter was delivered again, by whom, with which
 --   verdict (the log has the whole decision);

@@ -1,4 +1,4 @@
--- oncebox schema 9 for SQLite: fewer pages written per delivery.
+-- Migration 10 (SQLite): fewer pages written per delivery.
 -- * records: ids are reserved by the writer (reserve_record_ids) instead of AUTOINCREMENT,
 --   whose sqlite_sequence row cost a page in every transaction that inserted. Ids are
 --   still never reused: the highest id retention ever dropped is kept in meta

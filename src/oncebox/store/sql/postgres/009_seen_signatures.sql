@@ -1,4 +1,4 @@
--- oncebox schema 5 for PostgreSQL: signed requests already seen, shared by every process
+-- Migration 9 (PostgreSQL): signed requests already seen, shared by every process
 -- and host that serves this store, so a captured request cannot be replayed through
 -- another server while its timestamp is fresh. Rows are dropped once their window passed.
 CREATE TABLE seen_signatures (

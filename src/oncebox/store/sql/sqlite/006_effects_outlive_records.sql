@@ -1,4 +1,4 @@
--- oncebox schema 6 for SQLite:
+-- Migration 6 (SQLite):
 -- * record ids are never reused (AUTOINCREMENT): a log entry or quarantine row that names
 --   a record id must keep meaning that record after retention drops its tombstone;
 -- * the triage ledger no longer points at records by foreign key: its rows are applied

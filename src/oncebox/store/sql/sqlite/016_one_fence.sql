@@ -1,4 +1,4 @@
--- oncebox schema 14 for SQLite: one fence for everything that has one writer at a time.
+-- Migration 16 (SQLite): one fence for everything that has one writer at a time.
 -- A sender's scope of a lease-fenced inbox, the log's dedicated sealer and a
 -- reconciler's claim on a work key were three mechanisms (the leases table, the sealer
 -- row, columns of work_keys); they are leases of one kind now, each on a resource

@@ -1,4 +1,4 @@
--- oncebox schema 11 for PostgreSQL: an inbox's counts never go down.
+-- Migration 15 (PostgreSQL): an inbox's counts never go down.
 -- Duplicates and late replays are counted on the record they repeat, and a tombstone
 -- dropped at its horizon took its counts with it, so the inbox's figures fell. What a
 -- dropped tombstone had counted is carried on its inbox from now on.

@@ -1,4 +1,4 @@
--- oncebox schema 8 for SQLite: signed requests already seen, shared by every process that
+-- Migration 9 (SQLite): signed requests already seen, shared by every process that
 -- serves this store, so a captured request cannot be replayed through another server
 -- while its timestamp is fresh. Rows are dropped once their window has passed.
 CREATE TABLE seen_signatures (

@@ -1,4 +1,4 @@
--- oncebox schema 4 for PostgreSQL: the age index no longer leads with inbox_id. Led by
+-- Migration 8 (PostgreSQL): the age index no longer leads with inbox_id. Led by
 -- inbox_id it competed with the identity constraint's index, and a generic plan made
 -- before a fresh store had statistics could pick it for identity lookups (a scan of the
 -- whole inbox per delivery). Eviction reads oldest first either way.

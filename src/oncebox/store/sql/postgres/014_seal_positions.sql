@@ -1,4 +1,4 @@
--- oncebox schema 10 for PostgreSQL: a seal writes a narrow row of its own instead of
+-- Migration 14 (PostgreSQL): a seal writes a narrow row of its own instead of
 -- rewriting the record it seals.
 -- Updating records.log_seq copied the whole record (content included) and, since the
 -- column is in the records_unsealed predicate, added an entry to each of its indexes,
