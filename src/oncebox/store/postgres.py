@@ -237,7 +237,11 @@ class PostgresStore:
             self._pool.wait(timeout=30)
         except (psycopg.Error, PoolTimeout) as exc:
             raise _storage_error(exc) from exc
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
 
     def now(self) -> float:
         if self._clock is not None:

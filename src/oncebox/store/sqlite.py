@@ -197,7 +197,11 @@ class SQLiteStore:
             # One private in-memory database shared by this store's connections (the
             # memdb VFS shares a "/name" between connections of one process, with locking).
             self._uri = f"file:/oncebox-{uuid.uuid4().hex}?vfs=memdb"
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
 
     def now(self) -> float:
         return float(self._clock())
