@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import re
 import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import apsw
 import psycopg
+import pytest
 
+from conftest import Server
 from pgcluster import _find_bindir
+
+BACKENDS = ["sqlite", "postgres"]
 
 # Bookkeeping whose rows differ between two equal stores: when each migration ran.
 APPLIED_AT = {"schema_version": "version", "step_schema": "step, version"}
@@ -48,7 +55,8 @@ def sqlite_schema(path: str) -> dict[str, Any]:
         rows = conn.execute(
             "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
         ).fetchall()
-        for kind, name, sql in rows:
+        for kind, name, text in rows:
+            sql = str(text)
             if kind != "table":
                 described[f"{kind} {name}"] = _sql_text(sql)
                 continue
@@ -127,3 +135,44 @@ def rows(backend: str, url: str, timeless: bool = False) -> dict[str, list[tuple
             with psycopg.connect(url) as pg:
                 found[table] = sorted((tuple(row) for row in pg.execute(query)), key=repr)
     return found
+
+
+# Fixtures: empty databases of either backend ------------------------------------------
+NewDatabase = Callable[[], str]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn."""
+    return str(request.param)
+
+
+@pytest.fixture
+def new_database(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[NewDatabase]:
+    """Makes empty databases of the backend: a URL each."""
+    made: list[str] = []
+    server: Server | None = request.getfixturevalue("pg_server") if backend == "postgres" else None
+
+    def make() -> str:
+        name = f"s_{uuid.uuid4().hex[:12]}"
+        made.append(name)
+        if server is None:
+            return f"sqlite:///{tmp_path / name}.db"
+        return server.create_database(name)
+
+    yield make
+    if server is not None:
+        for name in made:
+            server.drop_database(name)
+
+
+def path(url: str) -> str:
+    """A SQLite store's file."""
+    return url.removeprefix("sqlite:///")
+
+
+def schema(backend: str, url: str) -> Any:
+    """The store's schema, as the backend describes it."""
+    return sqlite_schema(path(url)) if backend == "sqlite" else postgres_schema(url)

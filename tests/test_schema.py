@@ -6,8 +6,6 @@ and the statements both run alike are written once."""
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Callable, Iterator
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -17,56 +15,19 @@ import psycopg
 import pytest
 
 import oncebox
-from conftest import Server
 from oncebox.errors import StorageError
 from oncebox.store.migrate import RENUMBERED
-from oncebox.store.sqlfile import load_migrations, load_queries, to_psycopg
-from schemas import postgres_schema, rows, sqlite_schema
+from oncebox.store.sqlfile import load_migrations, load_queries, load_schema, to_psycopg
+from schemas import BACKENDS, NewDatabase, backend, new_database, path, rows, schema
 
-BACKENDS = ["sqlite", "postgres"]
+__all__ = ["backend", "new_database"]  # fixtures, from schemas.py
+
 FROZEN = Path(__file__).parent / "fixtures" / "numbered_apart"
 # What one backend runs that the other has no need of.
 OWN = {
     "sqlite": {"remember_dropped_id"},
     "postgres": {"now", "lock_inbox", "lock_inbox_shared", "defer_durability", "lock_migrations"},
 }
-
-NewDatabase = Callable[[], str]
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def new_database(
-    backend: str, request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[NewDatabase]:
-    """Makes empty databases of the backend: a URL each."""
-    made: list[str] = []
-    server: Server | None = request.getfixturevalue("pg_server") if backend == "postgres" else None
-
-    def make() -> str:
-        name = f"s_{uuid.uuid4().hex[:12]}"
-        made.append(name)
-        if server is None:
-            return f"sqlite:///{tmp_path / name}.db"
-        return server.create_database(name)
-
-    yield make
-    if server is not None:
-        for name in made:
-            server.drop_database(name)
-
-
-def path(url: str) -> str:
-    return url.removeprefix("sqlite:///")
-
-
-def schema(backend: str, url: str) -> Any:
-    return sqlite_schema(path(url)) if backend == "sqlite" else postgres_schema(url)
-
 
 def data(backend: str, url: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row, apart from what names the store itself or says when it was made."""
@@ -122,11 +83,10 @@ def test_a_broken_schema_leaves_nothing_behind(
 ) -> None:
     """schema.sql runs in one transaction with the bookkeeping: a store whose schema
     failed half-way is not taken for one that has it, and the next open makes it whole."""
-    from oncebox.store import migrate
-
     url = new_database()
-    whole = migrate.load_schema(backend)
-    monkeypatch.setattr(migrate, "load_schema", lambda b: whole + "\nCREATE TABLE broken (;")
+    whole = load_schema(backend)
+    broken = whole + "\nCREATE TABLE broken (;"
+    monkeypatch.setattr("oncebox.store.migrate.load_schema", lambda _: broken)
     with pytest.raises(StorageError):
         oncebox.open(url, inboxes=[])
     monkeypatch.undo()
@@ -158,10 +118,10 @@ def test_one_number_is_one_change_on_every_backend() -> None:
 
 
 def test_the_old_numbers_translate_to_the_shared_ones_in_order() -> None:
-    for backend in BACKENDS:
-        old = sorted(int(p.name[:3]) for p in (FROZEN / backend).glob("[0-9]*.sql"))
-        assert sorted(RENUMBERED[backend]) == old
-        shared = [new for number in old for new in RENUMBERED[backend][number]]
+    for name in BACKENDS:
+        old = sorted(int(p.name[:3]) for p in (FROZEN / name).glob("[0-9]*.sql"))
+        assert sorted(RENUMBERED[name]) == old
+        shared = [new for number in old for new in RENUMBERED[name][number]]
         # Each shared number once, in order: a store that had applied the old ones had
         # applied exactly these; everything after them is still to run.
         assert shared == list(range(1, len(shared) + 1))
