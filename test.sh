@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite: lint, types, and every test.
+# Set up, then run the whole test suite: lint, types, the docs' build, and every test.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
@@ -33,5 +33,7 @@ fi
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports --no-cache
+# The documentation site: a broken link, anchor or include fails the build.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo and an ingest
 exec .venv/bin/python -m pytest -q "$@"

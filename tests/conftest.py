@@ -101,7 +101,21 @@ def pg_url(pg_server: Server, pg_template: str) -> Iterator[str]:
     yield from fresh_database(pg_server, pg_template)
 
 
-@pytest.fixture(params=["sqlite-memory", "sqlite-file", "postgres"])
+# A test that needs the PostgreSQL server (a process of its own, started once per run) is
+# slow: the inner loop, `pytest -m "not slow"`, runs on SQLite alone and starts no server;
+# `pytest -m postgres` runs the PostgreSQL tests alone, and test.sh runs everything.
+POSTGRES = pytest.param("postgres", marks=[pytest.mark.slow, pytest.mark.postgres])
+POSTGRES_FIXTURES = {"pg_server", "pg_durable"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(params=["sqlite-memory", "sqlite-file", POSTGRES])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Every backend: behavioural tests run once on each."""
     if request.param == "sqlite-memory":
@@ -111,7 +125,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
-@pytest.fixture(params=["sqlite-file", "postgres"])
+@pytest.fixture(params=["sqlite-file", POSTGRES])
 def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Backends several processes can share (an in-memory store cannot be)."""
     if request.param == "postgres":

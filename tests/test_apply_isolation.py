@@ -239,6 +239,7 @@ def _post(base: str, secret: str, inbox: str, body: bytes, batch: bool = False) 
     return status, json.loads(answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inbox", ["cases", "hooked"])
 def test_poison_deliveries_never_fail_the_honest_ones_in_their_round(
     served: tuple[str, str], inbox: str

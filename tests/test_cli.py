@@ -8,9 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import SESSION
 from helpers import event_body
 from oncebox.formats.ussd_h1 import make_frame
+
+pytestmark = pytest.mark.slow  # every test runs the oncebox command as a process
 
 
 def run(tmp_path: Path, *args: str, stdin: bytes = b"", ok: bool = True) -> Any:

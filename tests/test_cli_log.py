@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
+
+pytestmark = pytest.mark.slow  # every test runs the oncebox command as a process
 
 
 def run(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0) -> Any:

@@ -16,7 +16,7 @@ from oncebox import ConfigError, InboxSpec
 from oncebox.engine.config import load_config
 from oncebox.formats import codec_settings
 
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "codecs.md").read_text("utf-8")
 FIXTURES = Path(__file__).parent / "fixtures" / "sp_api"
 SECRET = "whsec_" + "c3ludGhldGljLXN0YW5kYXJkLXdlYmhvb2tzLWtleQ=="
 ENV = {"ONCEBOX_HOOK_SECRET": SECRET, "ONCEBOX_GITHUB_SECRET": "gh-synthetic-secret"}
@@ -145,6 +145,7 @@ def decisions(result: subprocess.CompletedProcess[bytes]) -> list[dict[str, Any]
     return [json.loads(line) for line in result.stdout.decode().splitlines()]
 
 
+@pytest.mark.slow
 def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
     frames = [
@@ -192,6 +193,7 @@ def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
     assert SECRET not in oncebox(tmp_path, "inboxes").stdout.decode()
 
 
+@pytest.mark.slow
 def test_a_changed_pointer_set_is_refused_by_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
     oncebox(tmp_path, "inboxes")

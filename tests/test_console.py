@@ -156,6 +156,7 @@ def deliver_traffic(served: Served) -> int:
 
 
 # -- the operator's walk ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served: Served) -> None:
     quarantine_id = deliver_traffic(served)
 
@@ -271,6 +272,7 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
 
 
 # -- who may sign in -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_wrong_or_insufficient_tokens_cannot_sign_in(page: sync_api.Page, served: Served) -> None:
     reader = served.box.create_token("reader", ["*"], ["read"]).secret
     signing = served.box.create_token("signer", ["*"], ["operator"], hmac=True).secret
@@ -305,6 +307,7 @@ def test_wrong_or_insufficient_tokens_cannot_sign_in(page: sync_api.Page, served
 
 
 # -- CSRF ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_post_without_the_csrf_token_is_refused(page: sync_api.Page, served: Served) -> None:
     quarantine_id = deliver_traffic(served)
     sign_in(page, served, served.operator)

@@ -27,6 +27,8 @@ from oncebox.surfaces.views import parse_when
 from test_console import ARTIFACTS
 from test_console import browser as browser  # the same Chromium, checked there
 
+pytestmark = pytest.mark.slow  # browsers: every test drives Chromium
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
 
 ZONE = "Asia/Kolkata"  # UTC+05:30 all year: a local time never reads as UTC

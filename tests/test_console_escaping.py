@@ -134,6 +134,7 @@ def same_spelling(html: str) -> str:
     return html
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", list(PAGES))
 def test_a_hostile_value_is_shown_as_text_on_every_page(
     page: sync_api.Page, hostile: Hostile, path: str
@@ -151,6 +152,7 @@ def test_a_hostile_value_is_shown_as_text_on_every_page(
     assert addresses and all(a.startswith("/console") for a in addresses), addresses
 
 
+@pytest.mark.slow
 def test_hostile_fields_keep_their_values_and_links_stay_on_the_console(
     page: sync_api.Page, hostile: Hostile
 ) -> None:

@@ -11,11 +11,15 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from helpers import event_body
 from test_console import Served, sign_in
 from test_console import browser as browser  # the same Chromium fixture
 from test_console import page as page
 from test_console import served as served
+
+pytestmark = pytest.mark.slow  # browsers: every test drives Chromium
 
 sync_api = __import__("pytest").importorskip("playwright.sync_api")
 BIG = 30_000  # characters of a field, in contents of about 30 KB

@@ -125,6 +125,7 @@ def test_entry_forms_map_to_deliveries() -> None:
 # -- one consumer ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_stream_of_frames_is_decided_and_every_entry_acked(
     make_box: BoxFactory, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:
@@ -158,6 +159,7 @@ def test_a_stream_of_frames_is_decided_and_every_entry_acked(
     consumer.close()
 
 
+@pytest.mark.slow
 def test_fenced_entries_stay_pending_and_are_decided_again_when_claimed(
     make_box: BoxFactory, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:
@@ -180,6 +182,7 @@ def test_fenced_entries_stay_pending_and_are_decided_again_when_claimed(
     consumer.close()
 
 
+@pytest.mark.slow
 def test_an_entry_whose_apply_step_fails_stays_pending_alone(
     make_box: BoxFactory, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:
@@ -234,6 +237,7 @@ def doomed(tmp_path: Path, db: str, url: str, stream: str, mode: str) -> subproc
     )
 
 
+@pytest.mark.slow
 def test_hard_exit_before_xack_then_a_second_consumer_claims(
     tmp_path: Path, shared_url: str, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:
@@ -267,6 +271,7 @@ def test_hard_exit_before_xack_then_a_second_consumer_claims(
         taker.close()
 
 
+@pytest.mark.slow
 def test_sigkill_between_commit_and_xack_a_live_consumer_takes_over(
     tmp_path: Path, shared_url: str, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:
@@ -320,6 +325,7 @@ def test_sigkill_between_commit_and_xack_a_live_consumer_takes_over(
 # -- the command ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_consume_once_from_the_command_line(
     tmp_path: Path, redis_server: RedisServer, client: redis.Redis, stream: str
 ) -> None:

@@ -24,6 +24,8 @@ from conftest import INBOXES
 from oncebox.formats.ussd_h1 import make_frame
 from redisserver import MISSING, RedisServer
 
+pytestmark = pytest.mark.slow  # every test needs a redis-server process
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RedisServer]:

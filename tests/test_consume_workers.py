@@ -24,6 +24,8 @@ import oncebox
 from oncebox.formats.ussd_h1 import make_frame
 from redisserver import MISSING, RedisServer
 
+pytestmark = pytest.mark.slow  # consumer processes and a redis-server process
+
 FRAMES = 120
 
 

@@ -11,10 +11,14 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 import oncebox
 from conftest import INBOXES
 from helpers import frame
 from oncebox.formats.ussd_h1 import make_frame
+
+pytestmark = pytest.mark.slow  # real crashes: child processes exit hard or are killed
 
 CHILD = textwrap.dedent("""
     import json, os, sys

@@ -47,6 +47,7 @@ def flushing_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield from fresh_database(request.getfixturevalue("pg_durable"), None)
 
 
+@pytest.mark.slow
 def test_only_a_relaxed_transaction_skips_its_flush(flushing_url: str) -> None:
     with oncebox.open(flushing_url, inboxes=INBOXES) as box:
         kind = "postgres" if flushing_url.startswith("postgresql") else "sqlite"

@@ -91,6 +91,7 @@ def test_the_library_keeps_a_body_over_the_bound_whole_or_streamed(make_box: Any
 
 
 # -- oncebox ingest ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_oncebox_ingest_keeps_a_line_over_its_bound_without_holding_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     huge = b"x" * (96 * 1024 * 1024)  # the line is the body for json-event: over 64 KiB
@@ -143,6 +144,7 @@ def redis_url() -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_redis_consumer_keeps_and_acks_an_entry_over_the_bound(
     make_box: Any, redis_url: str
 ) -> None:
@@ -214,6 +216,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
             next(databases, None)
 
 
+@pytest.mark.slow
 def test_serve_keeps_what_an_authenticated_sender_sends_over_the_bound(
     served: tuple[str, Oncebox],
 ) -> None:

@@ -34,6 +34,7 @@ def _rows(url: str) -> list[int]:
         return [row[0] for row in conn.execute("SELECT n FROM t ORDER BY n").fetchall()]
 
 
+@pytest.mark.slow
 @needs_server
 def test_template_copy_and_crash_recovery(pg_base: Path) -> None:
     cluster = PgCluster.start(pg_base, durable=True)
@@ -71,6 +72,7 @@ def test_template_copy_and_crash_recovery(pg_base: Path) -> None:
     cluster.stop()
 
 
+@pytest.mark.slow
 @needs_server
 def test_fast_cluster_settings_and_socket_only(pg_base: Path) -> None:
     with PgCluster.start(pg_base) as cluster:
@@ -102,6 +104,7 @@ def test_fast_cluster_settings_and_socket_only(pg_base: Path) -> None:
     assert not cluster.is_running()
 
 
+@pytest.mark.slow
 @needs_server
 def test_leftover_server_in_base_is_replaced(pg_base: Path) -> None:
     first = PgCluster.start(pg_base)
@@ -118,6 +121,7 @@ def test_leftover_server_in_base_is_replaced(pg_base: Path) -> None:
     assert not second.is_running()
 
 
+@pytest.mark.slow
 @needs_server
 def test_failed_start_raises_with_log_tail(pg_base: Path) -> None:
     cluster = PgCluster.start(pg_base)
@@ -129,6 +133,7 @@ def test_failed_start_raises_with_log_tail(pg_base: Path) -> None:
     assert not cluster.is_running()
 
 
+@pytest.mark.slow
 @needs_server
 def test_external_server_against_a_cluster(pg_base: Path) -> None:
     with PgCluster.start(pg_base) as cluster:

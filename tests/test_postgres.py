@@ -22,6 +22,8 @@ from oncebox import Delivery, InboxSpec
 from oncebox.errors import StorageUnavailable
 from oncebox.formats.ussd_h1 import make_frame
 
+pytestmark = pytest.mark.slow  # client processes, and PostgreSQL servers killed and restarted
+
 USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
 
 

@@ -18,6 +18,7 @@ from oncebox.engine.reconciler import (
     Reconciler,
     WorkKey,
 )
+from oncebox.engine.steps import generation
 from oncebox.errors import InvalidDocument, InvalidOperation, WrongKey
 
 PRIMARY = WorkKey("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
@@ -246,3 +247,24 @@ def test_completions_are_log_entries_and_the_log_verifies(box: Oncebox) -> None:
         pass
     assert [e.step for e in box.log_entries()].count("complete") == 2
     assert box.verify().ok
+
+
+def test_a_key_claimed_while_the_search_read_it_is_passed_over(
+    box: Oncebox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a search for a claimable key can read a key's lease as it stood
+    before another worker's claim committed (found by the four-worker process test): the
+    worker must pass it over and take the next, never fail."""
+    box.ingest("listing", event_body("n-1"))
+    box.ingest("listing", event_body("n-2", sku=OTHER.sku))
+    first = worker(box, worker="first").begin_refresh(PRIMARY)
+    assert first is not None
+    real = generation.next_claimable
+    stale = [row(box, PRIMARY)]  # what a search begun before that claim committed saw
+
+    def searched(tx: Any, inbox_id: int, now: float) -> Any:
+        return stale.pop() if stale else real(tx, inbox_id, now)
+
+    monkeypatch.setattr(generation, "next_claimable", searched)
+    ticket = worker(box, worker="second").begin_refresh()
+    assert ticket is not None and tuple(ticket.key) == tuple(OTHER)

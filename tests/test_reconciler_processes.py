@@ -13,9 +13,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 import oncebox
 from helpers import event_body
 from oncebox import InboxSpec
+
+pytestmark = pytest.mark.slow  # worker processes, one killed mid-read
 
 LISTING = [InboxSpec("listing", codec="json-event", apply="generation")]
 WORKER = textwrap.dedent("""

@@ -22,6 +22,8 @@ import crashpoints as harness
 from conftest import Server
 from redisserver import MISSING, RedisServer
 
+pytestmark = pytest.mark.slow  # the kill -9 campaign, bounded
+
 RUNS = 2  # per point and backend; the script runs 50 (a durable commit costs ms here)
 
 

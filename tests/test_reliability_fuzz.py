@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 import _fuzz_targets as targets
 import fuzz
 
+pytestmark = pytest.mark.slow  # the fuzzing campaign, bounded, and its controls
+
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 JSON_EVENT = JsonEventCodec()
 USSD = UssdH1Codec()

@@ -29,9 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 
 from history import Config, Result, judge, render, run
 
-pytestmark = pytest.mark.skipif(
-    not PgCluster.available(), reason="needs PostgreSQL server binaries to kill and restart"
-)
+pytestmark = [
+    pytest.mark.slow,  # the history checker's campaign on a PostgreSQL server of its own
+    pytest.mark.skipif(
+        not PgCluster.available(), reason="needs PostgreSQL server binaries to kill and restart"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

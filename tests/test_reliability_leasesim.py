@@ -19,6 +19,8 @@ from oncebox.engine import fence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
 import leasesim
 
+pytestmark = pytest.mark.slow  # the lease simulation campaign, bounded
+
 SEEDS = [0, 1, 2, 3, 4]
 OPS = 1_200
 

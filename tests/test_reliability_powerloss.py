@@ -23,6 +23,8 @@ import powerloss
 from _powerloss_check import CATEGORIES, Findings, acked, load, structure, unsealed
 from _powerloss_vfs import SECTOR, Faults, VolatileFile
 
+pytestmark = pytest.mark.slow  # the power-loss campaign, bounded
+
 SEED = 11
 
 

@@ -32,6 +32,8 @@ from oncebox import ManualClock
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.http import create_app
 
+pytestmark = pytest.mark.slow  # a schemathesis campaign against the service
+
 # What the API promises: no server error, and every response as /openapi.json documents
 # it (schema, status code, content type). Not positive_data_acceptance: a delivery body
 # is documented as any bytes on purpose, and one the codec refuses is a dead-lettered

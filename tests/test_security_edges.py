@@ -54,6 +54,7 @@ REDIRECTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True])
 def test_a_trailing_slash_redirect_names_no_host(tmp_path: Path, trusted: bool) -> None:
     args = ("--forwarded-allow-ips", "127.0.0.1") if trusted else ()
@@ -98,6 +99,7 @@ def _probe_writes(db: Path) -> int:
         return int(conn.execute("SELECT n FROM probe_writes").fetchone()[0])
 
 
+@pytest.mark.slow
 def test_a_flood_of_readyz_costs_one_write_a_second(tmp_path: Path) -> None:
     db = tmp_path / "served.db"
     with serving(_url(tmp_path), "--workers", "1"):

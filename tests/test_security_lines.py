@@ -156,6 +156,7 @@ def test_an_http_batch_decides_around_a_hostile_line(
     assert verdicts == [("accepted", True), refused, ("accepted", True)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
 def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str) -> None:
     db = f"sqlite:///{tmp_path / 'cli.db'}"
@@ -187,6 +188,7 @@ def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str
     ), decisions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inbox", ["ussd", "feed", "keyed"])
 def test_the_redis_consumer_acks_a_hostile_entry_as_a_dead_letter(
     make_box: BoxFactory,
@@ -294,6 +296,7 @@ def test_any_line_gets_a_decision_that_may_be_acked_or_is_fenced(
 
 
 # -- the fuzz target and its negative control ------------------------------------------------------
+@pytest.mark.slow
 def test_a_bounded_line_fuzz_run_finds_nothing() -> None:
     stats = targets.mutation_fuzz("ndjson-lines", 3_000, seed=11)
     assert (stats.crashes, stats.hangs) == (0, 0), stats.first_crash or stats.first_hang
@@ -322,6 +325,7 @@ def old_adapter(codec: str, line: bytes) -> Delivery:
     )
 
 
+@pytest.mark.slow
 def test_the_line_fuzzer_catches_the_old_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: the fuzz target finds the recursion and the unstorable facts."""
     monkeypatch.setattr(targets, "delivery_from_line", old_adapter)

@@ -105,6 +105,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_quarantine_listing_is_bounded_in_bytes_and_the_whole_is_one_request_away(
     served: Served,
 ) -> None:
@@ -141,6 +142,7 @@ def test_a_quarantine_listing_is_bounded_in_bytes_and_the_whole_is_one_request_a
         assert http.get("/v1/inboxes/nope/quarantine").status_code == 404
 
 
+@pytest.mark.slow
 def test_a_dead_letter_listing_shows_heads_cut_and_the_whole_head_is_one_request_away(
     served: Served,
 ) -> None:
@@ -164,6 +166,7 @@ def test_a_dead_letter_listing_shows_heads_cut_and_the_whole_head_is_one_request
             assert refused.status_code == 422, refused.text
 
 
+@pytest.mark.slow
 def test_another_inboxs_rows_answer_as_absent_ones_do(served: Served) -> None:
     """A token for inbox ``other`` cannot tell ``blobs``' ids from ids that do not exist
     (before: 403 for one, 404 for the other) on the quarantine, replay and proof routes."""
@@ -190,6 +193,7 @@ def test_another_inboxs_rows_answer_as_absent_ones_do(served: Served) -> None:
             assert said == two.json()["detail"].replace(str(absent), "N")
 
 
+@pytest.mark.slow
 def test_searches_never_hold_the_write_path(served_pg: Served) -> None:
     """Searches held inside the store (a table lock on PostgreSQL: they cannot finish)
     take no more than their slots: one search more is answered 503 with Retry-After at
@@ -233,6 +237,7 @@ def test_searches_never_hold_the_write_path(served_pg: Served) -> None:
     assert statuses == [200] * 2 + [503] * 8
 
 
+@pytest.mark.slow
 def test_the_probe_at_a_small_volume(tmp_path: Path) -> None:
     """``reliability/biglists.py`` against a real serve, its figures checked as sizes."""
     args = biglists.parser().parse_args(

@@ -83,6 +83,7 @@ def _lines(tmp_path: Path) -> list[str]:
 
 
 # -- the conflict warning -------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_key_cannot_forge_a_conflict_warning(tmp_path: Path) -> None:
     secret = create_token(_store(tmp_path))
     keys = [f"x{splitter}{FORGED}" for splitter in ("\n", "\r", "\x85", "\u2028", "\x1c")]
@@ -107,6 +108,7 @@ HOSTILE_PATH = "/v1/inboxes/a%C2%85b%E2%80%A8c%E2%80%A9d%0Be%1Cf%0Ag/triage"
 HOSTILE_AGENT = b"agent\xc2\x85forged line\x85 and \xe2\x80\xa8"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["combined", "json"])
 def test_no_path_or_user_agent_splits_an_access_line(tmp_path: Path, form: str) -> None:
     with _serve(tmp_path, "--log-format", form) as s:
@@ -135,6 +137,7 @@ def _forwarded_request(served: Served, forwarded: bytes) -> None:
     assert status_of(_raw(served, request)) == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["combined", "json"])
 def test_no_proxy_is_trusted_by_default(tmp_path: Path, form: str) -> None:
     with _serve(tmp_path, "--log-format", form) as s:
@@ -145,6 +148,7 @@ def test_no_proxy_is_trusted_by_default(tmp_path: Path, form: str) -> None:
     assert clients == ["127.0.0.1"] * 3  # the peer, whatever the header says
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["combined", "json"])
 def test_a_trusted_proxy_is_believed_and_its_value_escaped(tmp_path: Path, form: str) -> None:
     with _serve(tmp_path, "--log-format", form, "--forwarded-allow-ips", "127.0.0.1") as s:
@@ -205,6 +209,7 @@ def test_an_unexpected_error_is_logged_on_one_line(caplog: pytest.LogCaptureFixt
     _one_line_each(caplog, "oncebox.http")
 
 
+@pytest.mark.slow
 def test_a_failing_apply_step_is_one_consumer_line(
     make_box: BoxFactory,
     redis_server: RedisServer,  # noqa: F811

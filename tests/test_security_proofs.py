@@ -162,6 +162,7 @@ RELABELS: dict[str, Change] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RELABELS))
 def test_verify_proof_refuses_a_relabelled_genuine_proof(
     sealed: Sealed, tmp_path: Path, name: str

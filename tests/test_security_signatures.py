@@ -34,7 +34,7 @@ from oncebox.engine.tokens import ReplayGuard, check_signature, sign
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.http import create_app
 
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "http.md").read_text("utf-8")
 SIGNED = (
     "content-type",
     "oncebox-key",

@@ -16,6 +16,8 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import event_body
 from serveproc import (
     Served,
@@ -60,6 +62,7 @@ def _settled_rss(pid: int) -> int:
     return last
 
 
+@pytest.mark.slow
 def test_idle_unauthenticated_uploads_hold_no_bodies(tmp_path: Path) -> None:
     url = _url(tmp_path)
     secret = create_token(url)
@@ -95,6 +98,7 @@ def test_idle_unauthenticated_uploads_hold_no_bodies(tmp_path: Path) -> None:
             sock.close()
 
 
+@pytest.mark.slow
 def test_a_slowloris_head_is_closed_within_the_header_timeout(tmp_path: Path) -> None:
     timeout = 2.0
     with serving(_url(tmp_path), "--workers", "1", "--header-timeout", str(timeout)) as served:
@@ -123,6 +127,7 @@ def test_a_slowloris_head_is_closed_within_the_header_timeout(tmp_path: Path) ->
         assert get(f"{served.base}/healthz")[0] == 200
 
 
+@pytest.mark.slow
 def test_a_slow_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
     url = _url(tmp_path)
     secret = create_token(url)
@@ -168,6 +173,7 @@ def test_a_slow_body_is_closed_within_the_body_timeout(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None:
     url = _url(tmp_path)
     secret = create_token(url)
@@ -209,6 +215,7 @@ def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None
         assert status_of(answer) == 200 and not closed
 
 
+@pytest.mark.slow
 def test_connections_over_the_bound_are_refused_at_once(tmp_path: Path) -> None:
     bound = 8
     args = ("--workers", "1", "--max-connections", str(bound), "--header-timeout", "30")

@@ -24,6 +24,8 @@ from oncebox.engine.checkpoint import Checkpoint, generate_key
 from oncebox.engine.proofs import inclusion_document
 from oncebox.formats.ussd_h1 import make_frame
 
+pytestmark = pytest.mark.slow  # every test runs oncebox verify-proof as a process
+
 PRIVATE, PUBLIC = generate_key()
 
 

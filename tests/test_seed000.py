@@ -162,6 +162,7 @@ def test_fenced_rejections_leave_no_dedup_state(make_box: BoxFactory, clock: Man
         (crashpoints.AFTER_SEAL, "duplicate"),
     ],
 )
+@pytest.mark.slow
 def test_every_crash_point_recovers_to_the_expected_verdict(
     shared_url: str, point: str, retry: str
 ) -> None:

@@ -13,6 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from helpers import event_body
 from oncebox.surfaces.http import server
 
@@ -34,6 +36,7 @@ def _request(url: str, body: bytes | None = None, secret: str | None = None) -> 
         return response.status, json.loads(response.read())
 
 
+@pytest.mark.slow
 def test_settle_heap_freezes_startup_objects_and_raises_thresholds() -> None:
     # In a child, so that this test process keeps its own GC settings.
     code = (
@@ -46,6 +49,7 @@ def test_settle_heap_freezes_startup_objects_and_raises_thresholds() -> None:
     assert tuple(thresholds) == server.GC_THRESHOLDS
 
 
+@pytest.mark.slow
 def test_oncebox_serve_decides_deliveries_and_stops_on_sigterm(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'served.db'}"
     env = {**os.environ, "ONCEBOX_DB": db}

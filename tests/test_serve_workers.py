@@ -14,9 +14,13 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 import oncebox
 from oncebox.formats.ussd_h1 import make_frame
 from serveproc import Served, create_token, get, serving
+
+pytestmark = pytest.mark.slow  # oncebox serve worker processes, some killed
 
 IDENTITIES = 60
 COPIES = 4

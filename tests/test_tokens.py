@@ -207,6 +207,7 @@ def run(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProc
     return result
 
 
+@pytest.mark.slow
 def test_token_commands(tmp_path: Path) -> None:
     made = json.loads(
         run(

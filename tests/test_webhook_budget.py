@@ -22,6 +22,8 @@ import pytest
 from oncebox.formats.webhooks import sign_github
 from serveproc import Served, closed_within, head, json_of, rss_bytes, serving, status_of
 
+pytestmark = pytest.mark.slow  # oncebox serve as a process, flooded with uploads
+
 SECRET = "It's a Secret to Everybody"
 CONFIG = f"""
 [inboxes.gh]

@@ -37,7 +37,7 @@ GH_SECRET = "It's a Secret to Everybody"  # docs.github.com, "Validating webhook
 GH_BODY = b"Hello, World!"
 GH_SIGNATURE = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 BODY = '{"type": "invoice.paid", "id": "evt_1", "data": {"amount": 2432232314}}'
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "webhooks.md").read_text("utf-8")
 
 # Where oncebox parts from the sender's library on purpose: the README's table has a row
 # for each (its first column is the name here). "stricter": oncebox refuses what the

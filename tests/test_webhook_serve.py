@@ -40,6 +40,8 @@ from oncebox.formats.webhooks import (
 )
 from serveproc import free_port, serving
 
+pytestmark = pytest.mark.slow  # oncebox serve as a process
+
 # standard-webhooks/standard-webhooks' libraries' test secret, and a second one: the
 # inbox holds both, as during a rotation.
 SW_OLD = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -265,7 +267,7 @@ def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> Non
     assert hooks.stored() == before
 
 
-README = (Path(__file__).parent.parent / "README.md").read_text("utf-8")
+README = (Path(__file__).parent.parent / "docs" / "webhooks.md").read_text("utf-8")
 
 
 def test_the_readmes_curl_example_works_as_written(hooks: Hooks) -> None:

@@ -1,7 +1,7 @@
 """The one decision path: prepared deliveries decided together, in one transaction.
 
 A single delivery is a batch of one; there is no second path to keep in step. Inside
-the transaction, in DESIGN.md's order:
+the transaction, in the ingest order (docs/concepts.md#ingest-order):
 
 1. hold what the batch decides against (identity locks, the scopes' leases), and only
    then read the server clock, so that no wait can let a stale time pass;
@@ -14,8 +14,8 @@ the transaction, in DESIGN.md's order:
 5. write what the walk decided with one statement per kind (dead letters, quarantine,
    duplicate counts, log events, records, the apply step's effects, verdict counts).
 
-Invalid input never reaches dedup state (seed 003, R1), and a fenced-out delivery stores
-nothing at all, valid or not, so it must not be acknowledged (seed 000).
+Invalid input never reaches dedup state (ingest order, step 2), and a fenced-out delivery
+stores nothing at all, valid or not, so it must not be acknowledged (step 3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The ingest pipeline's pure half, in DESIGN.md's order: bound, decode, identify.
+"""The ingest pipeline's pure half, in the ingest order (docs/concepts.md#ingest-order):
+bound, decode, identify.
 
 Everything before the transaction is here (:func:`prepare`) and touches no storage;
 everything inside it is :mod:`oncebox.engine.decide`.

@@ -217,9 +217,9 @@ class Reads(ABC):
 
     def triage(self, inbox: str) -> dict[str, Any]:
         """The headcount ledger: totals per site and need, and the priority ranking; and
-        beside each total what counting every arrival would have given (seed 003: a
-        retransmitted session counted twice is 46, not 23), so that what dedup
-        suppressed is in plain sight."""
+        beside each total what counting every arrival would have given (a retransmitted
+        session counted twice is 46, not 23), so that what dedup suppressed is in plain
+        sight (docs/concepts.md#triage-ledger)."""
         active = self.inbox(inbox)
         if active.row.apply != "triage":
             raise InvalidOperation(

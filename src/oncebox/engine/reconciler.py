@@ -6,7 +6,7 @@ stores the document and advances ``applied_generation`` only while the stored ge
 still equals the ticket's and was not applied yet (I6). Otherwise the read is
 ``superseded`` and the key stays dirty for the next pass.
 
-Beyond the seed, many workers share the keys. A ticket is also a claim: a lease on one
+Beyond that contract, many workers share the keys. A ticket is also a claim: a lease on one
 key whose token comes from the store's single fencing counter and whose expiry is on the
 server clock. Two workers never hold one key; an expired claim can be taken over, and
 the old holder's completion is then refused by its stale token. Failures back off
@@ -40,6 +40,9 @@ from oncebox.logtext import escaped
 from oncebox.store.base import Events, FencePort, StepTx, Store, Tx
 
 T = TypeVar("T")
+
+
+CLAIM_ATTEMPTS = 8  # keys found claimed meanwhile before a worker calls the pass idle
 
 
 class WorkTx(StepTx, FencePort, Events, Protocol):
@@ -160,7 +163,7 @@ class Reconciler:
         self.max_failures = max_failures
         self.backoff = backoff or Backoff()
 
-    # -- seed 002's contract -----------------------------------------------------------
+    # -- the work-key contract (docs/concepts.md#work-keys) ----------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
         with self.store.reading() as tx:
             return work.dirty(tx, self.inbox_id, limit)
@@ -171,23 +174,35 @@ class Reconciler:
 
         def claim(tx: WorkTx) -> Ticket | None:
             now = tx.now()
-            if key is None:
-                row = work.next_claimable(tx, self.inbox_id, now)
-                if row is None:
-                    return None
-            else:
+            if key is not None:
                 row = work.get(tx, self.inbox_id, (key[0], key[1], key[2]), lock=True)
                 if row is None:
                     raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
-            try:
-                lease = fence.take(
-                    tx, work.resource(self.inbox_id, row.key), self.worker, self.claim_ttl, now
-                )
-            except fence.LeaseHeld as held:
-                raise InvalidOperation(
-                    f"work key {list(row.key)} is held by {held.lease.holder} until "
-                    f"{held.lease.expires_at}"
-                ) from None
+                try:
+                    return take(tx, row, now)
+                except fence.LeaseHeld as held:
+                    raise InvalidOperation(
+                        f"work key {list(row.key)} is held by {held.lease.holder} until "
+                        f"{held.lease.expires_at}"
+                    ) from None
+            for _ in range(CLAIM_ATTEMPTS):
+                found = work.next_claimable(tx, self.inbox_id, now)
+                if found is None:
+                    return None
+                try:
+                    return take(tx, found, now)
+                except fence.LeaseHeld:
+                    # Claimed meanwhile: the search read the key's lease as it stood when
+                    # the statement began, and another worker's claim committed since (on
+                    # PostgreSQL, rows skipped while locked come free mid-statement). The
+                    # next search, a new statement, sees it.
+                    continue
+            return None
+
+        def take(tx: WorkTx, row: WorkItem, now: float) -> Ticket:
+            lease = fence.take(
+                tx, work.resource(self.inbox_id, row.key), self.worker, self.claim_ttl, now
+            )
             work.claimed(tx, self.inbox_id, row.key)
             return Ticket(
                 self.inbox, WorkKey(*row.key), row.generation, lease.token, self.worker,

@@ -1,4 +1,4 @@
-"""``feed``: an opaque payload whose identity is its content (seed 000).
+"""``feed``: an opaque payload whose identity is its content (docs/codecs.md#feed).
 
 The snapshot id a row is exported under is provenance, not identity: the same payload
 re-exported under a new snapshot is the same record. Leases fence this codec's inboxes.

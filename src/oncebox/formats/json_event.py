@@ -1,4 +1,4 @@
-"""``json-event``: the strict normalized listing event of seed 002.
+"""``json-event``: the strict normalized listing event (docs/codecs.md#json-event).
 
 Identity is the tuple (source, subscription, notification_id); the witness covers the
 whole canonical event, so a different payload, work key, type or event time under the

@@ -8,7 +8,7 @@ it, checks it against the published schemas of ``LISTINGS_ITEM_STATUS_CHANGE``
 hands on exactly the json-event it stands for, so the ``generation`` step and the
 reconciler see no difference.
 
-The seed's rules, each a refusal with its own reason:
+The rules, each a refusal with its own reason:
 
 - the source and subscription are the inbox's configured ``expected_application_id``
   and ``expected_subscription_id`` (one per notification type, usually), and the
@@ -285,7 +285,7 @@ class SpApiListingCodec:
         if len(delivery.body) > MAX_BYTES:
             raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
         event = self.event(loads(delivery.body, max_depth=MAX_DEPTH))
-        fields = json_event.validate_event(event)  # every rule of the seed's event
+        fields = json_event.validate_event(event)  # every rule of json-event
         content = canonical(event)
         if len(content) > json_event.MAX_BYTES:
             raise Invalid("too_large", f"the normalized event is {len(content)} bytes")

@@ -2,16 +2,17 @@
 
 The trailer ``xx`` is POSIX ``cksum`` of the body (everything before ``|#``) modulo 256
 in two hex digits. Format is checked first, then the trailer, and only then may dedup
-state be consulted (seed 003, R1), so a corrupted copy can never poison a frame id.
+state be consulted (docs/concepts.md#ingest-order, step 2), so a corrupted copy can
+never poison a frame id.
 Numbers have at most 9 digits, so every field fits any store's integers. The gateway
 supplies the identity, ``frame_id`` (``rec_id-seq``); the witness is the
 exact frame bytes.
 
-The frame id is checked after the frame itself (seed 003, R2): none is ``missing_key``
+The frame id is checked after the frame itself (docs/codecs.md#ussd-h1): none is ``missing_key``
 (a gateway misconfigured, not bad content), one outside ``[A-Za-z0-9_.:-]{1,128}`` is
 ``bad_key``, and one whose ``-seq`` part is not the frame's own seq field, digit for
 digit, is ``key_mismatch``: otherwise the same frame under two ids would count twice in
-the ledger. A frame id without a ``-digits`` part (the seed's own ``rec1``) names no seq.
+the ledger. A frame id without a ``-digits`` part (``rec1``) names no seq.
 """
 
 from __future__ import annotations

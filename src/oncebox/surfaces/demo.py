@@ -288,7 +288,7 @@ def run_demo() -> dict[str, Any]:
 def summary(result: dict[str, Any]) -> str:
     """The demo's result as a few lines a person reads."""
     ussd, listing = result["ussd"], result["listing"]
-    lines = ["USSD session (seed 003)"]
+    lines = ["USSD session (a retransmitted session, a corrupted frame)"]
     for step in ussd["verdicts"]:
         reason = f" ({step['reason']})" if step["reason"] else ""
         lines.append(f"  {step['step']:<40} {step['frame_id']:<5} {step['verdict']}{reason}")
@@ -299,7 +299,7 @@ def summary(result: dict[str, Any]) -> str:
         f"  ranking: {', '.join(ussd['ranking'])}",
         f"  quarantine open {ussd['quarantine_open']}, dead letters {ussd['dead_letters']}",
         "",
-        "Listing notifications (seed 002)",
+        "Listing notifications (a hard exit, a reconciler fenced by generation)",
     ]
     for step, generation in zip(
         listing["verdicts"], listing["primary_key_generations"], strict=True
@@ -314,7 +314,7 @@ def summary(result: dict[str, Any]) -> str:
         f"{len(listing['work_keys'])}"
     )
     feed = result["feed"]
-    lines += ["", "Lease-fenced feed (seed 000)"]
+    lines += ["", "Lease-fenced feed (leases, fencing tokens, the checkpoint log)"]
     for step in feed["verdicts"]:
         reason = f" ({step['reason']})" if step["reason"] else ""
         lines.append(f"  {step['case']:<55} {step['verdict']}{reason}")

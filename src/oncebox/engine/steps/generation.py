@@ -1,5 +1,5 @@
 """``generation``: a listing event makes its work key (seller, SKU, marketplace) dirty, one
-generation more, whatever its event time (seed 002's); the reconciler
+generation more, whatever its event time (docs/concepts.md#work-keys); the reconciler
 (:mod:`oncebox.engine.reconciler`) refreshes dirty keys. The work keys' statements are
 here, the reconciler's as well as the step's, since the step owns the table.
 

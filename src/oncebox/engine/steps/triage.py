@@ -1,4 +1,5 @@
-"""``triage``: a USSD intake desk's headcount ledger (seed 003's), a row per applied frame
+"""``triage``: a USSD intake desk's headcount ledger (docs/concepts.md#triage-ledger), a row
+per applied frame
 and totals per site and need, so that a retransmitted session never counts twice.
 
 An accepted revision replaces its record's row and moves the totals by the difference.

@@ -147,13 +147,14 @@ class TriageRank(BaseModel):
 
 
 class TriageOut(BaseModel):
-    """A triage inbox's headcount ledger (seed 003): totals and the priority ranking."""
+    """A triage inbox's headcount ledger: totals and the priority ranking."""
 
     inbox: str = Field(description="The inbox's name.")
     headcount: int = Field(description="The total headcount, each record counted once.")
     cases: int = Field(description="Records counted.")
     every_arrival_headcount: int = Field(
-        description="What counting every arrival would have given (seed 003: 46, not 23)."
+        description="What counting every arrival would have given (a session sent twice: "
+        "46, not 23)."
     )
     suppressed_headcount: int = Field(
         description="Headcount that deduplication kept from being counted twice."

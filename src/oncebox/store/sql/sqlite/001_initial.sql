@@ -98,7 +98,7 @@ CREATE TABLE verdict_counts (
     PRIMARY KEY (inbox_id, hour, verdict, reason)
 ) WITHOUT ROWID;
 
--- The generation apply step: seed 002's work keys.
+-- The generation apply step's work keys (docs/concepts.md#work-keys).
 CREATE TABLE work_keys (
     inbox_id           INTEGER NOT NULL REFERENCES inboxes(id),
     seller_id          TEXT NOT NULL,
@@ -109,8 +109,8 @@ CREATE TABLE work_keys (
     PRIMARY KEY (inbox_id, seller_id, sku, marketplace_id)
 ) WITHOUT ROWID;
 
--- The triage apply step: seed 003's headcount ledger, one row per applied frame, and
--- totals kept per (site, need) that only ever move by a difference.
+-- The triage apply step's headcount ledger (docs/concepts.md#triage-ledger), one row per
+-- applied frame, and totals kept per (site, need) that only ever move by a difference.
 CREATE TABLE triage_ledger (
     record_id INTEGER PRIMARY KEY REFERENCES records(id),
     inbox_id  INTEGER NOT NULL REFERENCES inboxes(id),

@@ -1,8 +1,8 @@
 """The triage page: a triage inbox's headcount ledger, the way an intake desk acts on it.
 
-Totals per site and need beside what counting every arrival would have given (seed 003:
-a retransmitted session counted twice is 46, not 23), the priority ranking, and each as
-a CSV download. One engine call (``triage``); no rule lives here.
+Totals per site and need beside what counting every arrival would have given (a
+retransmitted session counted twice is 46, not 23: docs/concepts.md#triage-ledger), the
+priority ranking, and each as a CSV download. One engine call (``triage``); no rule lives here.
 """
 
 from __future__ import annotations

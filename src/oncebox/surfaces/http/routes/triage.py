@@ -1,4 +1,4 @@
-"""``GET /v1/inboxes/{inbox}/triage``: the headcount ledger of a triage inbox (seed 003)."""
+"""``GET /v1/inboxes/{inbox}/triage``: the headcount ledger of a triage inbox."""
 
 from __future__ import annotations
 
