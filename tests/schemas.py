@@ -20,7 +20,7 @@ import apsw
 import psycopg
 import pytest
 
-from conftest import Server
+from conftest import POSTGRES, Server
 from pgcluster import _find_bindir
 
 BACKENDS = ["sqlite", "postgres"]
@@ -141,7 +141,7 @@ def rows(backend: str, url: str, timeless: bool = False) -> dict[str, list[tuple
 NewDatabase = Callable[[], str]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=["sqlite", POSTGRES])
 def backend(request: pytest.FixtureRequest) -> str:
     """Each backend in turn."""
     return str(request.param)

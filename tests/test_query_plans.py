@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import apsw
@@ -101,11 +100,15 @@ def sqlite_plan(conn: apsw.Connection, name: str, params: Any) -> list[str]:
     return [str(row[3]) for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
 
 
-@pytest.fixture(params=["without statistics", "analyzed"])
-def sqlite_conn(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[apsw.Connection]:
-    url = f"sqlite:///{tmp_path / 'plans.db'}"
-    open_store(url).close()
-    conn = apsw.Connection(str(tmp_path / "plans.db"))
+@pytest.fixture(scope="module", params=["without statistics", "analyzed"])
+def sqlite_conn(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[apsw.Connection]:
+    """A filled store, once per module: as the store runs it (no statistics), and after
+    ``ANALYZE`` (as an operator may have run it)."""
+    file = tmp_path_factory.mktemp("plans") / "plans.db"
+    open_store(f"sqlite:///{file}").close()
+    conn = apsw.Connection(str(file))
     conn.execute(SQLITE_FILL)
     if request.param == "analyzed":
         conn.execute("ANALYZE")

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 import oncebox
+from conftest import POSTGRES
 from oncebox.domain import Record
 from oncebox.errors import StorageError
 from oncebox.store import open_store
@@ -233,7 +234,9 @@ def test_a_store_numbered_apart_upgrades_with_every_row_intact(
 
 # Old stores at a migration before the last: the code of that time had made them, and
 # today's code must still bring them all the way.
-PARTWAY = [("sqlite", n) for n in (1, 5, 8, 9, 13)] + [("postgres", n) for n in (1, 2, 4, 10)]
+PARTWAY = [("sqlite", n) for n in (1, 5, 8, 9, 13)] + [
+    pytest.param("postgres", n, marks=POSTGRES.marks) for n in (1, 2, 4, 10)
+]
 
 
 @pytest.mark.parametrize(("backend", "upto"), PARTWAY)
