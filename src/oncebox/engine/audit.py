@@ -89,8 +89,9 @@ def segment(
 ) -> dict[str, Any]:
     """The feed segment of log entries ``start`` to ``end`` for ``inbox``, proven
     against the tree of ``tree_size`` entries (default: the tree now), read in one
-    snapshot (:mod:`oncebox.engine.segment`)."""
-    with store.reading() as tx:
+    snapshot on the listings' connections, which no writer waits for
+    (:mod:`oncebox.engine.segment`)."""
+    with store.scanning() as tx:
         head = tx.log_head()
         now = head.seq if head else 0
         size = now if tree_size is None else tree_size

@@ -282,7 +282,7 @@ def verify_segment(
         f"{hidden} other entries by leaf hash only (the checkpoint vouches they are the "
         f"log's, not that none is a record of {name})"
         if hidden
-        else "every other entry whole"
+        else "no entry by leaf hash only"
     )
     keys = "signature not checked (no public key given)"
     if signed:
