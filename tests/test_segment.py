@@ -385,6 +385,7 @@ def test_a_segment_of_another_log_range_or_inbox_is_refused() -> None:
         lambda d: d["entries"][position(d, 4)].update(content={"text": "a", "base64": "YQ=="}),
         lambda d: d["entries"][position(d, 4)].update(content={"base64": "not base64!"}),
         lambda d: d["entries"][position(d, 10)].update(content_length=5),
+        lambda d: d.update(to=2 + MAX_ENTRIES, tree_size=10**12),
         lambda d: d.pop("end_proof"),
     ],
 )

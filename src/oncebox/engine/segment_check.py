@@ -182,7 +182,7 @@ def _record(entry: _Entry, inbox: str) -> dict[str, Any]:
             raise ProofError(
                 "altered", f"entry {seq}'s content is not the one its witness {witness} binds"
             )
-        if (length, sha, cut) != (len(data), witness, []):
+        if not is_int(length) or (length, sha, cut) != (len(data), witness, []):
             raise ProofError("altered", f"entry {seq}'s content length or SHA-256 is not its own")
         kept = True
     elif cut == ["content"]:
@@ -239,6 +239,8 @@ def verify_segment(
     entries = [_entry(item) for item in items]
     if not first <= last <= size:
         raise malformed(f"the segment needs 1 <= from ({first}) <= to ({last}) <= {size}")
+    if last - first + 1 > MAX_ENTRIES:
+        raise malformed(f"a segment is of at most {MAX_ENTRIES:,} entries, not {first} to {last}")
 
     signed = False
     if public_pem is not None:
