@@ -206,3 +206,8 @@ def test_verify_feed_reads_standard_input_and_refuses_what_is_not_json(tmp_path:
     (tmp_path / "junk.json").write_text("{not json")
     junk = oncebox_cli(tmp_path, *args, "--public-key", "k.pub", "junk.json")
     assert junk.returncode == 2 and "not JSON" in junk.stderr
+    (tmp_path / "bad-cp.json").write_text('{"origin": "o", "tree_size": -1}')
+    (tmp_path / "segment.json").write_bytes(segment)
+    bad = ["verify-feed", "--from", "1", "--to", str(size), "--checkpoint", "bad-cp.json"]
+    refused = oncebox_cli(tmp_path, *bad, "--public-key", "k.pub", "segment.json")
+    assert refused.returncode == 2 and refused.stderr.startswith("oncebox: error: malformed: ")

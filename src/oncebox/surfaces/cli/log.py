@@ -215,8 +215,9 @@ def verify_feed(
         document = json.loads(raw)
     except ValueError:
         fail(f"{segment_file} is not JSON")
-    checkpoint = Checkpoint.from_json(read_json(checkpoint_file))
+    found = read_json(checkpoint_file)
     try:
+        checkpoint = Checkpoint.from_json(found)
         report = verify_segment(
             document, checkpoint, key, start=start, end=end, inbox=inbox, whole=whole
         )
