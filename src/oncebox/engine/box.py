@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from oncebox.domain import Decision, Inbox, Quarantined, Resolution
 from oncebox.engine import leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolving, check_note, resolve
-from oncebox.engine.apply import apply_name
+from oncebox.engine.apply import BUILT_IN, apply_name
 from oncebox.engine.decide import Decided, DecisionTx, decide_batch
 from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
@@ -40,6 +40,10 @@ class Oncebox(Reads, Following):
         self._inboxes: dict[str, ActiveInbox] = {}
         self._news = threading.Condition()  # told when this process sealed something
         self._listeners: list[Callable[[], None]] = []
+        # The built-in steps' tables are in every store, used or not: a user's step may
+        # build on them, as stores made before the steps owned them always had them.
+        for built_in in BUILT_IN.values():
+            store.ensure_schema(built_in.name, migrations_of(built_in, store.dialect))
         # Whatever a crash left committed but unsealed gets its log entry first (I4).
         self.recovered_at_open = sealing.recover(store)
         for spec in inboxes:

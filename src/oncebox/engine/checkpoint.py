@@ -54,6 +54,12 @@ _REASONS = {
     "root_mismatch": "the proof does not lead to the checkpoint's root",
     "wrong_tree": "the checkpoints are of different logs",
     "record_mismatch": "the record the proof shows is not the one the log entry sealed",
+    "wrong_range": "the segment is not of the range asked for",
+    "wrong_inbox": "the segment is of another inbox than the one asked for",
+    "withheld": "an entry of the range, or a record's content, was left out",
+    "reordered": "the segment's entries are not in log order",
+    "altered": "the segment's entries are not the log's",
+    "foreign_entry": "an entry shown as this inbox's record is not one",
 }
 
 

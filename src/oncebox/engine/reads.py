@@ -84,6 +84,23 @@ class Reads(ABC):
     def prove_consistency(self, old_size: int, new_size: int | None = None) -> dict[str, Any]:
         return audit.prove_consistency(self.store, old_size, new_size)
 
+    def segment(
+        self,
+        inbox: str,
+        start: int,
+        end: int,
+        *,
+        tree_size: int | None = None,
+        whole: bool = False,
+    ) -> dict[str, Any]:
+        """The feed segment of log entries ``start`` to ``end`` (positions, both
+        included, at most :data:`~oncebox.engine.segment.MAX_ENTRIES`) for ``inbox``,
+        proven against the tree of ``tree_size`` entries (default: now); ``whole`` gives
+        the other entries whole too, not as leaf hashes. Check it offline with
+        :func:`~oncebox.engine.segment_check.verify_segment` (``oncebox verify-feed``)."""
+        name = self.inbox(inbox).name
+        return audit.segment(self.store, name, start, end, tree_size, whole)
+
     def log_entries(self, start: int = 1, limit: int = 1000) -> list[LogEntry]:
         with self.store.reading() as tx:
             return tx.log_entries(start, start + limit)

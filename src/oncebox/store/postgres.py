@@ -40,7 +40,8 @@ from oncebox.errors import (
     StorageUnavailable,
 )
 from oncebox.store.base import T, Tx
-from oncebox.store.sqlfile import Query, load_migrations, load_queries
+from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 
 Q = load_queries("postgres")
@@ -199,6 +200,9 @@ class PostgresTx(SqlTx):
         cur = self._conn.execute(sql, params)
         return [tuple(row) for row in cur.fetchall()] if cur.description else []
 
+    def script(self, sql: str) -> None:
+        self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
+
 
 class PostgresStore:
     """An oncebox store in one PostgreSQL database, shared by any number of processes."""
@@ -234,7 +238,11 @@ class PostgresStore:
             self._pool.wait(timeout=30)
         except (psycopg.Error, PoolTimeout) as exc:
             raise _storage_error(exc) from exc
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._pool.close()
+            raise
 
     def now(self) -> float:
         if self._clock is not None:
@@ -349,44 +357,21 @@ class PostgresStore:
                 raise
         raise StorageUnavailable(f"gave up after {RETRIES} conflicting attempts; retry later")
 
-    def _migrate(self) -> None:
-        """Bring the schema up to date; an advisory lock keeps concurrent openers in line."""
+    @contextmanager
+    def _migrating(self) -> Iterator[PostgresTx]:
+        """A write transaction under the migration lock: one migrator at a time."""
         with self.transaction() as tx:
-            conn = tx._conn
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version "
-                "(version integer PRIMARY KEY, applied_at double precision NOT NULL)"
-            )
-            done = {v for (v,) in conn.execute("SELECT version FROM schema_version").fetchall()}
-            for version, sql in load_migrations("postgres"):
-                if version not in done:
-                    conn.execute(sql)
-                    conn.execute(
-                        "INSERT INTO schema_version VALUES (%s, %s)", (version, time.time())
-                    )
+            tx._run("lock_migrations", (MIGRATION_LOCK,))
+            yield tx
+
+    def _migrate(self) -> None:
+        """Make a new store's schema, or bring this one's up to date."""
+        migrate(self._migrating, self.dialect, time.time)
 
     def ensure_schema(self, owner: str, migrations: Sequence[tuple[int, str]]) -> None:
-        """An apply step's migrations, each once, under the migration lock (so that
-        processes declaring the same inbox at once apply them once)."""
-        if not migrations:
-            return
-        with self.transaction() as tx:
-            conn = tx._conn
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            done = {
-                v
-                for (v,) in conn.execute(
-                    "SELECT version FROM step_schema WHERE step = %s", (owner,)
-                ).fetchall()
-            }
-            for version, sql in migrations:
-                if version not in done:
-                    conn.execute(sql)
-                    conn.execute(
-                        "INSERT INTO step_schema VALUES (%s, %s, %s)",
-                        (owner, version, time.time()),
-                    )
+        """An apply step's migrations, each once, recorded per step (under the migration
+        lock, so that processes declaring the same inbox at once apply them once)."""
+        migrate_step(self._migrating, self.dialect, owner, migrations, time.time)
 
     def schema_version(self) -> int:
         with self.reading() as tx:

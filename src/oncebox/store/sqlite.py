@@ -31,7 +31,8 @@ from oncebox.errors import (
     UnsafeSQLite,
 )
 from oncebox.store.base import T, Tx
-from oncebox.store.sqlfile import load_migrations, load_queries
+from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.sqlfile import load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 
 Q = load_queries("sqlite")
@@ -164,6 +165,9 @@ class SQLiteTx(SqlTx):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self._conn.execute(sql, params)]
 
+    def script(self, sql: str) -> None:
+        self._conn.execute(sql)
+
 
 class SQLiteStore:
     """An oncebox store in one SQLite file (or in memory, for tests and demos)."""
@@ -194,7 +198,11 @@ class SQLiteStore:
             # One private in-memory database shared by this store's connections (the
             # memdb VFS shares a "/name" between connections of one process, with locking).
             self._uri = f"file:/oncebox-{uuid.uuid4().hex}?vfs=memdb"
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
 
     def now(self) -> float:
         return float(self._clock())
@@ -299,44 +307,13 @@ class SQLiteStore:
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
 
     def _migrate(self) -> None:
-        """Bring the schema up to date, each migration recorded in its own transaction."""
-        self._connect().execute(
-            "CREATE TABLE IF NOT EXISTS schema_version "
-            "(version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)"
-        )
-        self._apply(
-            load_migrations("sqlite"),
-            "SELECT 1 FROM schema_version WHERE version = ?",
-            "INSERT INTO schema_version VALUES (?, ?)",
-        )
+        """Make a new store's schema, or bring this one's up to date, each step in a
+        transaction of its own (BEGIN IMMEDIATE keeps other openers out)."""
+        migrate(self.transaction, self.dialect, self.now)
 
     def ensure_schema(self, owner: str, migrations: Sequence[tuple[int, str]]) -> None:
         """An apply step's migrations, each once, recorded per step."""
-        self._apply(
-            migrations,
-            "SELECT 1 FROM step_schema WHERE version = ? AND step = ?",
-            "INSERT INTO step_schema (version, applied_at, step) VALUES (?, ?, ?)",
-            owner,
-        )
-
-    def _apply(
-        self, migrations: Sequence[tuple[int, str]], done: str, record: str, *owner: str
-    ) -> None:
-        conn = self._connect()
-        try:
-            for version, sql in migrations:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if not conn.execute(done, (version, *owner)).get:
-                        conn.execute(sql)
-                        conn.execute(record, (version, self.now(), *owner))
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-        except apsw.Error as exc:
-            raise _storage_error(exc) from exc
+        migrate_step(self.transaction, self.dialect, owner, migrations, self.now)
 
     def schema_version(self) -> int:
         return int(self._connect().execute("SELECT max(version) FROM schema_version").get or 0)

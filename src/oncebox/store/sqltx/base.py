@@ -1,8 +1,9 @@
 """What every role of a SQL transaction is written in terms of: a backend's primitives.
 
-Each backend keeps its own SQL (``sql/<backend>/queries.sql``, the same statement names)
-and gives these few primitives over its driver; each role of the store interface is
-written once, in its own module of this package, on top of them.
+Each backend runs the same statement names (``sql/common/queries.sql`` for what both
+run as written, ``sql/<backend>/queries.sql`` for what differs) and gives these few
+primitives over its driver; each role of the store interface is written once, in its
+own module of this package, on top of them.
 """
 
 from __future__ import annotations

@@ -58,11 +58,15 @@ class InboxesSql(SqlBase):
         return [(int(h), str(v), int(n)) for h, v, n in rows]
 
     def inbox_figures(self, inbox_id: int) -> dict[str, Any]:
-        row = self._one("inbox_figures", {"inbox": inbox_id})
-        return {
+        *row, dropped_lateness = self._one("inbox_figures", {"inbox": inbox_id})
+        figures: dict[str, Any] = {
             name: float(v) if name == "max_lateness_seconds" else int(v)
             for name, v in zip(FIGURES, row, strict=True)
         }
+        # The greatest lateness the inbox ever counted, its dropped tombstones' included.
+        lateness = max(figures["max_lateness_seconds"], float(dropped_lateness))
+        figures["max_lateness_seconds"] = lateness
+        return figures
 
     def probe_write(self, now: float) -> None:
         self._run("probe_write", (repr(now),))

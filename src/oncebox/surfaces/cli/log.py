@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import asdict
@@ -9,10 +10,11 @@ from pathlib import Path
 
 import click
 
-from oncebox.engine.checkpoint import Checkpoint, generate_key
+from oncebox.engine.checkpoint import Checkpoint, ProofError, generate_key
 from oncebox.engine.proofs import verify_consistency_document, verify_inclusion_document
 from oncebox.engine.reconciler import default_worker_name
 from oncebox.engine.sealing import Sealer
+from oncebox.engine.segment_check import verify_segment
 from oncebox.surfaces.cli.base import Context, cli, emit, fail, read_bytes, read_json
 
 
@@ -126,6 +128,106 @@ def prove(obj: Context, record_id: int | None, from_size: int | None, to_size: i
         fail("give a RECORD_ID, or --from-size for a consistency proof")
 
 
+@cli.command()
+@click.argument("inbox")
+@click.option("--from", "start", type=int, required=True, help="The first log position.")
+@click.option("--to", "end", type=int, required=True, help="The last log position.")
+@click.option(
+    "--tree-size",
+    type=int,
+    help="Prove it to the tree of this many entries: a checkpoint's tree_size (default: now).",
+)
+@click.option(
+    "--whole", is_flag=True, help="Give every other entry whole too, not as its leaf hash."
+)
+@click.pass_obj
+def segment(
+    obj: Context, inbox: str, start: int, end: int, tree_size: int | None, whole: bool
+) -> None:
+    """A feed segment: every log entry from --from to --to (at most 1,000), INBOX's
+    records whole with their content, to check offline with verify-feed.
+
+    Example: oncebox segment ussd --from 1 --to 500 --tree-size 812 > seg.json
+    """
+    emit(obj.box.segment(inbox, start, end, tree_size=tree_size, whole=whole))
+
+
+def _trust(public_key: str | None, unsigned: bool) -> bytes | None:
+    """The public key to check checkpoints with; refuses to go on with neither a key nor
+    --unsigned: unchecked, anyone could have made a checkpoint up to fit."""
+    if public_key and unsigned:
+        fail("give --public-key or --unsigned, not both")
+    if not public_key and not unsigned:
+        fail(
+            "no --public-key: the checkpoint's signature cannot be checked, so nothing "
+            "it says can be trusted; give --public-key, or --unsigned to check against an "
+            "untrusted checkpoint"
+        )
+    return read_bytes(public_key) if public_key else None
+
+
+@cli.command("verify-feed")
+@click.argument("segment_file", type=click.Path(dir_okay=False, allow_dash=True), metavar="FILE")
+@click.option("--from", "start", type=int, required=True, help="The first log position asked.")
+@click.option("--to", "end", type=int, required=True, help="The last log position asked.")
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The checkpoint the segment was proven to.",
+)
+@click.option(
+    "--public-key",
+    type=click.Path(dir_okay=False),
+    help="Ed25519 public key (PEM); the checkpoint must be signed by it.",
+)
+@click.option("--unsigned", is_flag=True, help='Without a key: check anyway, as "trusted": false.')
+@click.option("--inbox", help="The inbox the segment must be of.")
+@click.option(
+    "--whole",
+    is_flag=True,
+    help="Refuse an entry given by its leaf hash only (for a segment asked for --whole).",
+)
+def verify_feed(
+    segment_file: str,
+    start: int,
+    end: int,
+    checkpoint_file: str,
+    public_key: str | None,
+    unsigned: bool,
+    inbox: str | None,
+    whole: bool,
+) -> None:
+    """Check a feed segment offline: that FILE (- for standard input) holds every log
+    entry from --from to --to, none left out, moved or changed, and its records with the
+    content their entries seal. Prints the records in log order.
+
+    \b
+    Exit status: 0 it holds; 2 it does not, with the reason first on the error line
+    (withheld, reordered, altered, foreign_entry, bad_signature, ...).
+
+    Example: oncebox verify-feed --from 1 --to 500 --checkpoint cp.json --public-key k.pub seg.json
+    """
+    key = _trust(public_key, unsigned)
+    raw = sys.stdin.buffer.read() if segment_file == "-" else read_bytes(segment_file)
+    try:
+        document = json.loads(raw)
+    except ValueError:
+        fail(f"{segment_file} is not JSON")
+    found = read_json(checkpoint_file)
+    try:
+        checkpoint = Checkpoint.from_json(found)
+        report = verify_segment(
+            document, checkpoint, key, start=start, end=end, inbox=inbox, whole=whole
+        )
+    except ProofError as refused:
+        fail(f"{refused.reason}: {refused.message}")
+    shown = asdict(report)
+    shown["from"], shown["to"] = shown.pop("start"), shown.pop("end")
+    emit({"ok": True, "trusted": report.signed, **shown})
+
+
 @cli.command("verify-proof")
 @click.argument("proof_file", type=click.Path(dir_okay=False), metavar="PROOF")
 @click.option(
@@ -165,19 +267,9 @@ def verify_proof(
 
     Example: oncebox verify-proof proof.json --checkpoint cp.json --public-key oncebox.key.pub
     """
-    if public_key and unsigned:
-        fail("give --public-key or --unsigned, not both")
-    if not public_key and not unsigned:
-        # A checkpoint is only as good as its signature: unchecked, anyone could have
-        # made it up (with a tree size and a root to fit a made-up proof).
-        fail(
-            "no --public-key: the checkpoint's signature cannot be checked, so nothing "
-            "it says can be trusted; give --public-key, or --unsigned to check the proof "
-            "against an untrusted checkpoint"
-        )
+    key = _trust(public_key, unsigned)
     document = read_json(proof_file)
     new = Checkpoint.from_json(read_json(checkpoint_file))
-    key = read_bytes(public_key) if public_key else None
     if isinstance(document, dict) and document.get("type") == "oncebox-consistency-proof":
         if old_checkpoint is None:
             fail("a consistency proof needs --old-checkpoint as well")

@@ -27,7 +27,7 @@ from oncebox.domain import (
     Record,
 )
 from oncebox.surfaces.choices import ResolutionChoice
-from oncebox.surfaces.http.shapes import Hex, JsonObject, shaped
+from oncebox.surfaces.http.shapes import Content, Hex, JsonObject, shaped
 
 # Request bodies take exactly the JSON types they declare: no 26059.0 for an integer,
 # no "60" for a number (pydantic's lax mode converts both).
@@ -272,6 +272,58 @@ class ConsistencyProofOut(BaseModel):
     old_size: int = Field(description="The older tree's size.")
     new_size: int = Field(description="The newer tree's size.")
     path: list[Hex] = Field(description="The consistency path (hex).")
+
+
+class SegmentEntryOut(BaseModel):
+    """One log entry of a segment: the inbox's record whole (``step``, ``state``,
+    ``hash`` and its content), or another entry as its ``leaf`` hash only (whole, without
+    content, in a segment asked for ``whole``). Absent members are absent, not null."""
+
+    seq: int = Field(description="The entry's log position.")
+    leaf: Hex | None = Field(
+        default=None, description="Another entry's leaf hash (hex): all that is shown of it."
+    )
+    step: str | None = Field(default=None, description="What happened (accept, resolve, ...).")
+    state: str | None = Field(default=None, description="The entry's state, as sealed (JSON).")
+    hash: Hex | None = Field(default=None, description="The entry's chain hash (hex).")
+    content: Content | None = Field(
+        default=None,
+        description="A record's content at the revision sealed; null when left out for its "
+        "size (see cut) or not kept any more (evicted).",
+    )
+    content_length: int | None = Field(
+        default=None, description="A record's content, in bytes; null when not kept any more."
+    )
+    content_sha256: Hex | None = Field(
+        default=None, description="SHA-256 of the whole content (hex; the sealed witness)."
+    )
+    cut: list[str] | None = Field(
+        default=None,
+        description='["content"] when the content is over 1,024 bytes and left out.',
+    )
+
+
+class SegmentOut(BaseModel):
+    """A feed segment: every log entry of a range, checkable offline against a signed
+    checkpoint (``oncebox verify-feed``)."""
+
+    type: Literal["oncebox-feed-segment"] = Field(description="The document type.")
+    version: int = Field(description="The document version.")
+    origin: str = Field(description="The log's name, as its checkpoints give it.")
+    inbox: str = Field(description="The inbox whose records are given whole.")
+    from_: int = Field(alias="from", description="The first log position of the range.")
+    to: int = Field(description="The last log position of the range.")
+    tree_size: int = Field(description="The tree (checkpoint size) the segment is proven to.")
+    frontier: list[Hex] = Field(
+        description="The roots of the perfect subtrees of the tree before the range (hex)."
+    )
+    entries: list[SegmentEntryOut] = Field(description="Every entry of the range, in order.")
+    before_proof: list[Hex] = Field(
+        description="Consistency proof from the tree before the range to tree_size (hex)."
+    )
+    end_proof: list[Hex] = Field(
+        description="Consistency proof from the tree at the range's end to tree_size (hex)."
+    )
 
 
 # -- health ----------------------------------------------------------------------------------

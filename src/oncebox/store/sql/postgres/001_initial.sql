@@ -1,6 +1,8 @@
--- oncebox schema 1 for PostgreSQL: the same tables as the SQLite store, with the
--- uniqueness rules enforced by constraints. Times are seconds since the epoch read
--- from the database clock (clock_timestamp()), never from a client host.
+-- Migration 1 (PostgreSQL): inboxes, records (with their tombstones), revisions,
+-- quarantine, dead letters, counters, apply-step state and retention history: the same
+-- tables as the SQLite store, with the uniqueness rules enforced by constraints. Times
+-- are seconds since the epoch read from the database clock (clock_timestamp()), never
+-- from a client host.
 
 CREATE TABLE inboxes (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -8,8 +10,7 @@ CREATE TABLE inboxes (
     codec             text NOT NULL,
     apply             text NOT NULL,
     retention_seconds double precision,
-    tombstone_seconds double precision,
-    fenced            boolean NOT NULL DEFAULT false
+    tombstone_seconds double precision
 );
 
 -- I1: one row per identity per inbox, by constraint.
@@ -31,11 +32,9 @@ CREATE TABLE records (
     device_time  text,
     snapshot_id  text,
     delivery_id  text,
-    log_seq      bigint,
     CONSTRAINT records_one_per_identity UNIQUE (inbox_id, ident)
 );
 CREATE INDEX records_age ON records (inbox_id, first_seen);
-CREATE INDEX records_unsealed ON records (id) WHERE log_seq IS NULL;
 
 CREATE TABLE revisions (
     record_id     bigint NOT NULL REFERENCES records(id),
@@ -97,31 +96,19 @@ CREATE TABLE verdict_counts (
     PRIMARY KEY (inbox_id, hour, verdict, reason)
 );
 
--- One work key per (seller, sku, marketplace) per inbox; one claim per key (its columns).
+-- The generation apply step: one work key per (seller, sku, marketplace) per inbox.
 CREATE TABLE work_keys (
-    inbox_id            bigint NOT NULL REFERENCES inboxes(id),
-    seller_id           text NOT NULL,
-    sku                 text NOT NULL,
-    marketplace_id      text NOT NULL,
-    generation          bigint NOT NULL,
-    applied_generation  bigint NOT NULL DEFAULT 0,
-    document            text,
-    document_generation bigint,
-    applied_token       bigint,
-    refreshed_at        double precision,
-    claim_token         bigint UNIQUE,
-    claim_generation    bigint,
-    claimed_by          text,
-    claim_expires       double precision,
-    failures            integer NOT NULL DEFAULT 0,
-    next_attempt        double precision NOT NULL DEFAULT 0,
-    last_error          text,
-    in_review           integer NOT NULL DEFAULT 0,
+    inbox_id           bigint NOT NULL REFERENCES inboxes(id),
+    seller_id          text NOT NULL,
+    sku                text NOT NULL,
+    marketplace_id     text NOT NULL,
+    generation         bigint NOT NULL,
+    applied_generation bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (inbox_id, seller_id, sku, marketplace_id)
 );
-CREATE INDEX work_keys_due ON work_keys (inbox_id, in_review, next_attempt)
-    WHERE generation > applied_generation;
 
+-- The triage apply step: the headcount ledger, one row per applied frame, and totals
+-- kept per (site, need) that only ever move by a difference.
 CREATE TABLE triage_ledger (
     record_id bigint PRIMARY KEY REFERENCES records(id),
     inbox_id  bigint NOT NULL REFERENCES inboxes(id),
@@ -141,6 +128,7 @@ CREATE TABLE triage_totals (
     PRIMARY KEY (inbox_id, site, need)
 );
 
+-- Retention history: every eviction and every override below the floor.
 CREATE TABLE evictions (
     id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     inbox_id   bigint NOT NULL REFERENCES inboxes(id),
@@ -158,55 +146,3 @@ CREATE TABLE retention_overrides (
     reason            text NOT NULL,
     at                double precision NOT NULL
 );
-
-CREATE TABLE counters (
-    name  text PRIMARY KEY,
-    value bigint NOT NULL
-);
-INSERT INTO counters (name, value) VALUES ('lease_token', 0);
-
--- One current lease per scope, by the primary key; tokens unique across the store.
-CREATE TABLE leases (
-    inbox_id    bigint NOT NULL REFERENCES inboxes(id),
-    scope       text NOT NULL,
-    token       bigint NOT NULL UNIQUE,
-    issued_at   double precision NOT NULL,
-    expires_at  double precision NOT NULL,
-    released_at double precision,
-    PRIMARY KEY (inbox_id, scope)
-);
-
-CREATE TABLE log (
-    seq   bigint PRIMARY KEY,
-    step  text NOT NULL,
-    state text NOT NULL,
-    hash  text NOT NULL
-);
-
-CREATE TABLE merkle_nodes (
-    level integer NOT NULL,
-    idx   bigint NOT NULL,
-    hash  bytea NOT NULL,
-    PRIMARY KEY (level, idx)
-);
-
-CREATE TABLE log_pending (
-    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    step      text NOT NULL,
-    state     text NOT NULL,
-    record_id bigint
-);
-
-CREATE TABLE sealer (
-    id         integer PRIMARY KEY CHECK (id = 1),
-    token      bigint NOT NULL DEFAULT 0,
-    holder     text,
-    expires_at double precision NOT NULL DEFAULT 0
-);
-INSERT INTO sealer (id) VALUES (1);
-
-CREATE TABLE meta (
-    key   text PRIMARY KEY,
-    value text NOT NULL
-);
-INSERT INTO meta (key, value) VALUES ('store_id', md5(random()::text || clock_timestamp()::text));

@@ -1,4 +1,4 @@
--- oncebox schema 1 for SQLite: inboxes, records (with their tombstones), revisions,
+-- Migration 1 (SQLite): inboxes, records (with their tombstones), revisions,
 -- quarantine, dead letters, counters, apply-step state and retention history.
 
 CREATE TABLE inboxes (
@@ -109,8 +109,8 @@ CREATE TABLE work_keys (
     PRIMARY KEY (inbox_id, seller_id, sku, marketplace_id)
 ) WITHOUT ROWID;
 
--- The triage apply step's headcount ledger (docs/concepts.md#triage-ledger), one row per applied frame, and
--- totals kept per (site, need) that only ever move by a difference.
+-- The triage apply step's headcount ledger (docs/concepts.md#triage-ledger), one row per
+-- applied frame, and totals kept per (site, need) that only ever move by a difference.
 CREATE TABLE triage_ledger (
     record_id INTEGER PRIMARY KEY REFERENCES records(id),
     inbox_id  INTEGER NOT NULL REFERENCES inboxes(id),

@@ -1,4 +1,4 @@
--- oncebox schema 2 for SQLite: leases with fencing tokens, the checkpoint log with its
+-- Migration 2 (SQLite): leases with fencing tokens, the checkpoint log with its
 -- Merkle nodes, and each record's seal.
 
 -- One strictly increasing counter per store: every lease gets the next token.

@@ -1,4 +1,4 @@
--- oncebox schema 3 for SQLite: the reconciler's state on each work key.
+-- Migration 3 (SQLite): the reconciler's state on each work key.
 -- dirty = generation > applied_generation. A claim is a lease on one key: its token
 -- comes from the store's one fencing counter, its expiry is on the server clock.
 

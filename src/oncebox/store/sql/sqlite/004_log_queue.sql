@@ -1,4 +1,4 @@
--- oncebox schema 4 for SQLite: log events wait in a queue until the sealer appends them,
+-- Migration 4 (SQLite): log events wait in a queue until the sealer appends them,
 -- so writers never contend for the log head; one sealer row fences stale sealers.
 
 CREATE TABLE log_pending (

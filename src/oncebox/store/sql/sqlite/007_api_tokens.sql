@@ -1,4 +1,4 @@
--- oncebox schema 7 for SQLite: API tokens for the HTTP service.
+-- Migration 7 (SQLite): API tokens for the HTTP service.
 -- Only the SHA-256 of a token's secret is kept; the secret itself is shown once. A name
 -- may be reused once its token is revoked, so uniqueness covers live tokens only.
 CREATE TABLE api_tokens (

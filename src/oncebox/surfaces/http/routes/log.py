@@ -6,16 +6,25 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from oncebox.engine.segment import MAX_ENTRIES
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.surfaces.http.access import RowId, Served
+from oncebox.surfaces.http.access import InboxName, RowId, Served
 from oncebox.surfaces.http.auth import Authed, needs
-from oncebox.surfaces.http.models import CheckpointOut, ConsistencyProofOut, InclusionProofOut
+from oncebox.surfaces.http.models import (
+    CheckpointOut,
+    ConsistencyProofOut,
+    InclusionProofOut,
+    SegmentOut,
+)
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.problems import ProblemError
+from oncebox.surfaces.lines import INT64_MAX
 
 TAG = {
     "name": "log",
     "description": "The append-only checkpoint log: a signed checkpoint, inclusion proofs "
-    "for records and consistency proofs between tree sizes (`oncebox verify-proof`).",
+    "for records, consistency proofs between tree sizes (`oncebox verify-proof`) and feed "
+    "segments (`oncebox verify-feed`).",
 }
 router = APIRouter(tags=["log"])
 
@@ -82,3 +91,62 @@ def prove_consistency(
 ) -> dict[str, Any]:
     """Prove that the tree of `new` entries extends the tree of `old` entries."""
     return svc.box.prove_consistency(old, new)
+
+
+@router.get(
+    "/v1/inboxes/{inbox}/feed/segment",
+    response_model=SegmentOut,
+    response_model_exclude_unset=True,
+    summary="A feed segment: every log entry of a range, checkable offline",
+    response_description="The segment",
+    responses=errors(
+        *AUTHENTICATED,
+        404,
+        409,
+        422,
+        e403="The token may not read the inbox, or asked for `whole` without covering `*`.",
+        e404="No such inbox.",
+        e409=f"The range is not 1 <= from <= to <= tree_size <= the log's size, or is over "
+        f"{MAX_ENTRIES:,} entries.",
+    ),
+)
+@needs(TokenScope.READ, on_inbox=True)
+async def segment(
+    inbox: InboxName,
+    who: Authed,
+    svc: Served,
+    start: Annotated[
+        int, Query(alias="from", ge=1, lt=INT64_MAX + 1, description="The first log position.")
+    ],
+    end: Annotated[
+        int, Query(alias="to", ge=1, lt=INT64_MAX + 1, description="The last log position.")
+    ],
+    tree_size: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            lt=INT64_MAX + 1,
+            description="The tree to prove it to: a checkpoint's `tree_size` (default: now).",
+        ),
+    ] = None,
+    whole: Annotated[
+        bool,
+        Query(
+            description="Every other entry whole too, not as its leaf hash (a token for `*` "
+            "only: it shows every inbox's entries)."
+        ),
+    ] = False,
+) -> dict[str, Any]:
+    """Every log entry from `from` to `to` (log positions, at most 1,000): the
+    inbox's feed entries (records sealed, revisions accepted) whole with their content
+    (left out over 1,024 bytes, its length and SHA-256 kept), every other entry as its
+    leaf hash, and what ties the range to the tree of `tree_size` entries. Check it
+    offline with `oncebox verify-feed` against a checkpoint of that size."""
+    if whole and not who.sees_all:
+        raise ProblemError(
+            403, "forbidden", "a whole segment shows every inbox's entries: it needs a token "
+            "for every inbox (*)"
+        )  # fmt: skip
+    return await svc.readers.run(
+        lambda: svc.box.segment(inbox, start, end, tree_size=tree_size, whole=whole)
+    )

@@ -51,13 +51,14 @@ async def work_keys(
 ) -> dict[str, Any]:
     """The inbox's work keys in key order with their generations, documents and
     failures, a page of at most 1,000 (the next: ``after_seller_id``, ``after_sku`` and
-    ``after_marketplace_id`` of the last key). A document longer than 2,048 characters
-    of JSON is left out (null, ``cut`` says so, ``document_length`` its length)."""
+    ``after_marketplace_id`` of the last key; a part not given counts as empty). A
+    document longer than 2,048 characters of JSON is left out (null, ``cut`` says so,
+    ``document_length`` its length)."""
+    # A part not given is empty, the least of its kind: any of them names a place in
+    # key order, so every request the schema allows is one the route answers.
     after = None
-    if after_seller_id is not None and after_sku is not None and after_marketplace_id is not None:
-        after = (after_seller_id, after_sku, after_marketplace_id)
-    elif (after_seller_id, after_sku, after_marketplace_id) != (None, None, None):
-        raise ProblemError(422, "validation", "query.after_*: give all three parts, or none")
+    if (after_seller_id, after_sku, after_marketplace_id) != (None, None, None):
+        after = (after_seller_id or "", after_sku or "", after_marketplace_id or "")
 
     def read() -> dict[str, Any]:
         rows = svc.box.work_keys(inbox, limit=limit, after=after, dirty=dirty, preview=LISTED)

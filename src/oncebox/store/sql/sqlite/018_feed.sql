@@ -1,4 +1,4 @@
--- oncebox schema 15 for SQLite: the feed, and the consumers that follow it.
+-- Migration 18 (SQLite): the feed, and the consumers that follow it.
 -- The log is the feed: an entry that seals a record's revision says which (its inbox,
 -- record and revision), so a revision's feed position is the seq of the entry that sealed
 -- it, given at seal time; a revision whose transaction committed late comes later, and a

@@ -1,0 +1,345 @@
+-- The statements both stores run as they are, by name; each backend's own queries.sql
+-- holds only what differs (its locks, its JSON functions, PostgreSQL's batches of
+-- column arrays). A name is in one file or the other, never both.
+--
+-- Written with SQLite's placeholders, positional (?) or named (:name), never both in
+-- one statement. Loaded for PostgreSQL, they become psycopg's (%s, %(name)s) and a
+-- literal % becomes %% (oncebox.store.sqlfile.to_psycopg); placeholders inside quotes
+-- or comments are left alone. Portable SQL only: CAST(x AS type), not x::type, where
+-- PostgreSQL needs to know a parameter's type.
+
+-- Records ----------------------------------------------------------------------------
+
+-- name: get_record
+-- records_read: the record with its seal's log position, wherever the backend keeps it.
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       signature, log_seq, revised_at, octet_length(content) AS content_length
+FROM records_read WHERE id = ?;
+
+-- name: keep_revision
+INSERT INTO revisions (record_id, revision, witness, content, fields, decided_at,
+                       superseded_at, note)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: revise_record
+UPDATE records
+SET witness = ?, content = ?, fields = ?, revision = revision + 1, last_seen = ?,
+    revised_at = ?
+WHERE id = ?
+RETURNING revision;
+
+-- name: revisions
+SELECT record_id, revision, witness, content, fields, decided_at, superseded_at, note
+FROM revisions WHERE record_id = ? ORDER BY revision;
+
+-- Quarantine -------------------------------------------------------------------------
+
+-- name: quarantine_insert
+-- DO NOTHING on the one-per-newcomer key: a newcomer already kept returns no row.
+INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
+                        reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
+                        delivery_id, signature)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, ident, witness) DO NOTHING
+RETURNING id;
+
+-- name: quarantine_repeat
+UPDATE quarantine SET seen_count = seen_count + ?, last_seen = ?
+WHERE inbox_id = ? AND ident = ? AND witness = ?
+RETURNING id;
+
+-- name: get_quarantine
+SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
+       note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length
+FROM quarantine WHERE id = ?;
+
+-- name: close_quarantine
+UPDATE quarantine SET status = ?, note = ?, resolved_at = ?, resolved_by = ?
+WHERE id = ? AND status = 'open';
+
+-- name: list_quarantine
+-- A page after id :after. Every value a sender chose is read cut (:head bytes of the
+-- content, :text characters of each text, :fields of the fields' JSON), so that a
+-- listing never reads a whole large row; the content's length is read whole. (A blob
+-- short enough is read as it is: SQLite's substr makes NULL of an empty blob.)
+SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS identity,
+       record_id, witness,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, CAST(:head AS INTEGER)) END AS content,
+       substr(fields, 1, CAST(:fields AS INTEGER)) AS fields, reason, status,
+       substr(note, 1, CAST(:text AS INTEGER)) AS note,
+       first_seen, last_seen, seen_count, resolved_at,
+       substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
+       substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
+       substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
+       octet_length(content) AS content_length
+FROM quarantine
+WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- Dead letters -----------------------------------------------------------------------
+
+-- name: dead_letter
+INSERT INTO dead_letters (inbox_id, reason, detail, head, length, sha256, key, received_at,
+                          device_time, snapshot_id, delivery_id, signature)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id;
+
+-- name: mark_replayed
+UPDATE dead_letters SET replayed_at = ?, replayed_by = ?, replay_verdict = ? WHERE id = ?;
+
+-- Counts -----------------------------------------------------------------------------
+
+-- name: count_verdict
+INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE
+SET n = verdict_counts.n + excluded.n;
+
+-- name: verdict_counts
+SELECT verdict, reason, sum(n) FROM verdict_counts WHERE inbox_id = ?
+GROUP BY verdict, reason;
+
+-- name: verdict_hours
+SELECT hour, verdict, sum(n) FROM verdict_counts WHERE inbox_id = ? AND hour >= ?
+GROUP BY hour, verdict ORDER BY hour, verdict;
+
+-- name: inbox_figures
+-- An inbox's figures (oncebox.store.sqltx.inboxes.FIGURES, in order), then the greatest
+-- lateness its dropped tombstones had counted, which the store weighs against the
+-- records' own.
+SELECT
+  (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NULL),
+  (SELECT count(*) FROM records WHERE inbox_id = :inbox AND evicted_at IS NOT NULL),
+  (SELECT coalesce(sum(seen_count - 1), 0) FROM records WHERE inbox_id = :inbox)
+    + (SELECT dropped_duplicates FROM inboxes WHERE id = :inbox),
+  (SELECT coalesce(sum(late_replays), 0) FROM records WHERE inbox_id = :inbox)
+    + (SELECT dropped_late_replays FROM inboxes WHERE id = :inbox),
+  (SELECT coalesce(max(max_lateness), 0) FROM records WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox AND status = 'open'),
+  (SELECT count(*) FROM quarantine WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM dead_letters WHERE inbox_id = :inbox),
+  (SELECT count(*) FROM evictions WHERE inbox_id = :inbox),
+  (SELECT dropped_max_lateness FROM inboxes WHERE id = :inbox);
+
+-- Retention --------------------------------------------------------------------------
+
+-- name: evict_revisions
+DELETE FROM revisions WHERE record_id IN (
+  SELECT id FROM records WHERE inbox_id = ? AND evicted_at IS NOT NULL
+);
+
+-- name: carry_dropped_counts
+-- What the dropped tombstones had counted stays on their inbox: counts never go down.
+UPDATE inboxes
+SET dropped_duplicates = dropped_duplicates + :duplicates,
+    dropped_late_replays = dropped_late_replays + :late_replays,
+    dropped_max_lateness = CASE WHEN dropped_max_lateness < :max_lateness
+                                THEN :max_lateness ELSE dropped_max_lateness END
+WHERE id = :inbox;
+
+-- name: log_eviction
+INSERT INTO evictions (inbox_id, kind, ident, witness, first_seen, evicted_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: evictions
+SELECT id, inbox_id, kind, ident, witness, first_seen, evicted_at FROM evictions
+WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox) ORDER BY id LIMIT :limit;
+
+-- name: record_retention_override
+INSERT INTO retention_overrides (inbox_id, retention_seconds, reason, at)
+VALUES (?, ?, ?, ?);
+
+-- name: retention_overrides
+SELECT retention_seconds, reason, at FROM retention_overrides WHERE inbox_id = ? ORDER BY id;
+
+-- Inboxes ----------------------------------------------------------------------------
+
+-- name: declare_inbox
+INSERT INTO inboxes (name, codec, apply, retention_seconds, tombstone_seconds, fenced)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE
+SET apply = excluded.apply, retention_seconds = excluded.retention_seconds,
+    tombstone_seconds = excluded.tombstone_seconds, fenced = excluded.fenced;
+
+-- name: get_inbox
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes WHERE name = ?;
+
+-- name: inboxes
+SELECT id, name, codec, apply, retention_seconds, tombstone_seconds, fenced
+FROM inboxes ORDER BY name;
+
+-- The fence --------------------------------------------------------------------------
+
+-- name: next_token
+UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value;
+
+-- name: put_lease
+INSERT INTO fences (kind, owner, name, token, holder, issued_at, expires_at, released_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (kind, owner, name) DO UPDATE
+SET token = excluded.token, holder = excluded.holder, issued_at = excluded.issued_at,
+    expires_at = excluded.expires_at, released_at = excluded.released_at;
+
+-- name: list_leases
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? ORDER BY name;
+
+-- The log and its seal queue ---------------------------------------------------------
+
+-- name: log_head
+SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
+
+-- name: log_entries
+SELECT seq, step, state, hash FROM log WHERE seq >= ? AND seq < ? ORDER BY seq;
+
+-- name: merkle_nodes
+SELECT hash FROM merkle_nodes WHERE level = ? AND idx >= ? AND idx < ? ORDER BY idx;
+
+-- name: meta
+SELECT value FROM meta WHERE key = ?;
+
+-- name: unsealed_records
+-- Records with a NULL log_seq and no queued seal (left by an older version), for
+-- recovery to seal. On PostgreSQL a record with log_seq = -1 always has a queued seal
+-- or a position (see seal_positions), so it is not looked for here.
+SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
+       last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
+       signature, log_seq, revised_at
+FROM records
+WHERE log_seq IS NULL
+  AND id NOT IN (SELECT record_id FROM log_pending WHERE record_id IS NOT NULL)
+ORDER BY id LIMIT ?;
+
+-- name: record_seals
+SELECT id, log_seq FROM records_read ORDER BY id;
+
+-- name: pending_log
+-- Only the sealer reads the queue, holding the log; queue order must not have holes
+-- skipped. (SQLite prepares a statement again on every run when it looks at a bare
+-- "LIMIT ?" parameter, about 6 us on every seal; through CAST it is a plain value.)
+SELECT id, step, state, record_id, revision, inbox_id FROM log_pending
+ORDER BY id LIMIT CAST(? AS INTEGER);
+
+-- name: log_pending_count
+SELECT count(*) FROM log_pending;
+
+-- name: last_pending_id
+SELECT coalesce(max(id), 0) FROM log_pending;
+
+-- name: probe_write
+-- /readyz: a trivial write, so a full disk or a read-only store shows as not ready.
+INSERT INTO meta (key, value) VALUES ('ready_probe', ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+
+-- Access: API tokens, signatures seen, console sessions ------------------------------
+
+-- name: insert_token
+-- DO NOTHING on the live-name index: a name already in use returns no row.
+INSERT INTO api_tokens (name, secret_hash, inboxes, scopes, hmac_key, created_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: token_by_hash
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens WHERE secret_hash = ?;
+
+-- name: list_tokens
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+FROM api_tokens ORDER BY id;
+
+-- name: revoke_token
+-- The ids of the tokens revoked (none: no live token by that name or id).
+UPDATE api_tokens SET revoked_at = ?
+WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?)
+RETURNING id;
+
+-- name: forget_signatures
+DELETE FROM seen_signatures WHERE expires_at <= ?;
+
+-- name: claim_signature
+-- A row back: first use (or the old use's window has passed). None: a replay.
+INSERT INTO seen_signatures (signature, expires_at) VALUES (?, ?)
+ON CONFLICT (signature) DO UPDATE SET expires_at = excluded.expires_at
+WHERE seen_signatures.expires_at <= ?
+RETURNING signature;
+
+-- name: insert_session
+INSERT INTO console_sessions (id_hash, token_id, created_at, expires_at)
+VALUES (?, ?, ?, ?);
+
+-- name: session_token
+-- A session that has not expired, with its token, only while the token is live.
+SELECT t.id, t.name, t.secret_hash, t.inboxes, t.scopes, t.hmac_key, t.created_at,
+       t.revoked_at, s.expires_at
+FROM console_sessions s JOIN api_tokens t ON t.id = s.token_id
+WHERE s.id_hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL;
+
+-- name: end_session
+DELETE FROM console_sessions WHERE id_hash = ?;
+
+-- name: end_token_sessions
+DELETE FROM console_sessions WHERE token_id = ?;
+
+-- name: forget_sessions
+DELETE FROM console_sessions WHERE expires_at <= ?;
+
+-- Migrations (oncebox.store.migrate) -------------------------------------------------
+
+-- name: migrations_applied
+SELECT version, applied_at FROM schema_version ORDER BY version;
+
+-- name: record_migration
+INSERT INTO schema_version (version, applied_at, renumbered_from) VALUES (?, ?, ?);
+
+-- name: add_renumbered_from
+-- A store from before both backends numbered their migrations alike: each row's number
+-- of that time is kept beside the shared one it became.
+ALTER TABLE schema_version ADD COLUMN renumbered_from INTEGER;
+
+-- name: forget_migrations
+DELETE FROM schema_version;
+
+-- name: step_migrations_applied
+SELECT version FROM step_schema WHERE step = ? ORDER BY version;
+
+-- name: record_step_migration
+INSERT INTO step_schema (step, version, applied_at) VALUES (?, ?, ?);
+
+-- Feed -------------------------------------------------------------------------------
+
+-- name: feed_window
+-- The end of the next window of at most :scan log positions after :after: a feed read
+-- looks at no more entries than that (on the log's key), whatever the inbox.
+SELECT coalesce(max(seq), :after)
+FROM (SELECT seq FROM log WHERE seq > :after ORDER BY seq LIMIT :scan) w;
+
+-- name: log_position
+-- The log's last position (0: empty).
+SELECT coalesce(max(seq), 0) FROM log;
+
+-- name: feed_count
+-- The inbox's sealed revisions after :after, counted over at most :scan positions.
+SELECT count(*)
+FROM (SELECT inbox_id FROM log WHERE seq > :after ORDER BY seq LIMIT :scan) w
+WHERE inbox_id = :inbox;
+
+-- name: consumer_put
+INSERT INTO consumers (name, inbox_id, position, handed_out, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: consumers
+SELECT name, inbox_id, position, handed_out, created_at, updated_at
+FROM consumers ORDER BY name;
+
+-- name: consumer_move
+UPDATE consumers SET position = ?, handed_out = ?, updated_at = ? WHERE name = ?;
+
+-- name: consumer_drop
+DELETE FROM consumers WHERE name = ?;

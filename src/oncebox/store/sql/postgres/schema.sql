@@ -1,0 +1,292 @@
+-- The PostgreSQL store's whole schema as it stands after every migration in this
+-- folder: what a new store is made with, in one transaction, every migration then
+-- recorded as applied. An existing store gets here through the migrations instead, and
+-- tests/test_schema.py checks that both roads end in the same database (pg_dump's
+-- --schema-only of each). A change is a new migration and the same change here.
+--
+-- The apply steps' tables (the triage ledger, the work keys) are not here: each step
+-- makes its own, with its own migrations, once an inbox uses it.
+--
+-- Uniqueness lives in constraints, so no interleaving of clients can break it. Times
+-- are seconds since the epoch read from the database clock (clock_timestamp()), never
+-- from a client host. Digests (ident, witness) are SHA-256, kept as 32 bytes.
+
+-- An inbox: a named intake, its codec, apply step and retention. What a dropped
+-- tombstone had counted stays on its inbox (dropped_*), so its counts never go down.
+CREATE TABLE inboxes (
+    id                   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name                 text NOT NULL UNIQUE,
+    codec                text NOT NULL,
+    apply                text NOT NULL,
+    retention_seconds    double precision,   -- NULL: kept forever
+    tombstone_seconds    double precision,   -- NULL: tombstones kept forever
+    fenced               boolean NOT NULL DEFAULT false,
+    dropped_duplicates   bigint NOT NULL DEFAULT 0,
+    dropped_late_replays bigint NOT NULL DEFAULT 0,
+    dropped_max_lateness double precision NOT NULL DEFAULT 0
+);
+
+-- I1: one row per identity per inbox, by constraint. An evicted record stays as a
+-- tombstone: content, identity text and fields dropped, digests kept. Ids come from the
+-- identity's sequence (reserve_record_ids), which never goes back.
+CREATE TABLE records (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    inbox_id     bigint NOT NULL REFERENCES inboxes(id),
+    ident        bytea NOT NULL,       -- SHA-256 of the identity
+    identity     text,                 -- the identity itself; NULL once evicted
+    witness      bytea NOT NULL,       -- SHA-256 of the canonical content
+    revision     integer NOT NULL DEFAULT 1,
+    content      bytea,
+    fields       text,
+    first_seen   double precision NOT NULL,
+    last_seen    double precision NOT NULL,
+    seen_count   bigint NOT NULL DEFAULT 1,
+    evicted_at   double precision,
+    late_replays bigint NOT NULL DEFAULT 0,
+    max_lateness double precision NOT NULL DEFAULT 0,
+    device_time  text,
+    snapshot_id  text,
+    delivery_id  text,
+    log_seq      bigint,               -- NULL: unsealed; -1: see seal_positions
+    revised_at   double precision,     -- when the current revision was decided
+    signature    text,                 -- what a verified webhook signature vouched for
+    CONSTRAINT records_one_per_identity UNIQUE (inbox_id, ident)
+);
+-- Led by first_seen, not inbox_id: led by inbox_id it competed with the identity
+-- constraint's index, and a generic plan made before a fresh store had statistics could
+-- pick it for identity lookups.
+CREATE INDEX records_age ON records (first_seen);
+CREATE INDEX records_unsealed ON records (id) WHERE log_seq IS NULL;
+
+-- A seal writes a narrow row here instead of rewriting the record it seals (a rewrite
+-- copies the whole record and adds an entry to each of its indexes). A record decided
+-- with its seal queued is inserted with log_seq = -1, "sealed through the queue": it
+-- always has a queued event or a row here.
+CREATE TABLE seal_positions (
+    record_id bigint PRIMARY KEY,
+    seq       bigint NOT NULL
+);
+
+-- Every read of a record's log position goes through this view, the one place that
+-- says where the position is kept. PostgreSQL inlines it, so a read costs what the join
+-- written out would. A column added to records is added here too, at the end (CREATE OR
+-- REPLACE VIEW); a migration that rebuilds records drops the view first and makes it
+-- again after.
+CREATE VIEW records_read AS
+SELECT r.id, r.inbox_id, r.ident, r.identity, r.witness, r.revision, r.content, r.fields,
+       r.first_seen, r.last_seen, r.seen_count, r.evicted_at, r.late_replays,
+       r.max_lateness, r.device_time, r.snapshot_id, r.delivery_id,
+       CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq,
+       r.revised_at, r.signature
+FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id;
+
+-- Superseded revisions of a record, kept when an operator accepts a newcomer.
+CREATE TABLE revisions (
+    record_id     bigint NOT NULL REFERENCES records(id),
+    revision      integer NOT NULL,
+    witness       bytea NOT NULL,
+    content       bytea,
+    fields        text,
+    decided_at    double precision NOT NULL,
+    superseded_at double precision NOT NULL,
+    note          text,
+    PRIMARY KEY (record_id, revision)
+);
+
+-- Conflicting newcomers: same identity, different content. One row per distinct
+-- newcomer; a repeat of it only counts. resolved_by: the actor (an API token's name).
+CREATE TABLE quarantine (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    inbox_id    bigint NOT NULL REFERENCES inboxes(id),
+    ident       bytea NOT NULL,
+    identity    text NOT NULL,
+    record_id   bigint,
+    witness     bytea NOT NULL,
+    content     bytea NOT NULL,
+    fields      text NOT NULL,
+    reason      text NOT NULL,
+    status      text NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'kept', 'accepted')),
+    note        text,
+    first_seen  double precision NOT NULL,
+    last_seen   double precision NOT NULL,
+    seen_count  bigint NOT NULL DEFAULT 1,
+    resolved_at double precision,
+    device_time text,
+    snapshot_id text,
+    delivery_id text,
+    resolved_by text,
+    signature   text,
+    CONSTRAINT quarantine_one_per_newcomer UNIQUE (inbox_id, ident, witness)
+);
+CREATE INDEX quarantine_status ON quarantine (inbox_id, status);
+
+-- Invalid deliveries: a bounded copy, its full length and digest, and the reason;
+-- replayed_*: when it was delivered again, by whom, with which verdict.
+CREATE TABLE dead_letters (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    inbox_id       bigint NOT NULL REFERENCES inboxes(id),
+    reason         text NOT NULL,
+    detail         text NOT NULL,
+    head           bytea NOT NULL,
+    length         bigint NOT NULL,
+    sha256         text NOT NULL,
+    key            text,
+    received_at    double precision NOT NULL,
+    device_time    text,
+    snapshot_id    text,
+    delivery_id    text,
+    replayed_at    double precision,
+    replayed_by    text,
+    replay_verdict text,
+    signature      text
+);
+CREATE INDEX dead_letters_inbox ON dead_letters (inbox_id, id);
+CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
+
+-- Deliveries counted per inbox, hour and verdict.
+CREATE TABLE verdict_counts (
+    inbox_id bigint NOT NULL REFERENCES inboxes(id),
+    hour     bigint NOT NULL,
+    verdict  text NOT NULL,
+    reason   text NOT NULL,
+    n        bigint NOT NULL,
+    PRIMARY KEY (inbox_id, hour, verdict, reason)
+);
+
+-- Retention history: every eviction and every override below the floor.
+CREATE TABLE evictions (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    inbox_id   bigint NOT NULL REFERENCES inboxes(id),
+    kind       text NOT NULL CHECK (kind IN ('record', 'tombstone')),
+    ident      bytea NOT NULL,
+    witness    bytea NOT NULL,
+    first_seen double precision NOT NULL,
+    evicted_at double precision NOT NULL
+);
+
+CREATE TABLE retention_overrides (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    inbox_id          bigint NOT NULL REFERENCES inboxes(id),
+    retention_seconds double precision NOT NULL,
+    reason            text NOT NULL,
+    at                double precision NOT NULL
+);
+
+-- One strictly increasing counter per store: every lease gets the next token.
+CREATE TABLE counters (
+    name  text PRIMARY KEY,
+    value bigint NOT NULL
+);
+INSERT INTO counters (name, value) VALUES ('lease_token', 0);
+
+-- The append-only log: hash = SHA-256(prev | step | state), seq from 1 without gaps.
+-- The log is the feed: an entry that seals a record's revision names it (its inbox,
+-- record and revision); that entry's seq is the revision's feed position.
+CREATE TABLE log (
+    seq       bigint PRIMARY KEY,
+    step      text NOT NULL,
+    state     text NOT NULL,
+    hash      text NOT NULL,
+    inbox_id  bigint,
+    record_id bigint,
+    revision  bigint
+);
+
+-- Complete, aligned Merkle subtrees over the log, kept at levels 4, 8, 12, ... only
+-- (engine/log.py rebuilds the others from these and from the entries).
+CREATE TABLE merkle_nodes (
+    level integer NOT NULL,
+    idx   bigint NOT NULL,
+    hash  bytea NOT NULL,
+    PRIMARY KEY (level, idx)
+);
+
+-- Facts about the store itself; store_id names it in signed checkpoints.
+CREATE TABLE meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+INSERT INTO meta (key, value) VALUES ('store_id', md5(random()::text || clock_timestamp()::text));
+
+-- Log events waiting for the sealer, which appends them in queue order.
+CREATE TABLE log_pending (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    step      text NOT NULL,
+    state     text NOT NULL,
+    record_id bigint,           -- set for a record's seal
+    revision  bigint,           -- the revision it seals
+    inbox_id  bigint
+);
+
+-- The one fence: the current lease of each resource (kind, owner, name) that one
+-- writer holds at a time, under the one token counter. A new lease replaces the row,
+-- fencing every older token at once.
+CREATE TABLE fences (
+    kind        text NOT NULL,     -- scope | sealer | work
+    owner       bigint NOT NULL,   -- the inbox it belongs to (0: the store's own)
+    name        text NOT NULL,     -- the scope, the work key; '' for the sealer
+    token       bigint NOT NULL,
+    holder      text,              -- a dedicated holder (a sealer, a worker), or none
+    issued_at   double precision NOT NULL,
+    expires_at  double precision NOT NULL,
+    released_at double precision,
+    PRIMARY KEY (kind, owner, name)
+);
+-- The log's one writer at a time: whoever appends to the log first holds this row (the
+-- sealer's lease, locked alone), so it is there from the start.
+INSERT INTO fences (kind, owner, name, token, holder, issued_at, expires_at, released_at)
+VALUES ('sealer', 0, '', 0, NULL, 0, 0, NULL);
+
+-- API tokens for the HTTP service. Only the SHA-256 of a token's secret is kept; the
+-- secret itself is shown once. A name may be reused once its token is revoked, so
+-- uniqueness covers live tokens only.
+CREATE TABLE api_tokens (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name        text NOT NULL,
+    secret_hash bytea NOT NULL UNIQUE,
+    inboxes     text NOT NULL,   -- JSON array of inbox names, or ["*"]
+    scopes      text NOT NULL,   -- JSON array of read | write | operator
+    hmac_key    text,            -- request-signing key, kept in the store when asked for
+    created_at  double precision NOT NULL,
+    revoked_at  double precision
+);
+CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
+
+-- Signed requests already seen, shared by every process and host that serves this
+-- store, so a captured request cannot be replayed through another server while its
+-- timestamp is fresh. Rows are dropped once their window has passed.
+CREATE TABLE seen_signatures (
+    signature  text PRIMARY KEY,
+    expires_at double precision NOT NULL
+);
+CREATE INDEX seen_signatures_expiry ON seen_signatures (expires_at);
+
+-- Console sessions, kept on the server: the SHA-256 of the cookie's random id, the
+-- token it belongs to and its expiry on the server clock.
+CREATE TABLE console_sessions (
+    id_hash    bytea PRIMARY KEY,
+    token_id   bigint NOT NULL REFERENCES api_tokens(id),
+    created_at double precision NOT NULL,
+    expires_at double precision NOT NULL
+);
+CREATE INDEX console_sessions_token ON console_sessions (token_id);
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
+
+-- The tables an apply step owns, and which of its migrations this store has applied.
+CREATE TABLE step_schema (
+    step       text NOT NULL,
+    version    integer NOT NULL,
+    applied_at double precision NOT NULL,
+    PRIMARY KEY (step, version)
+);
+
+-- A consumer: a named cursor over one inbox's feed, moved only under its lease (the
+-- fence's kind 'consumer'). position: the last acknowledged; handed_out: the last given.
+CREATE TABLE consumers (
+    name       text PRIMARY KEY,
+    inbox_id   bigint NOT NULL REFERENCES inboxes(id),
+    position   bigint NOT NULL,
+    handed_out bigint NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+);

@@ -1,0 +1,6 @@
+-- Migration 8 (SQLite): nothing to do. PostgreSQL's age index stopped leading with
+-- inbox_id here, because a generic plan, made before a fresh store had statistics,
+-- could pick it over the identity constraint's index for identity lookups. SQLite
+-- plans each statement itself, without generic plans, and takes the identity's unique
+-- index whenever both of its columns are given; retention, which reads an inbox's
+-- records oldest first, keeps its (inbox_id, first_seen) index.

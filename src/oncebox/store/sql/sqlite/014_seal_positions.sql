@@ -1,0 +1,6 @@
+-- Migration 14 (SQLite): nothing to do. PostgreSQL seals in a transaction of its own
+-- after the deciding one, and from here writes each seal as a narrow seal_positions row
+-- instead of rewriting the record it seals. SQLite seals, as a rule, inside the
+-- deciding transaction (one writer at a time costs no concurrency there), so a record
+-- is inserted with its log position already set; the rewrite that PostgreSQL's seals
+-- are spared is rare here, and records.log_seq stays the one place a position is kept.
