@@ -1,6 +1,6 @@
 """Senders as they really are, against a real ``oncebox serve`` (issue 19, items 5 and 6).
 
-Starts ``oncebox serve --workers 1`` on a fresh SQLite file with the README's three
+Starts ``oncebox serve --workers 1`` on a fresh SQLite file with the webhooks page's three
 webhook inboxes (its ``[inboxes.hooks]``, ``[inboxes.github]`` and ``[inboxes.stripe]``
 block, as written) and sends what the senders' own libraries sign, printing one line
 per probe:
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import oncebox  # noqa: E402
 from serveproc import serving  # noqa: E402
 
-README = (ROOT / "README.md").read_text("utf-8")
+WEBHOOKS_PAGE = (ROOT / "docs" / "webhooks.md").read_text("utf-8")
 SECRETS = {
     "HOOK_OLD": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     "HOOK_NEW": "whsec_bmV4dCBzZWNyZXQgb2YgdGhlIHJvdGF0aW9u",
@@ -51,9 +51,11 @@ SECRETS = {
 }
 
 
-def readme_inboxes() -> str:
+def documented_inboxes() -> str:
     [block] = [
-        b.split("```", 1)[0] for b in README.split("```toml\n")[1:] if '"HOOK_OLD", "HOOK_NEW"' in b
+        b.split("```", 1)[0]
+        for b in WEBHOOKS_PAGE.split("```toml\n")[1:]
+        if '"HOOK_OLD", "HOOK_NEW"' in b
     ]
     return block
 
@@ -79,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="oncebox-senders-") as work:
         config = Path(work) / "oncebox.toml"
-        config.write_text(readme_inboxes())
+        config.write_text(documented_inboxes())
         url = f"sqlite:///{Path(work) / 'senders.db'}"
         env = {"ONCEBOX_CONFIG": str(config), **SECRETS}
         with serving(url, "--workers", "1", env=env, stderr=(Path(work) / "log").open("wb")) as s:
