@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$(mktemp -d /tmp/oncebox-wheel-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
+# setuptools reuses build/ without dropping files since removed or renamed (a renumbered
+# migration would ship twice), so the wheel is built from a clean one.
+rm -rf build
 .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$work/dist" .
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
