@@ -301,6 +301,11 @@ EXPECTED = {
     ("ST202", "POST /v1/dead-letters/{letter_id}/replay"): "the generator works in doubles "
     "and sends 2**63 as a lease_token under the bound 2**63 (exclusive), which a double "
     "cannot tell from 2**63 - 1; the service refuses it with 422 as the schema says",
+    ("ST202", "PUT /v1/consumers/{name}"): "the same doubles: a start position of 2**63",
+    ("ST202", "POST /v1/consumers/{name}/ack"): "the same doubles: a position of 2**63",
+    ("ST112", "GET /v1/inboxes/{inbox}/feed"): "wait long-polls up to 30 s when nothing is "
+    "there: a slow answer is what was asked for",
+    ("ST112", "GET /v1/consumers/{name}/next"): "the same long poll",
 }
 
 

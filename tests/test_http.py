@@ -282,6 +282,11 @@ def test_errors_are_problem_documents(
         is_problem(http.get("/v1/log/proofs/records/999"), 404)
         is_problem(http.get("/v1/log/proofs/consistency?old=50"), 409)
         is_problem(http.post("/v1/quarantine/1/resolve", json={"action": "drop", "note": "n"}), 422)
+        # A path that several routes share names every one of their methods.
+        refused = http.request("OPTIONS", "/v1/consumers/someone")
+        is_problem(refused, 405)
+        assert refused.headers["allow"] == "DELETE, GET, PUT"
+        assert http.get("/v1/inboxes/ussd/deliveries").headers["allow"] == "POST"
 
         # Control bodies follow the strict JSON rules too: no last-one-wins duplicate,
         # no NaN, no integer past Python's conversion limit turning into a 400.

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from oncebox.engine.checkpoint import ProofError
 from oncebox.engine.decision import unapplied
@@ -138,14 +139,31 @@ async def on_oncebox_error(request: Request, exc: Exception) -> Response:
     return await on_problem(request, from_error(exc))
 
 
-async def on_http_error(_request: Request, exc: Exception) -> Response:
+METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     kinds = {404: "not-found", 405: "method-not-allowed"}
+    headers = exc.headers
+    if exc.status_code == 405:
+        headers = {**(headers or {}), "Allow": allowed_methods(request)}
     return problem_response(
         exc.status_code,
         kinds.get(exc.status_code, "http-error"),
         str(exc.detail),
-        exc.headers,
+        headers,
+    )
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path: each method is a route of its own,
+    and Starlette's 405 names only the first route whose path matched."""
+    routes = request.app.router.routes
+    return ", ".join(
+        method
+        for method in METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
     )
 
 

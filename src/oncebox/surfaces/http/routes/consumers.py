@@ -90,12 +90,15 @@ def list_consumers(who: Authed, svc: Served) -> ConsumerListOut:
     response_model=ConsumerOut,
     summary="Make a consumer of an inbox's feed (or find the one there is)",
     openapi_extra={"requestBody": {"description": "The inbox it follows, where it starts."}},
-    response_description="The consumer, as it is",
-    responses=errors(
-        400, *AUTHENTICATED, 404, 409, 413, 422,
-        e404="No such inbox (or not the token's).",
-        e409="A consumer of that name follows another inbox.",
-    ),
+    response_description="The consumer was there already: as it is",
+    responses={
+        201: {"model": ConsumerOut, "description": "The consumer, made now"},
+        **errors(
+            400, *AUTHENTICATED, 404, 409, 413, 422,
+            e404="No such inbox (or not the token's).",
+            e409="A consumer of that name follows another inbox.",
+        ),
+    },
 )  # fmt: skip
 @needs(TokenScope.READ)
 def put_consumer(
