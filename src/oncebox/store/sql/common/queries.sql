@@ -14,7 +14,7 @@
 -- records_read: the record with its seal's log position, wherever the backend keeps it.
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       signature, log_seq, revised_at, octet_length(content) AS content_length
+       signature, log_seq, revised_at, octet_length(content) AS content_length, key
 FROM records_read WHERE id = ?;
 
 -- name: keep_revision
@@ -39,8 +39,8 @@ FROM revisions WHERE record_id = ? ORDER BY revision;
 -- DO NOTHING on the one-per-newcomer key: a newcomer already kept returns no row.
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
                         reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
-                        delivery_id, signature)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        delivery_id, signature, key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident, witness) DO NOTHING
 RETURNING id;
 
@@ -52,7 +52,7 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, octet_length(content) AS content_length
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length, key
 FROM quarantine WHERE id = ?;
 
 -- name: close_quarantine
@@ -74,7 +74,7 @@ SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS ident
        substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
        substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
        substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
-       octet_length(content) AS content_length
+       octet_length(content) AS content_length, substr(key, 1, CAST(:text AS INTEGER)) AS key
 FROM quarantine
 WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)

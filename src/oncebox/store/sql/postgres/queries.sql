@@ -35,7 +35,8 @@ SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
        r.evicted_at, r.late_replays, left(r.device_time, %(text)s::int) AS device_time,
        left(r.snapshot_id, %(text)s::int) AS snapshot_id,
        left(r.delivery_id, %(text)s::int) AS delivery_id, r.signature, r.log_seq,
-       r.revised_at, octet_length(r.content) AS content_length
+       r.revised_at, octet_length(r.content) AS content_length,
+       left(r.key, %(text)s::int) AS key
 FROM quarantine q JOIN records_read r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
 WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json));
 
@@ -50,16 +51,16 @@ WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)
 -- they queue instead of deadlocking (no identity locks are taken before).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
-                     log_seq)
+                     log_seq, key)
 OVERRIDING SYSTEM VALUE
 SELECT id, inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
-       device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1)
+       device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1), key
 FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
-                     %b::text[], %b::text[], %b::text[], %b::bigint[])
+                     %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[])
                      AS t(id, inbox_id, ident, identity, witness, content, fields,
                           first_seen, last_seen, device_time, snapshot_id, delivery_id,
-                          signature, log_seq)
+                          signature, log_seq, key)
 ORDER BY 3;
 
 -- name: reserve_record_ids
@@ -83,7 +84,7 @@ WHERE records.id = t.id;
 -- name: get_quarantine_for_update
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, octet_length(content) AS content_length
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length, key
 FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: list_dead_letters
@@ -120,7 +121,9 @@ WITH doomed AS (
   ORDER BY first_seen LIMIT %(limit)s
   FOR UPDATE
 )
-UPDATE records SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL
+UPDATE records
+SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL,
+    key = NULL
 FROM doomed WHERE records.id = doomed.id
 RETURNING records.id AS record_id, records.ident, records.witness, records.first_seen;
 

@@ -20,7 +20,7 @@ SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
        r.evicted_at, r.late_replays, substr(r.device_time, 1, :text) AS device_time,
        substr(r.snapshot_id, 1, :text) AS snapshot_id,
        substr(r.delivery_id, 1, :text) AS delivery_id, r.signature, r.log_seq, r.revised_at,
-       length(r.content) AS content_length
+       length(r.content) AS content_length, substr(r.key, 1, :text) AS key
 FROM quarantine q JOIN records_read r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
 WHERE q.id IN (SELECT value FROM json_each(:ids));
 
@@ -29,8 +29,8 @@ WHERE q.id IN (SELECT value FROM json_each(:ids));
 -- writer inserted first is not counted, and the engine decides again.
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
-                     log_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     log_seq, key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
@@ -61,7 +61,7 @@ WHERE id = ?1;
 -- BEGIN IMMEDIATE already holds the database's one write lock.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, length(content) AS content_length
+       delivery_id, signature, resolved_by, length(content) AS content_length, key
 FROM quarantine WHERE id = ?;
 
 -- name: list_dead_letters
@@ -95,7 +95,8 @@ WITH doomed AS (
   WHERE inbox_id = :inbox AND evicted_at IS NULL AND first_seen < :cutoff
   ORDER BY first_seen LIMIT :limit
 )
-UPDATE records SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL
+UPDATE records
+SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL, key = NULL
 WHERE id IN (SELECT id FROM doomed)
 RETURNING id AS record_id, ident, witness, first_seen;
 
