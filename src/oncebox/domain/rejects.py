@@ -55,8 +55,10 @@ class Quarantined:
     content_length: Annotated[int | None, Doc("Bytes of the content.")] = None
     key: Annotated[
         str | None,
-        Doc("The key its delivery came with, as sent; null if none came (or kept before "
-            "migration 19)."),
+        Doc(
+            "The key its delivery came with, as sent; null if none came (or kept before "
+            "migration 19)."
+        ),
     ] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()
 

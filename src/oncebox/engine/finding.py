@@ -35,7 +35,7 @@ from oncebox.domain import (
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.reads import SEARCH_SECONDS, search_term
 from oncebox.engine.views import LISTED, listed, read_cut, to_read
-from oncebox.errors import InvalidOperation, ReadTimedOut
+from oncebox.errors import InvalidQuery, ReadTimedOut
 from oncebox.store.base import Listing, Store
 from oncebox.store.finding import Finding as FindingPort
 
@@ -99,11 +99,11 @@ def digest_of(text: str, what: str) -> bytes:
     """The SHA-256 of a key or an identity, as the store keeps identities; one no store
     can hold (a NUL, a lone surrogate) is refused, since no delivery can have it."""
     if "\x00" in text:
-        raise InvalidOperation(f"a {what} holds no NUL character: no delivery has this one")
+        raise InvalidQuery(f"a {what} holds no NUL character: no delivery has this one")
     try:
         return hashlib.sha256(text.encode("utf-8")).digest()
     except UnicodeEncodeError:
-        raise InvalidOperation(f"a {what} is text: this one holds a lone surrogate") from None
+        raise InvalidQuery(f"a {what} is text: this one holds a lone surrogate") from None
 
 
 def window(
@@ -165,9 +165,9 @@ class Finding(ABC):
         try:
             newest = Order(order) is Order.NEWEST
         except ValueError:
-            raise InvalidOperation(f"order is one of {', '.join(ORDERS)}") from None
+            raise InvalidQuery(f"order is one of {', '.join(ORDERS)}") from None
         if limit < 1:
-            raise InvalidOperation("a page holds at least one record (limit >= 1)")
+            raise InvalidQuery("a page holds at least one record (limit >= 1)")
         needle = search_term(search)
         ident = digest_of(identity, "identity") if identity is not None else None
         keyed = digest_of(key, "key") if key is not None else None
@@ -197,7 +197,7 @@ class Finding(ABC):
             return None
         found = tx.record_start(after)
         if found is None or found[0] != inbox_id:
-            raise InvalidOperation(
+            raise InvalidQuery(
                 f"after: inbox {inbox} holds no record {after} (any more): page on from "
                 "the last id a page gave, or narrow by since and until instead"
             )
