@@ -331,7 +331,8 @@ def timeline(
         if r.seen_count > 1:
             told.append(
                 TimelineEntry(r.last_seen, Happened.DUPLICATES, r.id, count=r.seen_count - 1,
-                              detail="the same content again, counted; the last at this time")
+                              detail="the same content again: counted, never applied (the "
+                              "time is when it was last seen)")
             )  # fmt: skip
         if r.late_replays:
             told.append(
