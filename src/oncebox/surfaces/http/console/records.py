@@ -164,7 +164,9 @@ def _steps(timeline: list[TimelineEntry], logged: set[int]) -> list[Step]:
     ]
 
 
-def record_page(who: Session, view: RecordView) -> str:
+def record_page(who: Session, view: RecordView, **more: object) -> str:
+    """A record's page; ``more`` goes to ``record_more.html``, where other parts show
+    what they keep about the record (none yet)."""
     record = view.record
     content = record.content
     cut = content is not None and len(content) > LISTED.content
@@ -184,4 +186,5 @@ def record_page(who: Session, view: RecordView) -> str:
         api_proof=records.proof_of(record),
         steps=_steps(view.timeline, {entry.seq for entry in view.log}),
         log=lines,
+        **more,
     )
