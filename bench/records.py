@@ -18,6 +18,7 @@ index seek, tests/test_query_plans_finding.py).
 
     .venv/bin/python bench/records.py                       # 10^4 against 10^6 (~5 min)
     .venv/bin/python bench/records.py --big 100000 --seconds 2
+    .venv/bin/python bench/records.py --keep /tmp/stores    # fill once, measure again later
 """
 
 from __future__ import annotations
@@ -123,10 +124,17 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="fill the stores in DIR and keep them; a store already there "
+                        "is measured again as it is")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="oncebox-records-") as tmp:
-        paths = {n: Path(tmp) / f"records-{n}.db" for n in (args.small, args.big)}
+        where = args.keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        paths = {n: where / f"records-{n}.db" for n in (args.small, args.big)}
         for n, path in paths.items():
+            if path.exists():
+                continue
             took = fill(path, n)
             size = path.stat().st_size / 2**20
             print(f"filled {n:,} records in {took:.0f} s ({n / took:,.0f}/s), {size:,.0f} MiB")
