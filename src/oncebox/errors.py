@@ -72,6 +72,11 @@ class InvalidOperation(OnceboxError):
     """The operation does not apply to the item in its current state."""
 
 
+class InvalidQuery(InvalidOperation):
+    """The read asks for what no read can give (a page after a record not there, a key
+    no delivery can have)."""
+
+
 class WrongKey(OnceboxError):
     """A read result names another work key than the ticket it completes."""
 

@@ -7,9 +7,10 @@ decides in them, and the surfaces show them (their HTTP models are generated fro
 from oncebox.domain.access import SessionRow, TokenRow
 from oncebox.domain.decision import Decision
 from oncebox.domain.feed import Consumer, FeedEntry
+from oncebox.domain.finding import Happened, TimelineEntry
 from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Kind, Signed
 from oncebox.domain.leases import SEALER, Fenced, LeaseState, Resource
-from oncebox.domain.listing import WHOLE, DeadLetterFilter, Preview
+from oncebox.domain.listing import WHOLE, DeadLetterFilter, Preview, RecordWindow
 from oncebox.domain.log import LogEntry, LogEvent, PendingEvent
 from oncebox.domain.records import (
     Arrival,
@@ -58,6 +59,7 @@ __all__ = [
     "Eviction",
     "FeedEntry",
     "Fenced",
+    "Happened",
     "Inbox",
     "Instant",
     "JsonText",
@@ -74,12 +76,14 @@ __all__ = [
     "QuarantineStatus",
     "Quarantined",
     "Record",
+    "RecordWindow",
     "Resolution",
     "Resource",
     "Revision",
     "SessionRow",
     "Signed",
     "Stored",
+    "TimelineEntry",
     "TokenRow",
     "Verdict",
     "WorkItem",

@@ -34,3 +34,16 @@ class Preview:
 
 _ALL = 2**31 - 1
 WHOLE = Preview(_ALL, _ALL, _ALL)  # every value whole
+
+
+@dataclass(frozen=True)
+class RecordWindow:
+    """Which of an inbox's records a listing page reads, in first-seen order (``newest``:
+    the newest first): first seen from ``low`` to ``high``, both included, and past the
+    row the page before ended on (first seen at ``at``, id ``id``; ties go by id)."""
+
+    low: float
+    high: float
+    at: float
+    id: int
+    newest: bool

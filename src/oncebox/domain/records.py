@@ -10,6 +10,10 @@ from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Signed
 
 SIGNATURE = "The sender's verified webhook signature; null if the sender did not sign it."
 LISTED_CUT = "In a listing: the values shown only in part (the whole is one request away)."
+KEY = (
+    "The key its delivery came with, as sent; null if none came, once evicted, or for one "
+    "kept before keys were (migration 19)."
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Record:
     log_seq: Annotated[int | None, Doc("The log entry that sealed it.")] = None
     revised_at: Annotated[float | None, Doc("When an operator last revised it (unix s).")] = None
     content_length: Annotated[int | None, Doc("Bytes of the content.")] = None
+    key: Annotated[str | None, Doc(KEY)] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()
 
     @property
@@ -95,6 +100,7 @@ class NewRecord(NamedTuple):
     fields: str
     arrival: Arrival
     log_seq: int | None = None
+    key: str | None = None  # the delivery's key, as sent
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ class Newcomer(NamedTuple):
     fields: str
     arrival: Arrival
     times: int
+    key: str | None = None  # the delivery's key, as sent
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,13 @@ class Quarantined:
         None
     )
     content_length: Annotated[int | None, Doc("Bytes of the content.")] = None
+    key: Annotated[
+        str | None,
+        Doc(
+            "The key its delivery came with, as sent; null if none came (or kept before "
+            "migration 19)."
+        ),
+    ] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()
 
 

@@ -14,6 +14,7 @@ from oncebox.engine.apply import BUILT_IN, apply_name
 from oncebox.engine.decide import Decided, DecisionTx, decide_batch
 from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
+from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
@@ -28,7 +29,7 @@ from oncebox.logtext import escaped
 from oncebox.store.base import Declaring, Operating, Store, T, Tx
 
 
-class Oncebox(Reads, Following):
+class Oncebox(Reads, Following, Finding):
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 

@@ -123,7 +123,8 @@ class Walk:
             record_id = next(self._ids)
             self.records.append(
                 NewRecord(record_id, ident, identity.identity, witness, decoded.content,
-                          fields_json(decoded), arrival(item.delivery))
+                          fields_json(decoded), arrival(item.delivery), None,
+                          item.delivery.key)
             )  # fmt: skip
             self.firsts.append(index)
             self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
@@ -144,7 +145,8 @@ class Walk:
             if row == len(self.newcomers):
                 self.newcomers.append(
                     Newcomer(ident, identity.identity, seen.id, witness, decoded.content,
-                             fields_json(decoded), arrival(item.delivery), 0)
+                             fields_json(decoded), arrival(item.delivery), 0,
+                             item.delivery.key)
                 )  # fmt: skip
             newcomer = self.newcomers[row]
             self.newcomers[row] = newcomer._replace(times=newcomer.times + 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from oncebox.domain import (
     DeadLetter,
@@ -167,7 +167,20 @@ class Reads(ABC):
             row = tx.get_dead_letter(letter_id)
         return (self._by_id(row.inbox_id).name, row) if row else None
 
-    def record(self, inbox: str, identity: str) -> Record | None:
+    @overload
+    def record(self, record_id: int, /) -> Record | None: ...
+
+    @overload
+    def record(self, inbox: str, identity: str) -> Record | None: ...
+
+    def record(self, inbox: str | int, identity: str | None = None) -> Record | None:
+        """A record whole: by its id (``box.record(7)``), or by its inbox and identity
+        (``box.record("ussd", "rec1")``); None if there is none."""
+        if isinstance(inbox, int) and not isinstance(inbox, bool) and identity is None:
+            with self.store.reading() as tx:
+                return tx.get_record(inbox)
+        if not isinstance(inbox, str) or not isinstance(identity, str):
+            raise TypeError("record(record_id) or record(inbox, identity)")
         ident = hashlib.sha256(identity.encode("utf-8")).digest()
         return self._record_by_digest(self.inbox(inbox).row.id, ident)
 

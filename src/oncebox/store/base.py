@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
+from oncebox.store.finding import Finding
 from oncebox.store.ports import (
     Access,
     Chain,
@@ -42,6 +43,7 @@ class Tx(
     Declaring,
     Access,
     Feeding,
+    Finding,
     StepTx,
     Protocol,
 ):
@@ -107,6 +109,7 @@ __all__ = [
     "Feeding",
     "FencePort",
     "Figures",
+    "Finding",
     "Listing",
     "Operating",
     "Params",

@@ -26,7 +26,7 @@ class RecordsSql(SqlBase):
             [
                 (r.id, inbox_id, r.ident, r.identity, r.witness, r.content, r.fields, now, now,
                  r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
-                 r.arrival.signature, r.log_seq)
+                 r.arrival.signature, r.log_seq, r.key)
                 for r in records
             ],
         )  # fmt: skip

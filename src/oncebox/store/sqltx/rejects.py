@@ -34,7 +34,7 @@ class RejectsSql(SqlBase):
                 "quarantine_insert",
                 (inbox_id, n.ident, n.identity, n.record_id, n.witness, n.content, n.fields,
                  reason, now, now, n.times, arrival.device_time, arrival.snapshot_id,
-                 arrival.delivery_id, arrival.signature),
+                 arrival.delivery_id, arrival.signature, n.key),
             )  # fmt: skip
             if row is not None:
                 kept.append((int(row[0]), True))

@@ -26,6 +26,7 @@ from oncebox.engine.feed import PastHandedOut, StaleCursor
 from oncebox.errors import (
     ApplyError,
     InvalidOperation,
+    InvalidQuery,
     NotFound,
     OnceboxError,
     StorageError,
@@ -124,6 +125,8 @@ def from_error(exc: OnceboxError) -> ProblemError:
         return ProblemError(422, "past-handed-out", str(exc))
     if isinstance(exc, StaleCursor):
         return ProblemError(409, "stale-token", str(exc), extra={"reason": exc.reason})
+    if isinstance(exc, InvalidQuery):
+        return ProblemError(422, "validation", str(exc))
     if isinstance(exc, InvalidOperation | ProofError):
         return ProblemError(409, "invalid-operation", str(exc))
     return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")

@@ -14,7 +14,7 @@
 -- records_read: the record with its seal's log position, wherever the backend keeps it.
 SELECT id, inbox_id, ident, identity, witness, revision, content, fields, first_seen,
        last_seen, seen_count, evicted_at, late_replays, device_time, snapshot_id, delivery_id,
-       signature, log_seq, revised_at, octet_length(content) AS content_length
+       signature, log_seq, revised_at, octet_length(content) AS content_length, key
 FROM records_read WHERE id = ?;
 
 -- name: keep_revision
@@ -39,8 +39,8 @@ FROM revisions WHERE record_id = ? ORDER BY revision;
 -- DO NOTHING on the one-per-newcomer key: a newcomer already kept returns no row.
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
                         reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
-                        delivery_id, signature)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        delivery_id, signature, key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident, witness) DO NOTHING
 RETURNING id;
 
@@ -52,7 +52,7 @@ RETURNING id;
 -- name: get_quarantine
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, octet_length(content) AS content_length
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length, key
 FROM quarantine WHERE id = ?;
 
 -- name: close_quarantine
@@ -74,7 +74,7 @@ SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS ident
        substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
        substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
        substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
-       octet_length(content) AS content_length
+       octet_length(content) AS content_length, substr(key, 1, CAST(:text AS INTEGER)) AS key
 FROM quarantine
 WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
@@ -343,3 +343,79 @@ UPDATE consumers SET position = ?, handed_out = ?, updated_at = ? WHERE name = ?
 
 -- name: consumer_drop
 DELETE FROM consumers WHERE name = ?;
+
+-- Finding records (oncebox.store.finding) -------------------------------------------
+-- A key is found where it is the identity by the identity's unique index (a record or
+-- newcomer whose key is unknown, kept before migration 19, counts when its identity is
+-- the key), elsewhere by the key's own index (records_key, quarantine_key,
+-- dead_letters_key: its first 256 characters, oncebox.store.finding.KEY_INDEXED).
+
+-- name: record_start
+SELECT inbox_id, first_seen FROM records WHERE id = ?;
+
+-- name: records_keyed
+SELECT id, ident, first_seen FROM records
+WHERE inbox_id = :inbox AND ident = :ident AND (key = :key OR key IS NULL)
+UNION ALL
+SELECT id, ident, first_seen FROM records
+WHERE inbox_id = :inbox AND substr(key, 1, 256) = :prefix AND key = :key
+  AND key <> identity
+ORDER BY 1 LIMIT :limit;
+
+-- name: records_identified
+SELECT id, ident, first_seen FROM records WHERE inbox_id = ? AND ident = ?;
+
+-- name: quarantine_of
+-- Values cut as list_quarantine cuts them.
+SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS identity,
+       record_id, witness,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, CAST(:head AS INTEGER)) END AS content,
+       substr(fields, 1, CAST(:fields AS INTEGER)) AS fields, reason, status,
+       substr(note, 1, CAST(:text AS INTEGER)) AS note,
+       first_seen, last_seen, seen_count, resolved_at,
+       substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
+       substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
+       substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
+       octet_length(content) AS content_length, substr(key, 1, CAST(:text AS INTEGER)) AS key
+FROM quarantine
+WHERE inbox_id = :inbox AND ident = :ident
+ORDER BY id LIMIT :limit;
+
+-- name: quarantine_keyed
+-- Values cut as list_quarantine cuts them.
+SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS identity,
+       record_id, witness,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, CAST(:head AS INTEGER)) END AS content,
+       substr(fields, 1, CAST(:fields AS INTEGER)) AS fields, reason, status,
+       substr(note, 1, CAST(:text AS INTEGER)) AS note,
+       first_seen, last_seen, seen_count, resolved_at,
+       substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
+       substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
+       substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
+       octet_length(content) AS content_length, substr(key, 1, CAST(:text AS INTEGER)) AS key
+FROM quarantine
+WHERE id IN (
+  SELECT id FROM quarantine
+  WHERE inbox_id = :inbox AND ident = :ident AND (key = :key OR key IS NULL)
+  UNION ALL
+  SELECT id FROM quarantine
+  WHERE inbox_id = :inbox AND substr(key, 1, 256) = :prefix AND key = :key
+    AND key <> identity
+)
+ORDER BY id LIMIT :limit;
+
+-- name: dead_letters_keyed
+-- Values cut as list_dead_letters cuts them.
+SELECT id, inbox_id, reason, substr(detail, 1, CAST(:text AS INTEGER)) AS detail,
+       CASE WHEN length(head) <= :head THEN head
+            ELSE substr(head, 1, CAST(:head AS INTEGER)) END AS head,
+       length, sha256, substr(key, 1, CAST(:text AS INTEGER)) AS key, received_at,
+       substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
+       substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
+       substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, replayed_at,
+       replayed_by, replay_verdict, octet_length(head) AS kept
+FROM dead_letters
+WHERE inbox_id = :inbox AND substr(key, 1, 256) = :prefix AND key = :key
+ORDER BY id LIMIT :limit;

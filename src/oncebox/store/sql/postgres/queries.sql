@@ -35,7 +35,8 @@ SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
        r.evicted_at, r.late_replays, left(r.device_time, %(text)s::int) AS device_time,
        left(r.snapshot_id, %(text)s::int) AS snapshot_id,
        left(r.delivery_id, %(text)s::int) AS delivery_id, r.signature, r.log_seq,
-       r.revised_at, octet_length(r.content) AS content_length
+       r.revised_at, octet_length(r.content) AS content_length,
+       left(r.key, %(text)s::int) AS key
 FROM quarantine q JOIN records_read r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
 WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json));
 
@@ -50,16 +51,16 @@ WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)
 -- they queue instead of deadlocking (no identity locks are taken before).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
-                     log_seq)
+                     log_seq, key)
 OVERRIDING SYSTEM VALUE
 SELECT id, inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
-       device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1)
+       device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1), key
 FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
                      %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
-                     %b::text[], %b::text[], %b::text[], %b::bigint[])
+                     %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[])
                      AS t(id, inbox_id, ident, identity, witness, content, fields,
                           first_seen, last_seen, device_time, snapshot_id, delivery_id,
-                          signature, log_seq)
+                          signature, log_seq, key)
 ORDER BY 3;
 
 -- name: reserve_record_ids
@@ -83,7 +84,7 @@ WHERE records.id = t.id;
 -- name: get_quarantine_for_update
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, octet_length(content) AS content_length
+       delivery_id, signature, resolved_by, octet_length(content) AS content_length, key
 FROM quarantine WHERE id = %s FOR UPDATE;
 
 -- name: list_dead_letters
@@ -120,7 +121,9 @@ WITH doomed AS (
   ORDER BY first_seen LIMIT %(limit)s
   FOR UPDATE
 )
-UPDATE records SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL
+UPDATE records
+SET evicted_at = %(now)s, content = NULL, fields = NULL, identity = NULL,
+    key = NULL
 FROM doomed WHERE records.id = doomed.id
 RETURNING records.id AS record_id, records.ident, records.witness, records.first_seen;
 
@@ -248,3 +251,49 @@ ORDER BY l.seq LIMIT %(limit)s;
 -- name: consumer_get
 SELECT name, inbox_id, position, handed_out, created_at, updated_at
 FROM consumers WHERE name = %s FOR UPDATE;
+
+-- Finding records (oncebox.store.finding) -------------------------------------------
+
+-- name: record_page_oldest
+-- Named parameters. On records_age (first_seen): the window's range, in its order, from
+-- where the page before ended.
+SELECT id FROM records
+WHERE inbox_id = %(inbox)s AND first_seen >= %(low)s AND first_seen <= %(high)s
+  AND (first_seen > %(at)s OR id > %(id)s)
+  AND (%(search)s::bytea IS NULL OR position(%(search)s::bytea IN content) > 0)
+ORDER BY first_seen, id LIMIT %(limit)s;
+
+-- name: record_page_newest
+SELECT id FROM records
+WHERE inbox_id = %(inbox)s AND first_seen >= %(low)s AND first_seen <= %(high)s
+  AND (first_seen < %(at)s OR id < %(id)s)
+  AND (%(search)s::bytea IS NULL OR position(%(search)s::bytea IN content) > 0)
+ORDER BY first_seen DESC, id DESC LIMIT %(limit)s;
+
+-- name: records_listed
+-- Named parameters. Each value cut as list_originals cuts it; the search looks at the
+-- whole content.
+SELECT id, inbox_id, ident, left(identity, %(text)s::int) AS identity, witness, revision,
+       substring(content FROM 1 FOR %(head)s::int) AS content,
+       left(fields, %(fields)s::int) AS fields, first_seen, last_seen, seen_count,
+       evicted_at, late_replays, left(device_time, %(text)s::int) AS device_time,
+       left(snapshot_id, %(text)s::int) AS snapshot_id,
+       left(delivery_id, %(text)s::int) AS delivery_id, signature, log_seq, revised_at,
+       octet_length(content) AS content_length, left(key, %(text)s::int) AS key
+FROM records_read
+WHERE id = ANY (ARRAY(SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)))
+  AND (%(search)s::bytea IS NULL OR position(%(search)s::bytea IN content) > 0);
+
+-- name: log_about
+-- Named parameters. By the ids the entries' states name, on the partial indexes
+-- log_quarantine and log_record (their expressions written here exactly as there).
+SELECT seq, step, state, hash, inbox_id, record_id, revision FROM log
+WHERE step IN ('quarantine', 'resolve')
+  AND (substring(state FROM '"quarantine":([0-9]{1,18})[,}]')::bigint) = ANY (
+      ARRAY(SELECT value::bigint FROM json_array_elements_text(%(quarantine)s::json)))
+UNION
+SELECT seq, step, state, hash, inbox_id, record_id, revision FROM log
+WHERE step IN ('evict', 'replay')
+  AND (substring(state FROM '"record":([0-9]{1,18})[,}]')::bigint) = ANY (
+      ARRAY(SELECT value::bigint FROM json_array_elements_text(%(records)s::json)))
+ORDER BY seq LIMIT %(limit)s;

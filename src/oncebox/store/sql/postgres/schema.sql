@@ -50,6 +50,7 @@ CREATE TABLE records (
     log_seq      bigint,               -- NULL: unsealed; -1: see seal_positions
     revised_at   double precision,     -- when the current revision was decided
     signature    text,                 -- what a verified webhook signature vouched for
+    key          text,                 -- the delivery's key (NULL: none, or unknown)
     CONSTRAINT records_one_per_identity UNIQUE (inbox_id, ident)
 );
 -- Led by first_seen, not inbox_id: led by inbox_id it competed with the identity
@@ -57,6 +58,10 @@ CREATE TABLE records (
 -- pick it for identity lookups.
 CREATE INDEX records_age ON records (first_seen);
 CREATE INDEX records_unsealed ON records (id) WHERE log_seq IS NULL;
+-- A record's delivery key, where it is not the identity (whose own index finds it): an
+-- accepted delivery keyed by its identity writes no entry here. The first 256 characters
+-- of a key are indexed (a b-tree entry is bounded), the whole key compared on the row.
+CREATE INDEX records_key ON records (inbox_id, substr(key, 1, 256)) WHERE key <> identity;
 
 -- A seal writes a narrow row here instead of rewriting the record it seals (a rewrite
 -- copies the whole record and adds an entry to each of its indexes). A record decided
@@ -77,7 +82,7 @@ SELECT r.id, r.inbox_id, r.ident, r.identity, r.witness, r.revision, r.content, 
        r.first_seen, r.last_seen, r.seen_count, r.evicted_at, r.late_replays,
        r.max_lateness, r.device_time, r.snapshot_id, r.delivery_id,
        CASE WHEN r.log_seq = -1 THEN sp.seq ELSE r.log_seq END AS log_seq,
-       r.revised_at, r.signature
+       r.revised_at, r.signature, r.key
 FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id;
 
 -- Superseded revisions of a record, kept when an operator accepts a newcomer.
@@ -116,9 +121,12 @@ CREATE TABLE quarantine (
     delivery_id text,
     resolved_by text,
     signature   text,
+    key         text,
     CONSTRAINT quarantine_one_per_newcomer UNIQUE (inbox_id, ident, witness)
 );
 CREATE INDEX quarantine_status ON quarantine (inbox_id, status);
+CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
+WHERE key <> identity;
 
 -- Invalid deliveries: a bounded copy, its full length and digest, and the reason;
 -- replayed_*: when it was delivered again, by whom, with which verdict.
@@ -142,6 +150,8 @@ CREATE TABLE dead_letters (
 );
 CREATE INDEX dead_letters_inbox ON dead_letters (inbox_id, id);
 CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
+CREATE INDEX dead_letters_key ON dead_letters (inbox_id, substr(key, 1, 256))
+WHERE key IS NOT NULL;
 
 -- Deliveries counted per inbox, hour and verdict.
 CREATE TABLE verdict_counts (
@@ -191,6 +201,18 @@ CREATE TABLE log (
     record_id bigint,
     revision  bigint
 );
+-- The entries about a quarantined newcomer (its quarantine, its resolution) and about a
+-- record after its seal (its eviction, a replay it came from), by the id their state
+-- names (a state that is not the JSON oncebox writes names none: it is never refused).
+-- Partial: an accept or a duplicate writes no entry here.
+CREATE INDEX log_quarantine ON log (
+    (substring(state FROM '"quarantine":([0-9]{1,18})[,}]')::bigint)
+)
+WHERE step IN ('quarantine', 'resolve');
+CREATE INDEX log_record ON log (
+    (substring(state FROM '"record":([0-9]{1,18})[,}]')::bigint)
+)
+WHERE step IN ('evict', 'replay');
 
 -- Complete, aligned Merkle subtrees over the log, kept at levels 4, 8, 12, ... only
 -- (engine/log.py rebuilds the others from these and from the entries).

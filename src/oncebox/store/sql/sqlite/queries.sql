@@ -20,7 +20,7 @@ SELECT q.id AS quarantine_id, r.id, r.inbox_id, r.ident,
        r.evicted_at, r.late_replays, substr(r.device_time, 1, :text) AS device_time,
        substr(r.snapshot_id, 1, :text) AS snapshot_id,
        substr(r.delivery_id, 1, :text) AS delivery_id, r.signature, r.log_seq, r.revised_at,
-       length(r.content) AS content_length
+       length(r.content) AS content_length, substr(r.key, 1, :text) AS key
 FROM quarantine q JOIN records_read r ON r.inbox_id = q.inbox_id AND r.ident = q.ident
 WHERE q.id IN (SELECT value FROM json_each(:ids));
 
@@ -29,8 +29,8 @@ WHERE q.id IN (SELECT value FROM json_each(:ids));
 -- writer inserted first is not counted, and the engine decides again.
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
-                     log_seq)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                     log_seq, key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
@@ -61,7 +61,7 @@ WHERE id = ?1;
 -- BEGIN IMMEDIATE already holds the database's one write lock.
 SELECT id, inbox_id, ident, identity, record_id, witness, content, fields, reason, status,
        note, first_seen, last_seen, seen_count, resolved_at, device_time, snapshot_id,
-       delivery_id, signature, resolved_by, length(content) AS content_length
+       delivery_id, signature, resolved_by, length(content) AS content_length, key
 FROM quarantine WHERE id = ?;
 
 -- name: list_dead_letters
@@ -95,7 +95,8 @@ WITH doomed AS (
   WHERE inbox_id = :inbox AND evicted_at IS NULL AND first_seen < :cutoff
   ORDER BY first_seen LIMIT :limit
 )
-UPDATE records SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL
+UPDATE records
+SET evicted_at = :now, content = NULL, fields = NULL, identity = NULL, key = NULL
 WHERE id IN (SELECT id FROM doomed)
 RETURNING id AS record_id, ident, witness, first_seen;
 
@@ -178,3 +179,49 @@ ORDER BY l.seq LIMIT :limit;
 -- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to lock.
 SELECT name, inbox_id, position, handed_out, created_at, updated_at
 FROM consumers WHERE name = ?;
+
+-- Finding records (oncebox.store.finding) -------------------------------------------
+
+-- name: record_page_oldest
+-- On records_age (inbox_id, first_seen, and the rowid every SQLite index ends with):
+-- the window's range, in its order, from where the page before ended.
+SELECT id FROM records
+WHERE inbox_id = :inbox AND first_seen >= :low AND first_seen <= :high
+  AND (first_seen > :at OR id > :id)
+  AND (:search IS NULL OR instr(content, CAST(:search AS BLOB)) > 0)
+ORDER BY first_seen, id LIMIT :limit;
+
+-- name: record_page_newest
+SELECT id FROM records
+WHERE inbox_id = :inbox AND first_seen >= :low AND first_seen <= :high
+  AND (first_seen < :at OR id < :id)
+  AND (:search IS NULL OR instr(content, CAST(:search AS BLOB)) > 0)
+ORDER BY first_seen DESC, id DESC LIMIT :limit;
+
+-- name: records_listed
+-- Each value cut as list_originals cuts it; the search looks at the whole content.
+SELECT id, inbox_id, ident, substr(identity, 1, :text) AS identity, witness, revision,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, :head) END AS content,
+       substr(fields, 1, :fields) AS fields, first_seen, last_seen, seen_count, evicted_at,
+       late_replays, substr(device_time, 1, :text) AS device_time,
+       substr(snapshot_id, 1, :text) AS snapshot_id,
+       substr(delivery_id, 1, :text) AS delivery_id, signature, log_seq, revised_at,
+       length(content) AS content_length, substr(key, 1, :text) AS key
+FROM records_read
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND (:search IS NULL OR instr(content, CAST(:search AS BLOB)) > 0);
+
+-- name: log_about
+-- By the ids the entries' states name, on the partial indexes log_quarantine and
+-- log_record (their expressions written here exactly as there).
+SELECT seq, step, state, hash, inbox_id, record_id, revision FROM log
+WHERE step IN ('quarantine', 'resolve')
+  AND CASE WHEN json_valid(state) THEN json_extract(state, '$.quarantine') END
+      IN (SELECT value FROM json_each(:quarantine))
+UNION
+SELECT seq, step, state, hash, inbox_id, record_id, revision FROM log
+WHERE step IN ('evict', 'replay')
+  AND CASE WHEN json_valid(state) THEN json_extract(state, '$.record') END
+      IN (SELECT value FROM json_each(:records))
+ORDER BY seq LIMIT :limit;

@@ -50,10 +50,15 @@ CREATE TABLE records (
     log_seq      INTEGER,              -- the seal's log position; NULL until sealed
     revised_at   REAL,                 -- when the current revision was decided
     signature    TEXT,                 -- what a verified webhook signature vouched for
+    key          TEXT,                 -- the delivery's key (NULL: none, or unknown)
     UNIQUE (inbox_id, ident)
 );
 CREATE INDEX records_age ON records (inbox_id, first_seen);
 CREATE INDEX records_unsealed ON records (id) WHERE log_seq IS NULL;
+-- A record's delivery key, where it is not the identity (whose own index finds it): an
+-- accepted delivery keyed by its identity writes no entry here. The first 256 characters
+-- of a key are indexed (a b-tree entry is bounded), the whole key compared on the row.
+CREATE INDEX records_key ON records (inbox_id, substr(key, 1, 256)) WHERE key <> identity;
 
 -- Every read of a record's log position goes through this view, as on PostgreSQL,
 -- where a seal may keep the position in a row of its own; here the view is the table.
@@ -96,9 +101,12 @@ CREATE TABLE quarantine (
     delivery_id TEXT,
     resolved_by TEXT,
     signature   TEXT,
+    key         TEXT,
     UNIQUE (inbox_id, ident, witness)
 );
 CREATE INDEX quarantine_status ON quarantine (inbox_id, status);
+CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
+WHERE key <> identity;
 
 -- Invalid deliveries: a bounded copy, its full length and digest, and the reason;
 -- replayed_*: when it was delivered again, by whom, with which verdict.
@@ -122,6 +130,8 @@ CREATE TABLE dead_letters (
 );
 CREATE INDEX dead_letters_inbox ON dead_letters (inbox_id, id);
 CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
+CREATE INDEX dead_letters_key ON dead_letters (inbox_id, substr(key, 1, 256))
+WHERE key IS NOT NULL;
 
 -- Deliveries counted per inbox, hour and verdict.
 CREATE TABLE verdict_counts (
@@ -171,6 +181,18 @@ CREATE TABLE log (
     record_id INTEGER,
     revision  INTEGER
 );
+-- The entries about a quarantined newcomer (its quarantine, its resolution) and about a
+-- record after its seal (its eviction, a replay it came from), by the id their state
+-- names (a state that is not the JSON oncebox writes names none: it is never refused).
+-- Partial: an accept or a duplicate writes no entry here.
+CREATE INDEX log_quarantine ON log (
+    CASE WHEN json_valid(state) THEN json_extract(state, '$.quarantine') END
+)
+WHERE step IN ('quarantine', 'resolve');
+CREATE INDEX log_record ON log (
+    CASE WHEN json_valid(state) THEN json_extract(state, '$.record') END
+)
+WHERE step IN ('evict', 'replay');
 
 -- Complete, aligned Merkle subtrees over the log, kept at levels 4, 8, 12, ... only
 -- (engine/log.py rebuilds the others from these and from the entries).

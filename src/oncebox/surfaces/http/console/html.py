@@ -27,6 +27,7 @@ from oncebox.surfaces.views import iso
 
 NAV = (
     ("Overview", ""),
+    ("Records", "/records"),
     ("Triage", "/triage"),
     ("Quarantine", "/quarantine"),
     ("Dead letters", "/dead-letters"),

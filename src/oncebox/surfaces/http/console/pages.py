@@ -129,7 +129,7 @@ class LogLine:
     hash: str
 
 
-def _line(entry: LogEntry) -> LogLine:
+def line(entry: LogEntry) -> LogLine:
     try:
         state = json.loads(entry.state)
     except ValueError:
@@ -167,7 +167,7 @@ def log(
     entries = None
     if "*" in who.token.inboxes:
         start = max(1, point.tree_size - 24)
-        entries = [_line(x) for x in reversed(box.log_entries(start, 25))]
+        entries = [line(x) for x in reversed(box.log_entries(start, 25))]
     return render("log.html", who, "Log", checkpoint=facts, verified=verified, entries=entries)
 
 

@@ -7,6 +7,7 @@ session and CSRF checks are written once (:mod:`.session`); no rule lives here.
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
 from urllib.parse import quote
 
@@ -15,19 +16,21 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from oncebox.domain import NOTE_MAX
-from oncebox.engine.sessions import SESSION_SECONDS
+from oncebox.engine.finding import RecordView
+from oncebox.engine.sessions import SESSION_SECONDS, Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.choices import RESOLUTIONS
 from oncebox.surfaces.http.auth import SignInRefused, sign_in
 from oncebox.surfaces.http.console import html as h
-from oncebox.surfaces.http.console import letters, pages, quarantine, triage
+from oncebox.surfaces.http.console import letters, pages, quarantine, records, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import (
     COOKIE,
     SIGNIN_COOKIE,
     Actor,
+    Console,
     Current,
     Served,
     Viewer,
@@ -184,14 +187,71 @@ async def dead_letter_head(letter_id: int, who: Viewer, svc: Served) -> Response
     return _download(found[1].head, f"dead-letter-{letter_id}.bin")
 
 
-def _download(data: bytes, filename: str) -> Response:
+def _download(data: bytes, filename: str, media_type: str = "application/octet-stream") -> Response:
     """Bytes a sender sent, as a file to save, never as a page to render."""
     disposition = f'attachment; filename="{filename}"'
     return Response(
         data,
-        media_type="application/octet-stream",
+        media_type=media_type,
         headers={**HEADERS, "Content-Disposition": disposition},
     )
+
+
+@router.get("/records")
+async def records_page(request: Request, who: Viewer, svc: Served) -> Response:
+    ask = records.asked(request.query_params, svc.covered(who))
+    searching = bool(ask.query.search) and not ask.problems
+    try:
+        if searching:
+            svc.readers.take_search()
+    except ProblemError as exc:
+        return refused(who, exc.detail, 503, exc.headers)
+    try:
+        page = await svc.readers.run(records.page, svc.box, who, svc.covered(who), ask)
+    except ReadTimedOut as exc:
+        return refused(who, str(exc), 503, {"Retry-After": RETRY_AFTER})
+    except OnceboxError as exc:  # a page after a record no longer there
+        return refused(who, str(exc), 422)
+    finally:
+        if searching:
+            svc.readers.give_search()
+    return h.respond(page)
+
+
+async def _record(record_id: int, who: Session, svc: Console) -> RecordView | None:
+    """The record with all that happened to it, if it is in the session's inboxes."""
+    if not 1 <= record_id < 2**63:
+        return None
+    view = await svc.readers.run(svc.box.record_view, record_id)
+    return view if view is not None and who.token.covers(view.inbox) else None
+
+
+@router.get("/records/{record_id}")
+async def record_page(record_id: int, who: Viewer, svc: Served) -> Response:
+    view = await _record(record_id, who, svc)
+    if view is None:
+        return refused(who, f"No record {record_id} in your inboxes.", 404)
+    return h.respond(records.record_page(who, view))
+
+
+@router.get("/records/{record_id}/content")
+async def record_content(record_id: int, who: Viewer, svc: Served) -> Response:
+    """All of a record's content: the page shows its first bytes."""
+    view = await _record(record_id, who, svc)
+    if view is None or view.record.content is None:
+        return refused(who, f"No record {record_id} with its content in your inboxes.", 404)
+    return _download(view.record.content, f"record-{record_id}.bin")
+
+
+@router.get("/records/{record_id}/proof")
+async def record_proof(record_id: int, who: Viewer, svc: Served) -> Response:
+    """The inclusion proof of a record's seal, as a file ``oncebox verify-proof`` reads."""
+    view = await _record(record_id, who, svc)
+    if view is None or view.record.log_seq is None:
+        return refused(who, f"No sealed record {record_id} in your inboxes.", 404)
+    proof = await run_in_threadpool(svc.box.prove, record_id)
+    body = json.dumps(proof, indent=2).encode()
+    return _download(body, f"record-{record_id}-proof.json", "application/json")
 
 
 @router.get("/dead-letters")

@@ -11,6 +11,7 @@ from oncebox.surfaces.http.routes import (
     log,
     metrics,
     quarantine,
+    records,
     triage,
     work,
 )
@@ -22,6 +23,7 @@ ROUTERS = (
     log.router,
     feed.router,
     consumers.router,
+    records.router,
     quarantine.router,
     letters.router,
     triage.router,
@@ -36,6 +38,7 @@ TAGS = [
     log.TAG,
     feed.TAG,
     consumers.TAG,
+    records.TAG,
     quarantine.TAG,
     triage.TAG,
     work.TAG,

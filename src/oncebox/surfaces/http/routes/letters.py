@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query
-from pydantic import WithJsonSchema
 from starlette.responses import Response, StreamingResponse
 
 from oncebox.engine.reads import SEARCH_BYTES, SEARCH_SECONDS, search_term
@@ -20,26 +19,17 @@ from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.reading import SEARCHES, encoded, encoder, joined
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
+from oncebox.surfaces.http.when import WHEN, WHEN_SCHEMA, seconds
 from oncebox.surfaces.listing import LIMIT
-from oncebox.surfaces.views import ISO_PATTERN, SECONDS_PATTERN, as_json, parse_when
+from oncebox.surfaces.views import as_json
 
 router = APIRouter(tags=["quarantine"], route_class=StrictJSONRoute)
 NDJSON = "application/x-ndjson"
-WHEN = "ISO 8601 (without an offset it is UTC) or unix seconds, on the server clock"
 Reason = Annotated[
     str | None, Query(max_length=64, description="Only dead letters refused for this reason.")
 ]
 # A string read by the same rule as the CLI and the console (views.parse_when), and
-# published as exactly what that rule takes.
-WHEN_SCHEMA = WithJsonSchema(
-    {
-        "anyOf": [
-            {"type": "string", "pattern": ISO_PATTERN},
-            {"type": "string", "pattern": SECONDS_PATTERN},
-            {"type": "null"},
-        ]
-    }
-)
+# published as exactly what that rule takes (surfaces/http/when.py).
 Since = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received at or after this: {WHEN}.")]
 Until = Annotated[str | None, WHEN_SCHEMA, Query(description=f"Received before this: {WHEN}.")]
 Search = Annotated[
@@ -57,15 +47,6 @@ After = Annotated[
 ]
 
 
-def _seconds(name: str, when: str | None) -> float | None:
-    if when is None:
-        return None
-    try:
-        return parse_when(when)
-    except ValueError as exc:
-        raise ProblemError(422, "validation", f"query.{name}: {exc}") from None
-
-
 def _filters(
     reason: Reason = None,
     since: Since = None,
@@ -74,7 +55,7 @@ def _filters(
     after: After = 0,
 ) -> letters.Query:
     """The dead-letter filters both listing routes take, as one query."""
-    times = _seconds("since", since), _seconds("until", until)
+    times = seconds("since", since), seconds("until", until)
     try:
         search_term(search)
     except InvalidOperation as exc:
