@@ -72,6 +72,14 @@ class InvalidOperation(OnceboxError):
     """The operation does not apply to the item in its current state."""
 
 
+class UnknownValue(InvalidOperation):
+    """A filter or a setting names a value that is not one of the known ones."""
+
+    def __init__(self, message: str, *, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.known = known
+
+
 class WrongKey(OnceboxError):
     """A read result names another work key than the ticket it completes."""
 

@@ -45,6 +45,9 @@ class Delivery:
     delivery_id: str | None = None
     lease_token: int | None = None
     signature: Verified | None = None
+    # The dead letter this delivers again (a replay, or a line of a dead letters'
+    # export): deciding it closes that dead letter, or counts one attempt more on it.
+    dead_letter: int | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
+from oncebox.store.letters import Archiving, Retrying, Selecting
 from oncebox.store.ports import (
     Access,
     Chain,
@@ -42,6 +43,9 @@ class Tx(
     Declaring,
     Access,
     Feeding,
+    Retrying,
+    Archiving,
+    Selecting,
     StepTx,
     Protocol,
 ):
