@@ -98,15 +98,13 @@ class DeadLetter:
         LetterStatus, Doc("open, replayed (delivered again and decided) or archived.")
     ] = LetterStatus.OPEN
     attempts: Annotated[int, Doc("How often it was delivered again (replays, lines).")] = 0
-    last_reason: Annotated[
-        str | None, Doc("Why its last replay was refused again, or null.")
-    ] = None
+    last_reason: Annotated[str | None, Doc("Why its last replay was refused again, or null.")] = (
+        None
+    )
     last_tried: Annotated[
         Instant | None, Doc("When it was last delivered again (ISO 8601), or null.")
     ] = None
-    archived_at: Annotated[Instant | None, Doc("When it was archived (ISO 8601), or null.")] = (
-        None
-    )
+    archived_at: Annotated[Instant | None, Doc("When it was archived (ISO 8601), or null.")] = None
     archived_by: Annotated[str | None, Doc("Who archived it, or null.")] = None
     archive_note: Annotated[str | None, Doc("Why it was archived, or null.")] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()

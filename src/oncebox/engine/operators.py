@@ -12,14 +12,12 @@ the filter, the count, the ids and the actor.
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from typing import Any, Protocol, TypeVar
 
 from oncebox.domain import (
-    REFUSAL_REASONS,
     DeadLetter,
     DeadLetterFilter,
     Decision,
@@ -30,45 +28,19 @@ from oncebox.domain import (
 from oncebox.domain.bulk import BulkItem, BulkRun
 from oncebox.engine import log
 from oncebox.engine.adjudicate import check_note
+from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.decide import DecisionTx, decide_batch
 from oncebox.engine.ingest import ActiveInbox, alert, prepare
 from oncebox.engine.replay import Replay, corrected
-from oncebox.errors import ApplyError, InvalidOperation, NotFound, UnknownValue
+from oncebox.engine.views import LISTED, listed, to_read
+from oncebox.errors import ApplyError, InvalidOperation, NotFound
 from oncebox.store.base import Store, Tx
-from oncebox.store.letters import Archiving, Selecting
+from oncebox.store.letters import Archiving
 
 T = TypeVar("T")
 BULK_MOST = 500  # items one bulk call acts on, at most
 COUNT_MOST = 100_000  # a preview counts this far ("at least" beyond)
 PREVIEW_FIRST = 20  # items a preview lists
-
-
-def unknown(what: str, value: str, known: Sequence[str]) -> UnknownValue:
-    """An unknown value's error: the known ones, and the closest when one is close."""
-    close = difflib.get_close_matches(value, known, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return UnknownValue(
-        f"unknown {what} {value!r}{hint}; known: {', '.join(known) or 'none'}",
-        known=tuple(known),
-    )
-
-
-def check_status(status: str | None) -> str | None:
-    """A dead-letter status filter: one of open, replayed, archived (None: any)."""
-    known = [s.value for s in LetterStatus]
-    if status is not None and status not in known:
-        raise unknown("status", status, known)
-    return status
-
-
-def check_reason(tx: Selecting, inbox_ids: Sequence[int | None], reason: str | None) -> None:
-    """A reason filter names a reason the codecs refuse for, or one these inboxes'
-    dead letters have (a user's codec may add its own)."""
-    if reason is None or reason in REFUSAL_REASONS:
-        return
-    stored = {r for inbox_id in inbox_ids for r in tx.dead_letter_reasons(inbox_id)}
-    if reason not in stored:
-        raise unknown("reason", reason, sorted(stored | set(REFUSAL_REASONS)))
 
 
 class Replaying(DecisionTx, Archiving, Protocol):
@@ -151,6 +123,13 @@ class Operators(ABC):
 
         return self.write(archive)
 
+    def dead_letter_counts(self, inbox: str) -> dict[tuple[str, str], int]:
+        """How many dead letters ``inbox`` keeps, by (status, reason): the totals an
+        operator (and ``/metrics``) sees."""
+        inbox_id = self.inbox(inbox).row.id
+        with self.store.reading() as tx:
+            return tx.dead_letter_counts(inbox_id)
+
     # -- many at once --------------------------------------------------------------------
     def letter_filter(
         self,
@@ -174,13 +153,15 @@ class Operators(ABC):
         self, inboxes: Sequence[str], filters: DeadLetterFilter, first: int = PREVIEW_FIRST
     ) -> tuple[int, list[tuple[str, DeadLetter]]]:
         """A bulk action's preview: how many dead letters ``filters`` selects (counted
-        up to :data:`COUNT_MOST`) and the first ``first`` of them, whole."""
+        up to :data:`COUNT_MOST`) and the first ``first`` of them, shown cut as a
+        listing shows them (:data:`~oncebox.engine.views.LISTED`)."""
         count, rows = 0, []
         with self.store.scanning() as tx:
             for name in inboxes:
                 inbox_id = self.inbox(name).row.id
                 count += tx.count_dead_letters(inbox_id, filters, COUNT_MOST)
-                rows += [(name, r) for r in tx.list_dead_letters(inbox_id, first, filters)]
+                found = tx.list_dead_letters(inbox_id, first, filters, to_read(LISTED))
+                rows += [(name, r) for r in listed(found, LISTED)]
         rows.sort(key=lambda pair: pair[1].id)
         return min(count, COUNT_MOST), rows[:first]
 
@@ -248,12 +229,15 @@ class Operators(ABC):
         first: int = PREVIEW_FIRST,
     ) -> tuple[int, list[Quarantined]]:
         """A bulk resolution's preview: how many open conflicts of ``inbox`` match (an
-        identity prefix, first seen in ``[since, until)``), and the first ``first``."""
+        identity prefix, first seen in ``[since, until)``), and the first ``first``,
+        shown cut as a listing shows them."""
         inbox_id = self.inbox(inbox).row.id
         with self.store.scanning() as tx:
             count = tx.count_quarantine_matching(inbox_id, prefix, since, until, after, COUNT_MOST)
-            rows = tx.match_quarantine(inbox_id, prefix, since, until, after, first)
-        return count, rows
+            rows = tx.match_quarantine(
+                inbox_id, prefix, since, until, after, first, to_read(LISTED)
+            )
+        return count, listed(rows, LISTED)
 
     def bulk_resolve(
         self,

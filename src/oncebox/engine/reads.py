@@ -30,9 +30,9 @@ from oncebox.domain import (
 )
 from oncebox.engine import audit, log, tokens
 from oncebox.engine.checkpoint import Checkpoint
+from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.inboxes import format_duration
 from oncebox.engine.ingest import ActiveInbox
-from oncebox.engine.operators import check_reason, check_status, unknown
 from oncebox.engine.steps import generation as work
 from oncebox.engine.steps import triage
 from oncebox.engine.views import listed, read_cut, shown, to_read

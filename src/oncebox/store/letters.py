@@ -59,6 +59,10 @@ class Selecting(Protocol):
         """The reasons an inbox's dead letters (every inbox's: None) were refused for."""
         ...
 
+    def dead_letter_counts(self, inbox_id: int) -> dict[tuple[str, str], int]:
+        """How many dead letters the inbox keeps, by (status, reason)."""
+        ...
+
     def match_quarantine(
         self,
         inbox_id: int,

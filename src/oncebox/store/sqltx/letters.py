@@ -25,6 +25,10 @@ class LettersSql(SqlBase):
     def dead_letter_reasons(self, inbox_id: int | None) -> list[str]:
         return [str(row[0]) for row in self._all("dead_letter_reasons", {"inbox": inbox_id})]
 
+    def dead_letter_counts(self, inbox_id: int) -> dict[tuple[str, str], int]:
+        rows = self._all("dead_letter_counts", {"inbox": inbox_id})
+        return {(str(status), str(reason)): int(n) for status, reason, n in rows}
+
     def match_quarantine(
         self,
         inbox_id: int,

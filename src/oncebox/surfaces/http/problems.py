@@ -30,6 +30,7 @@ from oncebox.errors import (
     StorageError,
     StorageUnavailable,
     UnknownInbox,
+    UnknownValue,
 )
 from oncebox.logtext import escaped
 
@@ -123,6 +124,9 @@ def from_error(exc: OnceboxError) -> ProblemError:
         return ProblemError(422, "past-handed-out", str(exc))
     if isinstance(exc, StaleCursor):
         return ProblemError(409, "stale-token", str(exc), extra={"reason": exc.reason})
+    if isinstance(exc, UnknownValue):
+        # A typo in a filter or an action: say so, with what is known, never an empty page.
+        return ProblemError(400, "unknown-value", str(exc), extra={"known": list(exc.known)})
     if isinstance(exc, InvalidOperation | ProofError):
         return ProblemError(409, "invalid-operation", str(exc))
     return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")

@@ -148,6 +148,11 @@ WHERE id = :id AND status <> 'archived';
 SELECT DISTINCT reason FROM dead_letters
 WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox) ORDER BY reason;
 
+-- name: dead_letter_counts
+-- How many dead letters an inbox keeps, by status and reason.
+SELECT status, reason, count(*) FROM dead_letters WHERE inbox_id = :inbox
+GROUP BY status, reason ORDER BY status, reason;
+
 -- Counts -----------------------------------------------------------------------------
 
 -- name: count_verdict

@@ -2,6 +2,7 @@
 
 from oncebox.surfaces.http.routes import (
     batches,
+    bulk,
     consumers,
     deliveries,
     feed,
@@ -24,6 +25,7 @@ ROUTERS = (
     consumers.router,
     quarantine.router,
     letters.router,
+    bulk.router,
     triage.router,
     work.router,
     health.router,

@@ -15,8 +15,9 @@ from oncebox.surfaces import letters, listing
 from oncebox.surfaces.http.access import InboxName, RowId, Served
 from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.listed import DeadLetterListedOut
-from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
+from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut
 from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
+from oncebox.surfaces.http.operating import ArchiveIn, ReplayedOut, ReplayIn
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.reading import SEARCHES, encoded, encoder, joined
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
@@ -55,6 +56,13 @@ Search = Annotated[
 After = Annotated[
     int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
 ]
+Status = Annotated[
+    str | None,
+    Query(
+        max_length=16,
+        description="Only those in this state: open, replayed or archived (another: 400).",
+    ),
+]
 
 
 def _seconds(name: str, when: str | None) -> float | None:
@@ -72,6 +80,7 @@ def _filters(
     until: Until = None,
     search: Search = None,
     after: After = 0,
+    status: Status = None,
 ) -> letters.Query:
     """The dead-letter filters both listing routes take, as one query."""
     times = _seconds("since", since), _seconds("until", until)
@@ -79,7 +88,7 @@ def _filters(
         search_term(search)
     except InvalidOperation as exc:
         raise ProblemError(422, "validation", f"query.search: {exc}") from None
-    return letters.Query(reason, *times, search or None, after)
+    return letters.Query(reason, *times, search or None, after, status)
 
 
 Filters = Annotated[letters.Query, Depends(_filters)]
@@ -169,9 +178,12 @@ def _missing(letter_id: int) -> str:
 @router.post(
     "/v1/dead-letters/{letter_id}/replay",
     response_model=ReplayedOut,
-    summary="Deliver a dead letter again, after a sender or configuration fix",
+    summary="Deliver a dead letter again, as kept or corrected",
     openapi_extra={
-        "requestBody": {"description": "An optional note and lease token.", "required": False}
+        "requestBody": {
+            "description": "An optional note and lease token; a corrected body or key.",
+            "required": False,
+        }
     },
     response_description="The decision, and the dead letter with its replay recorded",
     responses=errors(
@@ -183,8 +195,9 @@ def _missing(letter_id: int) -> str:
         422,
         e400="The body could not be read.",
         e404="No such dead letter.",
-        e409="The dead letter was kept only in part, so it cannot be replayed: its detail "
-        "says so; ask its sender to send it again.",
+        e409="The dead letter was kept only in part, so it cannot be replayed as it was "
+        "(its detail says so: replay it with a corrected body), or a correction came "
+        "without a note.",
     ),
 )
 @needs(TokenScope.OPERATOR)
@@ -195,16 +208,51 @@ def replay_dead_letter(
     replay: Annotated[ReplayIn | None, Body()] = None,
 ) -> ReplayedOut:
     """Decide a dead letter's delivery again now, like any delivery (operator scope on
-    its inbox): a second refusal is a new dead letter. The token's name, the note and
-    the dead letter's id are kept in the log."""
+    its inbox). Decided, the dead letter closes as ``replayed``; refused again, the same
+    dead letter counts one attempt more (``attempts``, ``last_reason``, ``last_tried``)
+    and the decision says ``rejected``. A ``body`` or ``key`` corrects what it kept (a
+    note is then needed); the log keeps the old and the new SHA-256, the token's name and
+    the note."""
     box = svc.box
     found = box.get_dead_letter(letter_id)
     who.found(found[0] if found else None, _missing(letter_id))
     asked = replay or ReplayIn()
-    decision = box.replay(letter_id, who.token.name, asked.lease_token, asked.note)
+    body = asked.body.encode("utf-8") if asked.body is not None else None
+    decision = box.replay(
+        letter_id, who.token.name, asked.lease_token, asked.note, body=body, key=asked.key
+    )
     after = box.get_dead_letter(letter_id)
     assert after is not None
     return ReplayedOut(
         decision=DecisionOut(**decision.to_dict()),
         dead_letter=DeadLetterOut(**as_json(after[1], inbox=after[0])),
     )
+
+
+@router.post(
+    "/v1/dead-letters/{letter_id}/archive",
+    response_model=DeadLetterOut,
+    summary="Put a dead letter aside, with a note",
+    openapi_extra={"requestBody": {"description": "Why it is put aside."}},
+    response_description="The dead letter, archived",
+    responses=errors(
+        400,
+        *AUTHENTICATED,
+        404,
+        409,
+        413,
+        422,
+        e400="The body could not be read.",
+        e404="No such dead letter.",
+        e409="It is archived already.",
+    ),
+)
+@needs(TokenScope.OPERATOR)
+def archive_dead_letter(
+    letter_id: RowId, who: Authed, svc: Served, archive: ArchiveIn
+) -> dict[str, Any]:
+    """Archive a dead letter (operator scope on its inbox): it leaves the open ones and
+    is kept; the token's name and the note are kept on it and in the log."""
+    found = svc.box.get_dead_letter(letter_id)
+    inbox = who.found(found[0] if found else None, _missing(letter_id))
+    return as_json(svc.box.archive(letter_id, who.token.name, archive.note), inbox=inbox)
