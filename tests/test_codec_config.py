@@ -59,8 +59,15 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ('[inboxes.a]\ncodec = "json"\nidentiy = ["/id"]\n', "unknown setting.*identiy"),
-        ('[inboxes.a]\ncodec = "ussd-h1"\nretension = "30d"\n', "takes no settings.*retension"),
+        (
+            '[inboxes.a]\ncodec = "json"\nidentiy = ["/id"]\n',
+            "unknown setting.*identiy.*did you mean identity",
+        ),
+        (
+            '[inboxes.a]\ncodec = "ussd-h1"\nretension = "30d"\n',
+            "inboxes.a: unknown key 'retension' \\(did you mean retention\\?\\)",
+        ),
+        ('stor = "sqlite:///x.db"\n', "unknown key 'stor' \\(did you mean store\\?\\)"),
         ('[inboxes.a]\ncodec = "json"\nidentity = "/id"\n', "list of JSON Pointers"),
         (
             '[inboxes.a]\ncodec = "feed"\nwebhook = { scheme = "github", secret = "x" }\n',
