@@ -33,13 +33,22 @@ class Oncebox(Reads, Following, Operators):
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 
     def __init__(
-        self, store: Store, inboxes: Iterable[InboxSpec] = (), *, seal: bool = True
+        self,
+        store: Store,
+        inboxes: Iterable[InboxSpec] = (),
+        *,
+        seal: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.store = store
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
         self._news = threading.Condition()  # told when this process sealed something
         self._listeners: list[Callable[[], None]] = []
+        if read_only:
+            self.recovered_at_open = 0
+            self._attach(inboxes)
+            return
         # The built-in steps' tables are in every store, used or not: a user's step may
         # build on them, as stores made before the steps owned them always had them.
         for built_in in BUILT_IN.values():
@@ -50,6 +59,22 @@ class Oncebox(Reads, Following, Operators):
             self.declare(spec)
 
     # -- inboxes -----------------------------------------------------------------------
+    def _attach(self, specs: Iterable[InboxSpec]) -> None:
+        """For reading only: the inboxes the store has, as ``specs`` configure them (or
+        as the store names their codec and step), declaring none and writing nothing.
+        One whose codec or step this process cannot load is left out."""
+        wanted = {spec.name: spec for spec in specs}
+        with self.store.reading() as tx:
+            rows = tx.inboxes()
+        for row in rows:
+            spec = wanted.get(row.name) or InboxSpec(row.name, codec=row.codec, apply=row.apply)
+            try:
+                codec, step = spec.check()
+            except ConfigError:
+                continue
+            if codec.name == row.codec:
+                self._inboxes[row.name] = ActiveInbox(row, codec, step)
+
     def declare(self, spec: InboxSpec) -> None:
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""

@@ -16,7 +16,6 @@ codec. Its ``settings`` (a JSON-ready mapping, never a secret) are what operator
 from __future__ import annotations
 
 import difflib
-
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields

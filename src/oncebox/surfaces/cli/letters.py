@@ -73,7 +73,7 @@ def dead_letters(
     if ctx.invoked_subcommand is not None:
         return
     obj: Context = ctx.obj
-    box = obj.box
+    box = obj.reader
     names = [inbox] if inbox else [a.name for a in box.inboxes]
     for name in names:
         box.inbox(name)  # an unknown inbox fails here, saying which are declared
@@ -106,7 +106,7 @@ def dead_letters(
 @click.pass_obj
 def show(obj: Context, letter_id: int) -> None:
     """One dead letter with all of its kept head (a listing shows its first 1,024 bytes)."""
-    found = obj.box.get_dead_letter(letter_id)
+    found = obj.reader.get_dead_letter(letter_id)
     if found is None:
         fail(f"no dead letter {letter_id}")
     emit(as_json(found[1], inbox=found[0]))
