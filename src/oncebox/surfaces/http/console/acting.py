@@ -78,9 +78,14 @@ def letters_banner(box: Oncebox, who: Session, request: Request) -> tuple[str | 
     action, count, failed = params.get("done", ""), params.get("count", ""), params.get("failed")
     if action in letters.BULK and count.isdigit() and (failed or "0").isdigit():
         said = f"Bulk {action}: {count} dead letter(s) acted on"
+        more = (
+            " A run takes at most 500: preview again to see what is left."
+            if params.get("more") == "1"
+            else ""
+        )
         if failed and failed != "0":
-            return f"{said}; {failed} refused again or failed.", "bad"
-        return f"{said}.", "ok"
+            return f"{said}; {failed} refused again or failed.{more}", "bad"
+        return f"{said}.{more}", "ok"
     return None, "ok"
 
 
@@ -150,6 +155,8 @@ async def bulk(form: Actor, svc: Served) -> Response:
     except OnceboxError as exc:
         return refused(who, f"Not done: {exc}", 409)
     counts = {"done": action, "count": str(run.count), "failed": str(_failed(run))}
+    if run.next_after is not None:
+        counts["more"] = "1"
     return _back(letters.filtered(kept)[len(BASE) :] + _joined(kept, counts))
 
 
