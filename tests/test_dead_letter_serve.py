@@ -157,3 +157,16 @@ def test_an_exports_lines_fed_back_close_their_dead_letters(
     assert [d["status"] for d in listed] == ["replayed"] * 3
     [stats] = json.loads(run(shared_url, "stats", "ussd").stdout)
     assert stats["verdicts"] == {"accepted": 3, "rejected": 3}
+
+
+def test_a_mistyped_query_parameter_is_400_not_a_filter_left_out(
+    served: tuple[Served, str, str],
+) -> None:
+    server, _, reader = served
+    with client(server, reader) as http:
+        answer = http.get(LETTERS, params={"reasn": "bad_checksum"})
+        assert answer.status_code == 400
+        assert "did you mean reason?" in answer.json()["detail"]
+        assert "status" in answer.json()["known"]
+        typo = http.get("/v1/inboxes/ussd/quarantine/preview", params={"identity_prefx": "r"})
+        assert "did you mean identity_prefix?" in typo.json()["detail"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 
 from oncebox.domain.bulk import BulkRun
 from oncebox.engine.tokens import Scope as TokenScope
@@ -16,7 +16,7 @@ from oncebox.engine.views import LISTED
 from oncebox.surfaces import letters
 from oncebox.surfaces.http.access import InboxName, Served
 from oncebox.surfaces.http.auth import Authed, needs
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.operating import (
     BulkIn,
     BulkResolveIn,
@@ -24,7 +24,14 @@ from oncebox.surfaces.http.operating import (
     ConflictsPreviewOut,
     LettersPreviewOut,
 )
-from oncebox.surfaces.http.routes.letters import After, Filters, Since, Until, _seconds
+from oncebox.surfaces.http.routes.letters import (
+    After,
+    Filters,
+    Since,
+    Until,
+    _seconds,
+    known_only,
+)
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
 from oncebox.surfaces.views import as_json
 
@@ -34,8 +41,8 @@ Prefix = Annotated[
     Query(max_length=1024, description="Only conflicts whose identity starts with this."),
 ]
 UNKNOWN = (
-    "An unknown reason or status (the detail and `known` name the known ones), or a "
-    "body that could not be read."
+    "An unknown reason, status or query parameter (the detail and `known` name the known "
+    "ones), or a body that could not be read."
 )
 ACTED = errors(
     400,
@@ -55,11 +62,13 @@ class ConflictQuery:
 
     def __init__(
         self,
+        request: Request,
         identity_prefix: Prefix = None,
         since: Since = None,
         until: Until = None,
         after: After = 0,
     ) -> None:
+        known_only(request, ("identity_prefix", "since", "until", "after"))
         self.prefix = identity_prefix or None
         self.since, self.until = _seconds("since", since), _seconds("until", until)
         self.after = after
@@ -136,7 +145,7 @@ def bulk_archive(
     response_model=ConflictsPreviewOut,
     summary="What a bulk resolution with these filters would act on",
     response_description="How many open conflicts match, and the first of them",
-    responses=inbox_errors(),
+    responses=errors(*AUTHENTICATED, 400, 404, 422, e400=UNKNOWN, e404="No such inbox."),
 )
 @needs(TokenScope.READ, on_inbox=True)
 def preview_conflicts(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import WithJsonSchema
 from starlette.responses import Response, StreamingResponse
 
@@ -16,7 +18,7 @@ from oncebox.surfaces.http.access import InboxName, RowId, Served
 from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.listed import DeadLetterListedOut
 from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.operating import ArchiveIn, ReplayedOut, ReplayIn
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.reading import SEARCHES, encoded, encoder, joined
@@ -74,7 +76,35 @@ def _seconds(name: str, when: str | None) -> float | None:
         raise ProblemError(422, "validation", f"query.{name}: {exc}") from None
 
 
+FILTERED = errors(
+    *AUTHENTICATED,
+    400,
+    404,
+    422,
+    e400="An unknown reason, status or query parameter: the detail and `known` name the "
+    "known ones.",
+    e404="No such inbox.",
+)
+FILTER_NAMES = ("reason", "status", "since", "until", "search", "after", "limit")
+
+
+def known_only(request: Request, known: Sequence[str]) -> None:
+    """A query parameter a route does not take is a typo of one it does (``reasn``):
+    400 naming them, rather than a filter silently not applied."""
+    for name in request.query_params:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, 1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ProblemError(
+                400,
+                "unknown-value",
+                f"unknown query parameter {name!r}{hint}; known: {', '.join(known)}",
+                extra={"known": list(known)},
+            )
+
+
 def _filters(
+    request: Request,
     reason: Reason = None,
     since: Since = None,
     until: Until = None,
@@ -82,7 +112,9 @@ def _filters(
     after: After = 0,
     status: Status = None,
 ) -> letters.Query:
-    """The dead-letter filters both listing routes take, as one query."""
+    """The dead-letter filters every dead-letter listing and bulk route takes, as one
+    query."""
+    known_only(request, FILTER_NAMES)
     times = _seconds("since", since), _seconds("until", until)
     try:
         search_term(search)
@@ -99,7 +131,7 @@ Filters = Annotated[letters.Query, Depends(_filters)]
     response_model=list[DeadLetterListedOut],
     summary="Invalid deliveries kept with their reason, filtered and paged",
     response_description="The dead letters, in id order",
-    responses=inbox_errors(),
+    responses=FILTERED,
 )
 @needs(TokenScope.READ, on_inbox=True)
 async def dead_letters(
@@ -149,7 +181,7 @@ def show_dead_letter(letter_id: RowId, who: Authed, svc: Served) -> dict[str, An
             "description": "The lines",
             "content": {NDJSON: {"schema": {"type": "string"}}},
         },
-        **inbox_errors(),
+        **FILTERED,
     },
 )
 @needs(TokenScope.READ, on_inbox=True)
