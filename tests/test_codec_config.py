@@ -203,7 +203,7 @@ def test_json_and_sp_api_inboxes_through_the_cli(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_changed_pointer_set_is_refused_by_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
-    oncebox(tmp_path, "inboxes")
+    oncebox(tmp_path, "evict")  # a command that writes declares the inboxes
     write(tmp_path, CONFIG.replace('identity = ["/id"]', 'identity = ["/id", "/site"]'))
     result = subprocess.run(
         [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", "inboxes"],

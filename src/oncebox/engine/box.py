@@ -71,7 +71,15 @@ class Oncebox(Reads, Following, Operators):
             try:
                 codec, step = spec.check()
             except ConfigError:
+                if row.name in wanted:
+                    raise
                 continue
+            if codec.name != row.codec and row.name in wanted:
+                # As declaring would: a configuration that reads the inbox otherwise.
+                raise ConfigError(
+                    f"inbox {row.name} already holds {row.codec} deliveries; "
+                    f"it cannot switch to {codec.name}"
+                )
             if codec.name == row.codec:
                 self._inboxes[row.name] = ActiveInbox(row, codec, step)
 
