@@ -29,13 +29,11 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from oncebox.domain import Newcomer, NewRecord
 from oncebox.errors import (
     ApplyError,
-    ConfigError,
     ReadTimedOut,
     RetryTransaction,
     StorageError,
@@ -43,6 +41,7 @@ from oncebox.errors import (
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.pgreach import reach
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 
@@ -85,27 +84,6 @@ def _driver_error(exc: BaseException | None) -> BaseException | None:
 def _store_failed(exc: BaseException) -> bool:
     """Whether the store failed, rather than a statement an apply step ran."""
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout)
-
-
-CONNECT_SECONDS = 3  # how long one attempt to reach the server may take, at first
-
-
-def _reach(url: str) -> None:
-    """Reach the server once before the pool is made: an unreachable one fails here in
-    seconds, on one line, where the pool would retry for its whole timeout and log each
-    attempt."""
-    try:
-        given = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as exc:
-        raise ConfigError(f"not a PostgreSQL URL: {exc}") from None
-    where = f"{given.get('host', 'localhost')}:{given.get('port', 5432)}"
-    extra = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_SECONDS}
-    try:
-        psycopg.connect(url, **extra).close()  # type: ignore[arg-type]
-    except psycopg.OperationalError as exc:
-        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        why = said.rsplit(" failed: ", 1)[-1]
-        raise StorageUnavailable(f"cannot reach PostgreSQL at {where}: {why}") from None
 
 
 def _storage_error(exc: BaseException) -> StorageError:
@@ -247,7 +225,7 @@ class PostgresStore:
         self._relaxed = threading.local()
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
-        _reach(url)
+        reach(url)
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 url,
