@@ -19,5 +19,16 @@ fi
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
+# What was installed is stamped with the SHA-256 of what decides it (the dependencies in
+# pyproject.toml, and this script). On a checkout set up already, with the same stamp and
+# oncebox importable, there is nothing to install: a restart takes seconds, not minutes.
+# The package is installed editable, so changes to the source need no reinstall.
+STAMP=.venv/.oncebox-setup
+wanted="$(cat pyproject.toml scripts/setup.sh | "$PYTHON" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
+if [ "${ONCEBOX_SETUP_FORCE:-}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$wanted" ] \
+    && .venv/bin/python -c 'import oncebox' 2>/dev/null; then
+    exit 0
+fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip 2>/dev/null || true
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+echo "$wanted" > "$STAMP"

@@ -181,6 +181,7 @@ def test_downloaded_lines_fed_back_re_deliver_the_same_deliveries(api: Api, tmp_
         "frame_id": "j-1",
         "snapshot_id": "S1",
         "device_time": "t0",
+        "dead_letter": api.box.dead_letters("ussd", search="junk")[0].id,
     }
     assert kept_in_part.content == b""  # no line can re-deliver a part
     with api.client("writer") as http:  # the batch route reads the same lines
@@ -190,8 +191,8 @@ def test_downloaded_lines_fed_back_re_deliver_the_same_deliveries(api: Api, tmp_
             headers={"Content-Type": "application/x-ndjson"},
         ).json()
     assert [d["reason"] for d in batch["decisions"]] == ["bad_format"]
-    again = api.box.dead_letters("ussd", search="junk")
-    assert len(again) == 2 and len({(d.sha256, d.key, d.device_time) for d in again}) == 1
+    [again] = api.box.dead_letters("ussd", search="junk")  # the same dead letter, once more
+    assert again.attempts == 1
     # The command line's download: the same lines, and it says what it left out.
     path = tmp_path / "hooks.ndjson"
     out = api.cli("dead-letters", "--inbox", "hooks", "--format", "ndjson")
@@ -217,8 +218,9 @@ def test_a_dead_letter_is_replayed_with_the_tokens_name_and_a_note(api: Api) -> 
         missing = http.post("/v1/dead-letters/99999/replay")
     assert replayed["decision"]["reason"] == "bad_format"
     shown = replayed["dead_letter"]
-    assert (shown["id"], shown["replayed_by"], shown["replay_verdict"]) == (
-        letter.id, "desk-ben", "rejected:bad_format"
+    # Refused again: the same dead letter, one attempt more, still open.
+    assert (shown["id"], shown["status"], shown["attempts"], shown["last_reason"]) == (
+        letter.id, "open", letter.attempts + 1, "bad_format"
     )  # fmt: skip
     assert "kept only in part" in is_problem(refused, 409)["detail"]
     is_problem(missing, 404)
@@ -226,12 +228,15 @@ def test_a_dead_letter_is_replayed_with_the_tokens_name_and_a_note(api: Api) -> 
     assert (state["actor"], state["note"], state["dead_letter"]) == (
         "desk-ben", "gateway fixed", letter.id
     )  # fmt: skip
-    out = api.cli("dead-letters", "replay", str(letter.id), "--actor", "cli:ben")
-    assert json.loads(out.output)["dead_letter"]["replayed_by"] == "cli:ben"
+    out = CliRunner().invoke(
+        cli,
+        ["--db", api.db, "--config", api.config, "dead-letters", "replay", str(letter.id)],
+    )
+    assert out.exit_code == 3  # refused again
     listed = api.cli(
         "dead-letters", "--inbox", "ussd", "--search", "junk", "--since", "2027-01-15T08:30Z"
     )
-    assert json.loads(listed.output)[0]["replayed_by"] == "cli:ben"
+    assert json.loads(listed.output)[0]["attempts"] == letter.attempts + 2
 
 
 # -- who resolved this --------------------------------------------------------------------------

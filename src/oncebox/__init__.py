@@ -35,7 +35,7 @@ from oncebox.formats import (
     read_bounded,
     register,
 )
-from oncebox.store import open_store
+from oncebox.store import open_store, sqlite_options
 
 __version__ = "0.1.0"
 
@@ -47,12 +47,16 @@ def open(
     inboxes: Iterable[InboxSpec] | None = None,
     clock: Callable[[], float] | None = None,
     seal: bool = True,
+    read_only: bool = False,
 ) -> Oncebox:
     """Open a store (``sqlite:///path.db``) with its inboxes.
 
     Inboxes come from ``inboxes``, else from the TOML ``config`` file, else the defaults
     (``ussd``, ``listing``, ``feed``). ``clock`` replaces the server clock (tests, demos).
     ``seal=False`` defers sealing records into the log to :meth:`Oncebox.recover`.
+    ``read_only=True`` (what the CLI's read commands use) declares no inbox and recovers
+    nothing: it reads the inboxes the store already has, configured as given where they
+    are named, and an SQLite file that does not exist is an error, not a new store.
     """
     specs: list[InboxSpec] = list(inboxes) if inboxes is not None else []
     if config is not None:
@@ -64,7 +68,14 @@ def open(
         specs = list(DEFAULT_INBOXES)
     if url is None:
         raise ConfigError("no store URL given (e.g. sqlite:///oncebox.db)")
-    return Oncebox(open_store(url, clock=clock), specs, seal=seal)
+    if read_only and not url.startswith(("postgresql://", "postgres://")):
+        path = sqlite_options(url)[0]
+        if path != ":memory:" and not Path(path).exists():
+            raise ConfigError(
+                f"no store at {path}: a command that only reads never makes one "
+                "(check --db, $ONCEBOX_DB or the config's store)"
+            )
+    return Oncebox(open_store(url, clock=clock), specs, seal=seal, read_only=read_only)
 
 
 __all__ = [

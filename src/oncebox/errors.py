@@ -77,6 +77,14 @@ class InvalidQuery(InvalidOperation):
     no delivery can have)."""
 
 
+class UnknownValue(InvalidOperation):
+    """A filter or a setting names a value that is not one of the known ones."""
+
+    def __init__(self, message: str, *, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.known = known
+
+
 class WrongKey(OnceboxError):
     """A read result names another work key than the ticket it completes."""
 

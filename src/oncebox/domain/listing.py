@@ -10,13 +10,14 @@ from dataclasses import dataclass
 class DeadLetterFilter:
     """Which dead letters to list: each unset filter lets any through. ``since`` and
     ``until`` are server-clock seconds; ``search`` is bytes the stored head contains;
-    ``after`` is the last id of the page before."""
+    ``after`` is the last id of the page before; ``status``: open, replayed or archived."""
 
     reason: str | None = None
     since: float | None = None
     until: float | None = None
     search: bytes | None = None
     after: int = 0
+    status: str | None = None
 
 
 @dataclass(frozen=True)

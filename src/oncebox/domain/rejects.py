@@ -8,7 +8,7 @@ from typing import Annotated, NamedTuple
 
 from oncebox.domain.kinds import Content, Digest, Doc, Instant, JsonText, Signed
 from oncebox.domain.records import LISTED_CUT, SIGNATURE, Arrival
-from oncebox.domain.vocabulary import QuarantineStatus
+from oncebox.domain.vocabulary import LetterStatus, QuarantineStatus
 
 
 class Newcomer(NamedTuple):
@@ -102,4 +102,17 @@ class DeadLetter:
         str | None, Doc("What its last replay was decided as, such as accepted.")
     ] = None
     kept: Annotated[int | None, Doc("Bytes kept (all if equal to length).")] = None
+    status: Annotated[
+        LetterStatus, Doc("open, replayed (delivered again and decided) or archived.")
+    ] = LetterStatus.OPEN
+    attempts: Annotated[int, Doc("How often it was delivered again (replays, lines).")] = 0
+    last_reason: Annotated[str | None, Doc("Why its last replay was refused again, or null.")] = (
+        None
+    )
+    last_tried: Annotated[
+        Instant | None, Doc("When it was last delivered again (ISO 8601), or null.")
+    ] = None
+    archived_at: Annotated[Instant | None, Doc("When it was archived (ISO 8601), or null.")] = None
+    archived_by: Annotated[str | None, Doc("Who archived it, or null.")] = None
+    archive_note: Annotated[str | None, Doc("Why it was archived, or null.")] = None
     cut: Annotated[tuple[str, ...], Doc(LISTED_CUT)] = ()

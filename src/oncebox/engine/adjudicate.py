@@ -22,7 +22,7 @@ def check_note(note: str | None, required: bool = False) -> None:
     """An operator's note: at most :data:`~oncebox.domain.NOTE_MAX` characters, and
     not blank where one is required (a resolution must say why)."""
     if required and not (note or "").strip():
-        raise InvalidOperation("a resolution needs a note saying why")
+        raise InvalidOperation("this action needs a note saying why")
     if note is not None and len(note) > NOTE_MAX:
         raise InvalidOperation(
             f"a note is at most {NOTE_MAX:,} characters; this one has {len(note):,}"

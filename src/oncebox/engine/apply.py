@@ -8,13 +8,17 @@ What a step is, and all it gets, is :mod:`oncebox.engine.step`; the built-in ste
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from oncebox.engine.step import FunctionStep, NoEffect, Step
+from oncebox.engine.step import Change, FunctionStep, NoEffect, Step, StepFailed
 from oncebox.engine.steps.generation import GENERATION
 from oncebox.engine.steps.triage import TRIAGE
-from oncebox.errors import ConfigError
+from oncebox.errors import ApplyError, ConfigError
+
+if TYPE_CHECKING:
+    from oncebox.engine.ingest import ActiveInbox
+    from oncebox.store.base import StepTx
 
 BUILT_IN: dict[str, Step] = {"none": NoEffect(), "generation": GENERATION, "triage": TRIAGE}
 
@@ -59,3 +63,30 @@ def apply_name(step: ApplyStep | str) -> str:
     function = step.function if isinstance(step, FunctionStep) else step
     module = getattr(function, "__module__", "?")
     return f"{module}:{getattr(function, '__qualname__', repr(function))}"
+
+
+def apply_new(
+    tx: StepTx, inbox: ActiveInbox, changes: Sequence[Change], firsts: Sequence[int]
+) -> None:
+    """Run the inbox's apply step over the changes of a batch's new records at once
+    (``firsts``: the delivery index of each). Any failure is an :class:`ApplyError`
+    naming the delivery it failed on, where the step could say (None otherwise: the
+    caller halves the batch)."""
+    name = inbox.name
+    try:
+        inbox.apply.apply(tx, changes)
+    except StepFailed as failed:
+        index = firsts[failed.index]
+        raise ApplyError(
+            f"inbox {name}: apply step failed on delivery {index}: {failed}",
+            index=index,
+            inbox=name,
+        ) from failed.cause
+    except Exception as exc:
+        # A step over the whole batch cannot say which record it failed on (None):
+        # a single record's failure is exact, so a batch of one still names it.
+        raise ApplyError(
+            f"inbox {name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
+            index=firsts[0] if len(firsts) == 1 else None,
+            inbox=name,
+        ) from exc

@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from oncebox.domain import Decision, Inbox, Quarantined, Resolution
 from oncebox.engine import leases, log, retention, sealing, tokens
-from oncebox.engine.adjudicate import Resolving, check_note, resolve
+from oncebox.engine.adjudicate import Resolving, resolve
 from oncebox.engine.apply import BUILT_IN, apply_name
-from oncebox.engine.decide import Decided, DecisionTx, decide_batch
+from oncebox.engine.decide import decide_batch
 from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
 from oncebox.engine.finding import Finding
@@ -19,28 +19,37 @@ from oncebox.engine.following import Following
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
+from oncebox.engine.operators import Operators
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
-from oncebox.engine.replay import replay_state, replay_verdict, replayable
 from oncebox.engine.step import migrations_of
 from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
-from oncebox.store.base import Declaring, Operating, Store, T, Tx
+from oncebox.store.base import Declaring, Store, T, Tx
 
 
-class Oncebox(Reads, Following, Finding):
+class Oncebox(Reads, Following, Finding, Operators):
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 
     def __init__(
-        self, store: Store, inboxes: Iterable[InboxSpec] = (), *, seal: bool = True
+        self,
+        store: Store,
+        inboxes: Iterable[InboxSpec] = (),
+        *,
+        seal: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.store = store
         self.seal_inline = seal
         self._inboxes: dict[str, ActiveInbox] = {}
         self._news = threading.Condition()  # told when this process sealed something
         self._listeners: list[Callable[[], None]] = []
+        if read_only:
+            self.recovered_at_open = 0
+            self._attach(inboxes)
+            return
         # The built-in steps' tables are in every store, used or not: a user's step may
         # build on them, as stores made before the steps owned them always had them.
         for built_in in BUILT_IN.values():
@@ -51,6 +60,30 @@ class Oncebox(Reads, Following, Finding):
             self.declare(spec)
 
     # -- inboxes -----------------------------------------------------------------------
+    def _attach(self, specs: Iterable[InboxSpec]) -> None:
+        """For reading only: the inboxes the store has, as ``specs`` configure them (or
+        as the store names their codec and step), declaring none and writing nothing.
+        One whose codec or step this process cannot load is left out."""
+        wanted = {spec.name: spec for spec in specs}
+        with self.store.reading() as tx:
+            rows = tx.inboxes()
+        for row in rows:
+            spec = wanted.get(row.name) or InboxSpec(row.name, codec=row.codec, apply=row.apply)
+            try:
+                codec, step = spec.check()
+            except ConfigError:
+                if row.name in wanted:
+                    raise
+                continue
+            if codec.name != row.codec and row.name in wanted:
+                # As declaring would: a configuration that reads the inbox otherwise.
+                raise ConfigError(
+                    f"inbox {row.name} already holds {row.codec} deliveries; "
+                    f"it cannot switch to {codec.name}"
+                )
+            if codec.name == row.codec:
+                self._inboxes[row.name] = ActiveInbox(row, codec, step)
+
     def declare(self, spec: InboxSpec) -> None:
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
@@ -260,38 +293,6 @@ class Oncebox(Reads, Following, Finding):
 
         return self.write(decide)
 
-    def replay(
-        self,
-        letter_id: int,
-        actor: str | None = None,
-        lease_token: int | None = None,
-        note: str | None = None,
-    ) -> Decision:
-        """Deliver a dead letter again, after a sender or configuration fix: decided now,
-        like any delivery (a second refusal is a new dead letter), with the actor, the
-        note and the original dead letter's id in the log. Only a dead letter stored
-        whole can be; ``lease_token`` is for a fenced inbox's (dead letters keep no
-        token)."""
-
-        check_note(note)
-
-        def decide(tx: Replaying) -> Decided:
-            letter = tx.get_dead_letter(letter_id)
-            if letter is None:
-                raise NotFound(f"no dead letter {letter_id}")
-            active = self._by_id(letter.inbox_id)
-            delivery = replace(replayable(letter), lease_token=lease_token)
-            prepared = prepare(active.codec, delivery, active.check)
-            decided = decide_batch(tx, active, [prepared], seal=False)
-            outcome = decided.decisions()[0]
-            tx.mark_replayed(letter_id, tx.now(), actor, replay_verdict(outcome))
-            log.event(tx, "replay", replay_state(letter, outcome, actor, note))
-            return decided
-
-        decisions = self.write(decide).decisions()
-        alert(decisions)
-        return decisions[0]
-
     def evict(self, inbox: str | None = None) -> list[retention.EvictionPass]:
         """Evict by age on the server clock: no caller's clock decides what is old."""
         targets = [self.inbox(inbox)] if inbox else self.inboxes
@@ -340,10 +341,6 @@ class Oncebox(Reads, Following, Finding):
             if active.row.id == inbox_id:
                 return active
         raise UnknownInbox(f"inbox id {inbox_id} is not declared in this process")
-
-
-class Replaying(DecisionTx, Operating, Protocol):
-    """What replaying a dead letter takes: deciding it again, and the operators' port."""
 
 
 def _delivery(delivery: Delivery | bytes | str, facts: dict[str, Any]) -> Delivery:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,14 @@ DEFAULT_INBOXES = (
     InboxSpec("feed", codec="feed"),
 )
 _KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook"}
+_TOP = {"store", "inboxes"}
+
+
+def _unknown(key: str, known: set[str], what: str) -> str:
+    """An unknown key, said with the closest known one and all of them."""
+    close = difflib.get_close_matches(key, known, 1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key {key!r}{hint}; {what} takes {', '.join(sorted(known))}"
 
 
 def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
@@ -25,6 +34,9 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    for key in data:
+        if key not in _TOP:
+            raise ConfigError(f"config {path}: {_unknown(key, _TOP, 'a config file')}")
     store = data.get("store")
     if store is not None and not isinstance(store, str):
         raise ConfigError(f"config {path}: store must be a URL string")
@@ -45,6 +57,11 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
         try:
             spec.configured_codec()
         except ConfigError as exc:
+            # A key close to an inbox's own is a typo of it, not a codec setting: say so.
+            typo = next((k for k in settings if difflib.get_close_matches(k, _KEYS, 1)), None)
+            if typo is not None:
+                said = _unknown(typo, _KEYS, "an inbox")
+                raise ConfigError(f"config {path}: inboxes.{name}: {said}") from None
             raise ConfigError(f"config {path}: {exc}") from None
         specs.append(spec)
     return store, specs

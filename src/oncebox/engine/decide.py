@@ -29,6 +29,7 @@ from oncebox.domain import (
     CONFLICT_REASON,
     LATE_REPLAY,
     UNSTORED,
+    DeadLetter,
     Decision,
     Fenced,
     Letter,
@@ -38,19 +39,22 @@ from oncebox.domain import (
     Stored,
     Verdict,
 )
-from oncebox.engine import crashpoints, fence, leases, log, sealing
+from oncebox.engine import crashpoints, fence, leases, log, replay, sealing
+from oncebox.engine.apply import apply_new
 from oncebox.engine.decision import classify, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
-from oncebox.engine.step import Change, StepFailed
-from oncebox.errors import ApplyError, RetryTransaction
+from oncebox.engine.step import Change
+from oncebox.errors import RetryTransaction
 from oncebox.formats import Invalid, Oversize
 from oncebox.store.base import Deciding, Sealing, StepTx
+from oncebox.store.letters import Retrying
 
 
-class DecisionTx(Deciding, Sealing, StepTx, Protocol):
+class DecisionTx(Deciding, Sealing, Retrying, StepTx, Protocol):
     """What deciding a batch takes of its transaction: the decision path's own port, the
     log (its entries, sealed in the same transaction where the store allows) with the
-    fence, and what the inbox's apply step writes with."""
+    fence, the dead letters a delivery again comes from, and what the inbox's apply step
+    writes with."""
 
 
 class Outcome(NamedTuple):
@@ -75,8 +79,14 @@ class Outcome(NamedTuple):
 class Walk:
     """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
 
-    def __init__(self, stored: Mapping[bytes, Stored], new_ids: Sequence[int]) -> None:
+    def __init__(
+        self, stored: Mapping[bytes, Stored], new_ids: Sequence[int],
+        retried: Mapping[int, DeadLetter] | None = None,
+    ) -> None:  # fmt: skip
         self.seen = dict(stored)
+        # The dead letters deliveries again come from, by index: refused again, they make
+        # no new dead letter (the one they came from counts the attempt).
+        self.retried = retried or {}
         self._ids = iter(new_ids)
         self.outcomes: list[Outcome] = []
         self.records: list[NewRecord] = []
@@ -87,8 +97,13 @@ class Walk:
         self._newcomer_rows: dict[tuple[bytes, bytes], int] = {}
         self.letters: list[Letter] = []
 
-    def reject(self, item: Prepared) -> None:
+    def reject(self, index: int, item: Prepared) -> None:
         invalid = item.invalid or Invalid("bad_format")
+        if index in self.retried:
+            self.outcomes.append(
+                Outcome(Verdict.REJECTED, item, reason=invalid.reason, detail=invalid.detail)
+            )
+            return
         delivery = item.delivery
         body = delivery.body
         if isinstance(delivery, Oversize):  # the head only: its length and hash came with it
@@ -154,14 +169,19 @@ class Walk:
 
 
 def decide_batch(
-    tx: DecisionTx, inbox: ActiveInbox, items: Sequence[Prepared], seal: bool
+    tx: DecisionTx,
+    inbox: ActiveInbox,
+    items: Sequence[Prepared],
+    seal: bool,
+    again: replay.Replay = replay.LINES,
 ) -> Decided:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
     is free (see :func:`sealing.record_events`). Raises :class:`RetryTransaction` when
     another writer changed a record this batch read (possible on PostgreSQL only); the
-    store then runs the whole work again.
+    store then runs the whole work again. A delivery that names a dead letter of this
+    inbox delivers it again (``again`` says who and why; see :mod:`oncebox.engine.replay`).
     """
     inbox_id = inbox.row.id
     idents = [item.ident for item in items if item.ident is not None]
@@ -183,15 +203,16 @@ def decide_batch(
     wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
     stored = tx.find_records(inbox_id, list(dict.fromkeys(wanted)))
     unknown = len({ident for ident in wanted if ident not in stored})
-    walk = Walk(stored, tx.reserve_record_ids(unknown) if unknown else ())
+    retried = replay.held(tx, inbox_id, items)
+    walk = Walk(stored, tx.reserve_record_ids(unknown) if unknown else (), retried)
     for index, item in enumerate(items):
         if index in fenced:
             walk.fence(item, fenced[index], leases.fence_detail(fenced[index], item.delivery))
         elif item.ident is None:
-            walk.reject(item)
+            walk.reject(index, item)
         else:
             walk.decide(index, item, now)
-    return _write(tx, inbox, walk, now, seal)
+    return _write(tx, inbox, walk, now, seal, again)
 
 
 class Decided:
@@ -225,6 +246,11 @@ class Decided:
         if outcome.fenced:
             # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
             return decision_of(name, verdict, False, reason=outcome.reason, detail=outcome.detail)
+        if verdict is Verdict.REJECTED and index in self.walk.retried:  # its dead letter still
+            return decision_of(
+                name, verdict, True, reason=outcome.reason, detail=outcome.detail,
+                identity=item.delivery.key, dead_letter_id=self.walk.retried[index].id,
+            )  # fmt: skip
         if verdict is Verdict.REJECTED:
             letter = self.walk.letters[outcome.row]
             return decision_of(
@@ -259,7 +285,9 @@ class Decided:
         )  # fmt: skip
 
 
-def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool) -> Decided:
+def _write(
+    tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: bool, again: replay.Replay
+) -> Decided:
     """Step 5: every write of the batch, one statement per kind."""
     inbox_id, name = inbox.row.id, inbox.name
     letter_ids = tx.dead_letter(inbox_id, walk.letters, now) if walk.letters else []
@@ -287,6 +315,9 @@ def _write(tx: DecisionTx, inbox: ActiveInbox, walk: Walk, now: float, seal: boo
             first_rows.add(outcome.row)
             opened.add(index)
             events.append(LogEvent("quarantine", _quarantine_state(name, walk, outcome, kept)))
+        if index in walk.retried:
+            letter, settled = walk.retried[index], _settled(walk, outcome, kept)
+            events.append(replay.settle(tx, name, letter, outcome.item, settled, now, again))
     positions = sealing.record_events(tx, events, seal) if events else {}
 
     if walk.records:
@@ -324,37 +355,31 @@ def _quarantine_state(
     )
 
 
+def _settled(walk: Walk, outcome: Outcome, kept: Sequence[tuple[int, bool]]) -> replay.Settled:
+    """What a delivery again was decided as, for the dead letter it came from."""
+    verdict, accepted = outcome.verdict, outcome.verdict is Verdict.ACCEPTED
+    record = walk.records[outcome.row].id if accepted else getattr(outcome.seen, "id", None)
+    quarantined = kept[outcome.row][0] if verdict is Verdict.CONFLICT else None
+    return replay.Settled(verdict, outcome.reason, record, quarantined)
+
+
 def _verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
-    """(verdict, reason) -> how many, for the per-hour counters."""
-    return dict(Counter((o.verdict.value, o.reason) for o in walk.outcomes))
+    """(verdict, reason) -> how many, for the per-hour counters; not a delivery again
+    refused again (its first refusal was counted)."""
+    counted = (o for i, o in enumerate(walk.outcomes)
+               if i not in walk.retried or o.verdict is not Verdict.REJECTED)  # fmt: skip
+    return dict(Counter((o.verdict.value, o.reason) for o in counted))
 
 
 def _apply(tx: StepTx, inbox: ActiveInbox, walk: Walk) -> None:
     """The apply step for every new record, in the deciding transaction (I5), the whole
-    batch at once. Any failure is an :class:`ApplyError` naming the delivery it failed
-    on, where the step could say (None otherwise: the caller halves the batch)."""
+    batch at once (:func:`~oncebox.engine.apply.apply_new`)."""
     name, inbox_id = inbox.name, inbox.row.id
     changes = [
         Change(name, inbox_id, record.id, record.identity, 1, _fields(walk.outcomes[i].item))
         for record, i in zip(walk.records, walk.firsts, strict=True)
     ]
-    try:
-        inbox.apply.apply(tx, changes)
-    except StepFailed as failed:
-        index = walk.firsts[failed.index]
-        raise ApplyError(
-            f"inbox {name}: apply step failed on delivery {index}: {failed}",
-            index=index,
-            inbox=name,
-        ) from failed.cause
-    except Exception as exc:
-        # A step over the whole batch cannot say which record it failed on (None):
-        # a single record's failure is exact, so a batch of one still names it.
-        raise ApplyError(
-            f"inbox {name}: apply step failed on a batch: {type(exc).__name__}: {exc}",
-            index=walk.firsts[0] if len(walk.firsts) == 1 else None,
-            inbox=name,
-        ) from exc
+    apply_new(tx, inbox, changes, walk.firsts)
 
 
 def _fields(item: Prepared) -> Mapping[str, Any]:

@@ -30,6 +30,7 @@ from oncebox.domain import (
 )
 from oncebox.engine import audit, log, tokens
 from oncebox.engine.checkpoint import Checkpoint
+from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.inboxes import format_duration
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.steps import generation as work
@@ -117,6 +118,9 @@ class Reads(ABC):
         """Quarantine rows in id order after id ``after``; with a ``preview`` (a
         listing's, :data:`~oncebox.engine.views.LISTED`) each value is read and shown
         cut (:func:`~oncebox.engine.views.shown`), so that no large row is read whole."""
+        known = [s.value for s in QuarantineStatus]
+        if status is not None and status not in known:
+            raise unknown("status", status, known)
         inbox_id = self.inbox(inbox).row.id if inbox else None
         with self.store.scanning() as tx:
             rows = tx.list_quarantine(inbox_id, status, limit, after, to_read(preview))
@@ -140,19 +144,23 @@ class Reads(ABC):
         search: bytes | str | None = None,
         after: int = 0,
         preview: Preview | None = None,
+        status: str | None = None,
     ) -> list[DeadLetter]:
         """Dead letters in id order, filtered by inbox, reason, time received (server
         clock, ``since <= t < until``) and bytes their kept head contains, the page
-        after id ``after``; with a ``preview``, shown cut as :meth:`quarantined` says.
+        after id ``after``, and ``status`` (open, replayed, archived); with a ``preview``,
+        shown cut as :meth:`quarantined` says. An unknown status or reason is an
+        :class:`~oncebox.errors.UnknownValue` naming the known ones.
 
         A search (at most :data:`SEARCH_BYTES`) looks through every kept head in its
         range, so it has :data:`SEARCH_SECONDS` to finish (:class:`ReadTimedOut`)."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
         needle = search_term(search)
-        filters = DeadLetterFilter(reason, since, until, needle, after)
+        filters = DeadLetterFilter(reason, since, until, needle, after, check_status(status))
         budget = SEARCH_SECONDS if needle else None
         try:
             with self.store.scanning(budget) as tx:
+                check_reason(tx, [inbox_id], reason)
                 rows = tx.list_dead_letters(inbox_id, limit, filters, to_read(preview))
         except ReadTimedOut:
             raise ReadTimedOut(

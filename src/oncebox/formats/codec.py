@@ -15,6 +15,7 @@ codec. Its ``settings`` (a JSON-ready mapping, never a secret) are what operator
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
@@ -45,6 +46,9 @@ class Delivery:
     delivery_id: str | None = None
     lease_token: int | None = None
     signature: Verified | None = None
+    # The dead letter this delivers again (a replay, or a line of a dead letters'
+    # export): deciding it closes that dead letter, or counts one attempt more on it.
+    dead_letter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -193,9 +197,11 @@ def check_settings(codec: str, settings: Mapping[str, Any], known: frozenset[str
     """Refuse a setting ``codec`` does not have, naming the ones it does."""
     unknown = sorted(set(settings) - known)
     if unknown:
+        close = difflib.get_close_matches(unknown[0], known, 1)
+        hint = f"; did you mean {close[0]}?" if close else ""
         raise ConfigError(
             f"codec {codec}: unknown setting(s) {', '.join(unknown)} "
-            f"(its settings: {', '.join(sorted(known)) or 'none'})"
+            f"(its settings: {', '.join(sorted(known)) or 'none'}{hint})"
         )
 
 

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
 from oncebox.store.finding import Finding
+from oncebox.store.letters import Archiving, Retrying, Selecting
 from oncebox.store.ports import (
     Access,
     Chain,
@@ -44,6 +45,9 @@ class Tx(
     Access,
     Feeding,
     Finding,
+    Retrying,
+    Archiving,
+    Selecting,
     StepTx,
     Protocol,
 ):

@@ -41,6 +41,7 @@ from oncebox.errors import (
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.pgreach import reach
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 
@@ -224,6 +225,7 @@ class PostgresStore:
         self._relaxed = threading.local()
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
+        reach(url)
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 url,

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from oncebox.domain import DeadLetter, Preview
+from oncebox.domain import DeadLetter, DeadLetterFilter, Preview
 from oncebox.engine.box import Oncebox
+from oncebox.engine.reads import search_term
 from oncebox.engine.replay import kept_in_part, replayable
 from oncebox.engine.views import LISTED
 from oncebox.errors import InvalidOperation
@@ -27,13 +28,29 @@ PAGE = 200  # dead letters read per engine call while downloading
 @dataclass(frozen=True)
 class Query:
     """Which dead letters: each unset filter lets any through (``since <= t < until``,
-    server-clock seconds; ``search``: bytes the kept head contains)."""
+    server-clock seconds; ``search``: bytes the kept head contains; ``status``: open,
+    replayed or archived)."""
 
     reason: str | None = None
     since: float | None = None
     until: float | None = None
     search: str | None = None
     after: int = 0
+    status: str | None = None
+
+
+def checked(box: Oncebox, inboxes: Sequence[str], query: Query) -> DeadLetterFilter:
+    """The engine's filter for a bulk action on ``inboxes``: an unknown reason or status
+    is refused here, naming the known ones."""
+    return box.letter_filter(
+        inboxes,
+        reason=query.reason,
+        status=query.status,
+        since=query.since,
+        until=query.until,
+        search=search_term(query.search),
+        after=query.after,
+    )
 
 
 def page(
@@ -57,6 +74,7 @@ def page(
             search=query.search,
             after=query.after,
             preview=preview,
+            status=query.status,
         )
         found += [(name, row) for row in rows]
     found.sort(key=lambda pair: pair[1].id)
@@ -94,7 +112,7 @@ def unreplayable(letter: DeadLetter) -> str | None:
 def line_of(box: Oncebox, inbox: str, letter: DeadLetter) -> tuple[bytes | None, str]:
     """The NDJSON line that re-delivers ``letter`` (None if none can) and why not."""
     try:
-        delivery = replayable(letter)
+        delivery = replace(replayable(letter), dead_letter=letter.id)
     except InvalidOperation as exc:
         return None, str(exc)
     line = line_for(box.inbox(inbox).codec.name, delivery)

@@ -9,10 +9,12 @@
 - any other codec: ``{"body": "...", "key": "..."}`` (or ``body_b64``).
 
 Envelopes may also carry the transport facts ``device_time``, ``snapshot_id``,
-``delivery_id`` and ``lease_token``. A line that is not a valid envelope (not JSON, not
-an object, no body field) is still delivered, its raw bytes as the body, so the codec
-refuses it and it is dead-lettered (``feed``: it is the payload itself): nothing read is
-dropped.
+``delivery_id`` and ``lease_token``, and ``dead_letter``: the id of the dead letter a
+line of a dead letters' export re-delivers (deciding it closes that dead letter, or
+counts one attempt more on it; a bare-form line is the object itself, so it has none).
+A line that is not a valid envelope (not JSON, not an object, no body field) is still
+delivered, its raw bytes as the body, so the codec refuses it and it is dead-lettered
+(``feed``: it is the payload itself): nothing read is dropped.
 
 A line longer than :func:`line_bound` (a bare-form codec's body bound, else room for an
 envelope around the largest body) is never held whole: :func:`bounded_lines` reads it in
@@ -145,6 +147,7 @@ def delivery_from_line(codec: str, line: bytes) -> Delivery:
         device_time=facts.get("device_time"),
         delivery_id=facts.get("delivery_id"),
         lease_token=_lease_token(envelope.get("lease_token")),
+        dead_letter=_lease_token(envelope.get("dead_letter")),
     )
 
 
@@ -152,12 +155,14 @@ def line_for(codec: str, delivery: Delivery) -> bytes | None:
     """The NDJSON line that :func:`delivery_from_line` reads back as ``delivery`` (its
     body, key and facts; never a lease token), or None when no line can carry it: a
     bare-form codec's line is the body itself, so a body spanning lines, or one that
-    came with a key or facts, has no line of its own."""
+    came with a key or facts, has no line of its own (nor says which dead letter it
+    re-delivers)."""
     if codec_family(codec) in BARE:
         line = delivery.body
+        delivery = replace(delivery, dead_letter=None)
     else:
         body_field, key_field = ENVELOPES.get(codec, ("body", "key"))
-        envelope: dict[str, str] = {}
+        envelope: dict[str, str | int] = {}
         try:
             envelope[body_field] = delivery.body.decode("utf-8")
         except UnicodeDecodeError:
@@ -168,6 +173,8 @@ def line_for(codec: str, delivery: Delivery) -> bytes | None:
             value = getattr(delivery, name)
             if value is not None:
                 envelope[name] = value
+        if delivery.dead_letter is not None:
+            envelope["dead_letter"] = delivery.dead_letter
         line = json.dumps(envelope, ensure_ascii=True).encode("ascii")
     # What the line gives back decides: a form that cannot hold this delivery never
     # writes a line that would re-deliver something else.
@@ -179,7 +186,8 @@ def line_for(codec: str, delivery: Delivery) -> bytes | None:
 
 
 def _lease_token(value: Any) -> int | None:
-    """An integer that can be a token, else None (the fence then refuses the delivery)."""
+    """An integer that can be a token (or a dead letter's id), else None (the fence then
+    refuses the delivery; a line then names no dead letter)."""
     if isinstance(value, JsonNumber) and _TOKEN.fullmatch(value) and int(value) <= INT64_MAX:
         return int(value)
     return None

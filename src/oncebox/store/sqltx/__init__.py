@@ -11,6 +11,7 @@ from oncebox.store.sqltx.feed import FeedSql
 from oncebox.store.sqltx.finding import FindingSql
 from oncebox.store.sqltx.inboxes import InboxesSql
 from oncebox.store.sqltx.leases import FencesSql, TokensSql
+from oncebox.store.sqltx.letters import LettersSql
 from oncebox.store.sqltx.log import LogSql, SealQueueSql
 from oncebox.store.sqltx.records import RecordsSql, RetentionSql
 from oncebox.store.sqltx.rejects import RejectsSql
@@ -21,6 +22,7 @@ R = TypeVar("R")
 class SqlTx(
     RecordsSql,
     RejectsSql,
+    LettersSql,
     FencesSql,
     FeedSql,
     FindingSql,

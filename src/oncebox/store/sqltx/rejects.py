@@ -92,7 +92,7 @@ class RejectsSql(SqlBase):
     ) -> list[DeadLetter]:
         f = filters or DeadLetterFilter()
         params = {"inbox": inbox_id, "limit": limit, "reason": f.reason, "since": f.since,
-                  "until": f.until, "search": f.search, "after": f.after,
+                  "until": f.until, "search": f.search, "after": f.after, "status": f.status,
                   **_cut(preview)}  # fmt: skip
         return self._rows("list_dead_letters", params, DeadLetter)
 
@@ -100,4 +100,4 @@ class RejectsSql(SqlBase):
         return self._row("get_dead_letter", (letter_id,), DeadLetter)
 
     def mark_replayed(self, letter_id: int, now: float, by: str | None, verdict: str) -> None:
-        self._run("mark_replayed", (now, by, verdict, letter_id))
+        self._run("mark_replayed", {"now": now, "by": by, "verdict": verdict, "id": letter_id})

@@ -60,27 +60,47 @@ class Context:
         self.db = db
         self.config = config
         self._box: oncebox.Oncebox | None = None
+        self._reader: oncebox.Oncebox | None = None
+
+    def _open(self, read_only: bool) -> oncebox.Oncebox:
+        config = self.config
+        if config is None and Path("oncebox.toml").exists():
+            config = "oncebox.toml"
+        if config is None:
+            return oncebox.open(self.db or DEFAULT_DB, read_only=read_only)
+        # The store: --db, else the config's own store, else the default (a config that
+        # declares inboxes only must not leave serve without one).
+        configured, inboxes = load_config(config)
+        url = self.db or configured or DEFAULT_DB
+        return oncebox.open(url, inboxes=inboxes, read_only=read_only)
 
     @property
     def box(self) -> oncebox.Oncebox:
+        """The store, its inboxes declared: for commands that write."""
         if self._box is None:
-            config = self.config
-            if config is None and Path("oncebox.toml").exists():
-                config = "oncebox.toml"
-            if config is None:
-                self._box = oncebox.open(self.db or DEFAULT_DB)
-            else:
-                # The store: --db, else the config's own store, else the default (a
-                # config that declares inboxes only must not leave serve without one).
-                configured, inboxes = load_config(config)
-                self._box = oncebox.open(self.db or configured or DEFAULT_DB, inboxes=inboxes)
+            self._box = self._open(read_only=False)
         return self._box
+
+    @property
+    def reader(self) -> oncebox.Oncebox:
+        """The store for commands that only read: no inbox declared, nothing written,
+        and a store file that does not exist is an error (a typo in --db must not make
+        an empty store and answer from it)."""
+        if self._box is not None:
+            return self._box
+        if self._reader is None:
+            self._reader = self._open(read_only=True)
+        return self._reader
+
+    def close(self) -> None:
+        for box in (self._box, self._reader):
+            if box is not None:
+                box.close()
+        self._box = self._reader = None
 
     def forget(self) -> None:
         """Close the store, if open; the next use opens it again (in a forked worker)."""
-        if self._box is not None:
-            self._box.close()
-            self._box = None
+        self.close()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -102,7 +122,7 @@ class Context:
 def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
     """oncebox: exactly-once effects from at-least-once, out-of-order deliveries."""
     ctx.obj = Context(db, config)
-    ctx.call_on_close(lambda: ctx.obj._box.close() if ctx.obj._box else None)
+    ctx.call_on_close(ctx.obj.close)
 
 
 def read_bytes(path: str) -> bytes:

@@ -90,7 +90,7 @@ def _shown(standing: Standing) -> dict[str, object]:
 @click.pass_obj
 def consumers_list(obj: Context) -> None:
     """Every consumer: its cursor, its holder, and its lag in entries and seconds."""
-    emit([_shown(s) for s in obj.box.consumers()])
+    emit([_shown(s) for s in obj.reader.consumers()])
 
 
 @consumers.command("create")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import BinaryIO
 
 import click
 
@@ -36,6 +37,7 @@ class When(click.ParamType[float]):
 @click.option("--until", type=When(), help="Received before.")
 @click.option("--search", metavar="TEXT", help="Only those whose kept head holds TEXT.")
 @click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--status", help="Only those open, replayed or archived.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @click.option(
     "--format",
@@ -54,6 +56,7 @@ def dead_letters(
     until: float | None,
     search: str | None,
     after: int,
+    status: str | None,
     limit: int,
     shape: str,
 ) -> None:
@@ -70,7 +73,7 @@ def dead_letters(
     if ctx.invoked_subcommand is not None:
         return
     obj: Context = ctx.obj
-    box = obj.box
+    box = obj.reader
     names = [inbox] if inbox else [a.name for a in box.inboxes]
     for name in names:
         box.inbox(name)  # an unknown inbox fails here, saying which are declared
@@ -78,7 +81,8 @@ def dead_letters(
         search_term(search)
     except InvalidOperation as exc:
         fail(f"--search: {exc}")
-    query = letters.Query(reason, since, until, search, after)
+    query = letters.Query(reason, since, until, search, after, status)
+    letters.checked(box, names, query)  # an unknown reason or status: one line, exit 2
     if shape == "ndjson":
         if inbox is None:
             fail("--format ndjson needs --inbox: each inbox's codec has its own line form")
@@ -102,27 +106,66 @@ def dead_letters(
 @click.pass_obj
 def show(obj: Context, letter_id: int) -> None:
     """One dead letter with all of its kept head (a listing shows its first 1,024 bytes)."""
-    found = obj.box.get_dead_letter(letter_id)
+    found = obj.reader.get_dead_letter(letter_id)
     if found is None:
         fail(f"no dead letter {letter_id}")
     emit(as_json(found[1], inbox=found[0]))
 
 
+REFUSED_AGAIN = 3  # the exit status of a replay refused again (the dead letter stays open)
+
+
 @dead_letters.command("replay")
 @click.argument("letter_id", type=click.IntRange(1))
-@click.option("--note", help="Why it is replayed; kept in the log.")
+@click.option("--note", help="Why it is replayed; kept in the log (needed with a correction).")
 @click.option("--lease-token", type=click.IntRange(0), help="For a lease-fenced inbox.")
+@click.option(
+    "--body-file",
+    type=click.File("rb"),
+    help="A corrected body to decide instead of the one kept (- for stdin).",
+)
+@click.option("--key", help="A corrected key (a USSD frame_id, say).")
 @ACTOR
 @click.pass_obj
 def replay(
-    obj: Context, letter_id: int, note: str | None, lease_token: int | None, actor: str
+    obj: Context,
+    letter_id: int,
+    note: str | None,
+    lease_token: int | None,
+    body_file: BinaryIO | None,
+    key: str | None,
+    actor: str,
 ) -> None:
-    """Deliver a dead letter again after a sender or configuration fix: decided now,
-    like any delivery; who and why are kept in the log. One kept only in part cannot be.
+    """Deliver a dead letter again after a sender or configuration fix, or with your
+    correction of it: decided now, like any delivery; who and why are kept in the log
+    (with a correction, the old and new SHA-256). Decided, it closes as replayed; refused
+    again, the same dead letter counts one attempt more and the command exits 3.
 
-    Example: oncebox dead-letters replay 17 --note "codec fixed in 1.4"
+    \b
+    Examples:
+      oncebox dead-letters replay 17 --note "codec fixed in 1.4"
+      oncebox dead-letters replay 18 --body-file fixed.txt --note "trailer recomputed"
     """
-    decision = obj.box.replay(letter_id, actor, lease_token, note)
+    body = body_file.read() if body_file is not None else None
+    decision = obj.box.replay(letter_id, actor, lease_token, note, body=body, key=key)
     found = obj.box.get_dead_letter(letter_id)
     assert found is not None
     emit({"decision": decision.to_dict(), "dead_letter": as_json(found[1], inbox=found[0])})
+    if str(decision.verdict) == "rejected":
+        fail(f"dead letter {letter_id} was refused again: {decision.reason}", REFUSED_AGAIN)
+
+
+@dead_letters.command("archive")
+@click.argument("letter_id", type=click.IntRange(1))
+@click.option("--note", required=True, help="Why it is put aside; kept on it and in the log.")
+@ACTOR
+@click.pass_obj
+def archive(obj: Context, letter_id: int, note: str, actor: str) -> None:
+    """Put a dead letter aside: it leaves the open ones, and is kept.
+
+    Example: oncebox dead-letters archive 17 --note "test traffic from the new gateway"
+    """
+    found = obj.box.get_dead_letter(letter_id)
+    if found is None:
+        fail(f"no dead letter {letter_id}")
+    emit(as_json(obj.box.archive(letter_id, actor, note), inbox=found[0]))

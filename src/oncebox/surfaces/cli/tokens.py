@@ -39,7 +39,7 @@ def token_create(
 @click.pass_obj
 def token_list(obj: Context) -> None:
     """Tokens with their inboxes and scopes (never the secrets)."""
-    emit([t.to_dict() for t in obj.box.list_tokens()])
+    emit([t.to_dict() for t in obj.reader.list_tokens()])
 
 
 @token.command("revoke")

@@ -18,8 +18,8 @@ from oncebox.surfaces.views import TRIAGE_TABLES, as_json, csv_text, triage_tabl
 @click.pass_obj
 def stats(obj: Context, inbox: str | None) -> None:
     """Counts by verdict and reason, sizes, retention; for one inbox or all."""
-    names = [inbox] if inbox else [a.name for a in obj.box.inboxes]
-    emit([obj.box.stats(name) for name in names])
+    names = [inbox] if inbox else [a.name for a in obj.reader.inboxes]
+    emit([obj.reader.stats(name) for name in names])
 
 
 @cli.command()
@@ -41,7 +41,7 @@ def triage(obj: Context, inbox: str, shape: str, table: str) -> None:
 
     Example: oncebox triage ussd --format csv > totals.csv
     """
-    ledger = obj.box.triage(inbox)
+    ledger = obj.reader.triage(inbox)
     if shape == "csv":
         click.echo(csv_text(*triage_table(ledger, table)), nl=False)
     else:
@@ -70,7 +70,7 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, after: int, li
     what is shown only in part: `quarantine show ID` gives the whole row). Written a
     page at a time.
     """
-    emit_pages(listing.quarantine_pages(obj.box, inbox, status_filter(status), limit, after))
+    emit_pages(listing.quarantine_pages(obj.reader, inbox, status_filter(status), limit, after))
 
 
 @quarantine.command("show")
@@ -78,10 +78,10 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, after: int, li
 @click.pass_obj
 def quarantine_show(obj: Context, quarantine_id: int) -> None:
     """One quarantined newcomer whole, beside its original record whole."""
-    found = obj.box.get_quarantine(quarantine_id)
+    found = obj.reader.get_quarantine(quarantine_id)
     if found is None:
         fail(f"no quarantine row {quarantine_id}")
-    emit(as_json(found[1], inbox=found[0], original=obj.box.original(found[1])))
+    emit(as_json(found[1], inbox=found[0], original=obj.reader.original(found[1])))
 
 
 @quarantine.command("resolve")
@@ -128,6 +128,6 @@ def inboxes(obj: Context) -> None:
                 "retention_seconds": a.row.retention_seconds,
                 "tombstone_seconds": a.row.tombstone_seconds,
             }
-            for a in obj.box.inboxes
+            for a in obj.reader.inboxes
         ]
     )

@@ -98,7 +98,7 @@ def work() -> None:
 def work_list(obj: Context, inbox: str, dirty: bool, limit: int) -> None:
     """Work keys in key order with their generations, documents and failures; a
     document over 2,048 characters is left out (`work show` gives it whole)."""
-    rows = obj.box.work_keys(inbox, limit=limit, dirty=dirty, preview=LISTED)
+    rows = obj.reader.work_keys(inbox, limit=limit, dirty=dirty, preview=LISTED)
     emit([work_key_json(row) for row in rows])
 
 
@@ -110,7 +110,7 @@ def work_list(obj: Context, inbox: str, dirty: bool, limit: int) -> None:
 @click.pass_obj
 def work_show(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
     """One work key, its document whole."""
-    found = obj.box.work_key(inbox, (seller_id, sku, marketplace_id))
+    found = obj.reader.work_key(inbox, (seller_id, sku, marketplace_id))
     if found is None:
         fail(f"no work key {seller_id}/{sku}/{marketplace_id} in {inbox}")
     emit(work_key_json(found))

@@ -66,6 +66,11 @@ class StoreCollector(Collector):
         dead = GaugeMetricFamily(
             "oncebox_dead_letters", "Dead letters kept (invalid deliveries).", labels=["inbox"]
         )
+        letters = GaugeMetricFamily(
+            "oncebox_dead_letters_by_reason",
+            "Dead letters kept, by inbox, reason and status (open, replayed, archived).",
+            labels=["inbox", "reason", "status"],
+        )
         dirty = GaugeMetricFamily(
             "oncebox_dirty_work_keys",
             "Work keys whose generation is not applied yet.",
@@ -86,6 +91,8 @@ class StoreCollector(Collector):
                     rejected.add_metric([active.name, reason], n)
             quarantine.add_metric([active.name], stats["quarantine_open"])
             dead.add_metric([active.name], stats["dead_letters"])
+            for (status, reason), n in self.box.dead_letter_counts(active.name).items():
+                letters.add_metric([active.name, reason, status], n)
             work = self.box.work_figures(active.name)
             dirty.add_metric([active.name], work["dirty"])
             review.add_metric([active.name], work["in_review"])
@@ -114,7 +121,8 @@ class StoreCollector(Collector):
                 named = [standing.consumer.name, standing.inbox]
                 lag.add_metric(named, standing.lag_entries)
                 behind.add_metric(named, standing.lag_seconds)
-        yield from (deliveries, rejected, quarantine, dead, dirty, review, refused, lag, behind)
+        yield from (deliveries, rejected, quarantine, dead, letters, dirty, review, refused)
+        yield from (lag, behind)
         if not self.everything:
             return
         yield GaugeMetricFamily(

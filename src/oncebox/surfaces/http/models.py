@@ -105,32 +105,6 @@ class DeadLetterOut(BaseModel):
     inbox: str = Field(description="The inbox's name.")
 
 
-class ReplayIn(BaseModel):
-    """An operator's replay of a dead letter, after a sender or configuration fix."""
-
-    model_config = STRICT
-
-    note: str | None = Field(
-        default=None, max_length=NOTE_MAX, description="Why it is replayed; kept in the log."
-    )
-    lease_token: int | None = Field(
-        default=None,
-        ge=0,
-        # Published as below 2**63, a bound a double holds exactly: 2**63 - 1 does not,
-        # and a client reading the schema with doubles may send 2**63 as "at most" it.
-        lt=2**63,
-        description="A current fencing token of the inbox's lease (lease-fenced inboxes: "
-        "dead letters keep no token).",
-    )
-
-
-class ReplayedOut(BaseModel):
-    """A dead letter replayed: what it was decided as now, and the dead letter after."""
-
-    decision: DecisionOut = Field(description="The decision, as for any delivery.")
-    dead_letter: DeadLetterOut = Field(description="The dead letter, its replay recorded.")
-
-
 # -- triage ----------------------------------------------------------------------------------
 class TriageTotal(BaseModel):
     """The headcount of one site and need, beside what counting every arrival gives."""

@@ -32,6 +32,7 @@ from oncebox.errors import (
     StorageError,
     StorageUnavailable,
     UnknownInbox,
+    UnknownValue,
 )
 from oncebox.logtext import escaped
 
@@ -127,6 +128,9 @@ def from_error(exc: OnceboxError) -> ProblemError:
         return ProblemError(409, "stale-token", str(exc), extra={"reason": exc.reason})
     if isinstance(exc, InvalidQuery):
         return ProblemError(422, "validation", str(exc))
+    if isinstance(exc, UnknownValue):
+        # A typo in a filter or an action: say so, with what is known, never an empty page.
+        return ProblemError(400, "unknown-value", str(exc), extra={"known": list(exc.known)})
     if isinstance(exc, InvalidOperation | ProofError):
         return ProblemError(409, "invalid-operation", str(exc))
     return ProblemError(500, "internal", f"{type(exc).__name__}: {exc}")

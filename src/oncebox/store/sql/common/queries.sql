@@ -81,6 +81,42 @@ WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND id > :after
 ORDER BY id LIMIT :limit;
 
+-- name: match_quarantine
+-- Open rows a bulk resolution selects: an inbox, an identity prefix, first seen in
+-- [:since, :until); after id :after, in id order, values cut as list_quarantine cuts them.
+SELECT id, inbox_id, ident, substr(identity, 1, CAST(:text AS INTEGER)) AS identity,
+       record_id, witness,
+       CASE WHEN length(content) <= :head THEN content
+            ELSE substr(content, 1, CAST(:head AS INTEGER)) END AS content,
+       substr(fields, 1, CAST(:fields AS INTEGER)) AS fields, reason, status,
+       substr(note, 1, CAST(:text AS INTEGER)) AS note,
+       first_seen, last_seen, seen_count, resolved_at,
+       substr(device_time, 1, CAST(:text AS INTEGER)) AS device_time,
+       substr(snapshot_id, 1, CAST(:text AS INTEGER)) AS snapshot_id,
+       substr(delivery_id, 1, CAST(:text AS INTEGER)) AS delivery_id, signature, resolved_by,
+       octet_length(content) AS content_length
+FROM quarantine
+WHERE inbox_id = :inbox AND status = 'open'
+  AND (CAST(:prefix AS TEXT) IS NULL
+       OR substr(identity, 1, length(CAST(:prefix AS TEXT))) = :prefix)
+  AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR first_seen >= :since)
+  AND (CAST(:until AS DOUBLE PRECISION) IS NULL OR first_seen < :until)
+  AND id > :after
+ORDER BY id LIMIT :limit;
+
+-- name: count_quarantine_matching
+-- How many match_quarantine would give without a limit, up to :most.
+SELECT count(*) FROM (
+  SELECT 1 FROM quarantine
+  WHERE inbox_id = :inbox AND status = 'open'
+    AND (CAST(:prefix AS TEXT) IS NULL
+         OR substr(identity, 1, length(CAST(:prefix AS TEXT))) = :prefix)
+    AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR first_seen >= :since)
+    AND (CAST(:until AS DOUBLE PRECISION) IS NULL OR first_seen < :until)
+    AND id > :after
+  LIMIT :most
+) AS matching;
+
 -- Dead letters -----------------------------------------------------------------------
 
 -- name: dead_letter
@@ -90,7 +126,32 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id;
 
 -- name: mark_replayed
-UPDATE dead_letters SET replayed_at = ?, replayed_by = ?, replay_verdict = ? WHERE id = ?;
+-- Delivered again and decided (accepted, duplicate, conflict): closed as replayed.
+UPDATE dead_letters SET replayed_at = :now, replayed_by = :by, replay_verdict = :verdict,
+       status = 'replayed', attempts = attempts + 1, last_tried = :now
+WHERE id = :id;
+
+-- name: mark_refused_again
+-- Delivered again and refused again: the same dead letter, one attempt more. :status is
+-- what it becomes (open), or NULL to leave it (a replay the fence refused stored nothing).
+UPDATE dead_letters SET attempts = attempts + 1, last_reason = :reason, last_tried = :now,
+       status = coalesce(CAST(:status AS TEXT), status)
+WHERE id = :id;
+
+-- name: archive_dead_letter
+UPDATE dead_letters SET status = 'archived', archived_at = :now, archived_by = :by,
+       archive_note = :note
+WHERE id = :id AND status <> 'archived';
+
+-- name: dead_letter_reasons
+-- The reasons the dead letters of an inbox (every inbox: NULL) were refused for.
+SELECT DISTINCT reason FROM dead_letters
+WHERE (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox) ORDER BY reason;
+
+-- name: dead_letter_counts
+-- How many dead letters an inbox keeps, by status and reason.
+SELECT status, reason, count(*) FROM dead_letters WHERE inbox_id = :inbox
+GROUP BY status, reason ORDER BY status, reason;
 
 -- Counts -----------------------------------------------------------------------------
 

@@ -129,7 +129,9 @@ CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
 WHERE key <> identity;
 
 -- Invalid deliveries: a bounded copy, its full length and digest, and the reason;
--- replayed_*: when it was delivered again, by whom, with which verdict.
+-- replayed_*: when it was delivered again, by whom, with which verdict; status: open,
+-- replayed or archived (archived_*: by whom and why); attempts, last_reason, last_tried:
+-- its deliveries again, and why the last was refused again.
 CREATE TABLE dead_letters (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     inbox_id       bigint NOT NULL REFERENCES inboxes(id),
@@ -146,12 +148,20 @@ CREATE TABLE dead_letters (
     replayed_at    double precision,
     replayed_by    text,
     replay_verdict text,
-    signature      text
+    signature      text,
+    status         text NOT NULL DEFAULT 'open',
+    attempts       bigint NOT NULL DEFAULT 0,
+    last_reason    text,
+    last_tried     double precision,
+    archived_at    double precision,
+    archived_by    text,
+    archive_note   text
 );
 CREATE INDEX dead_letters_inbox ON dead_letters (inbox_id, id);
 CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
 CREATE INDEX dead_letters_key ON dead_letters (inbox_id, substr(key, 1, 256))
 WHERE key IS NOT NULL;
+CREATE INDEX dead_letters_status ON dead_letters (inbox_id, status, id);
 
 -- Deliveries counted per inbox, hour and verdict.
 CREATE TABLE verdict_counts (

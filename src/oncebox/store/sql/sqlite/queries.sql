@@ -74,9 +74,13 @@ SELECT id, inbox_id, reason, substr(detail, 1, :text) AS detail,
        received_at, substr(device_time, 1, :text) AS device_time,
        substr(snapshot_id, 1, :text) AS snapshot_id,
        substr(delivery_id, 1, :text) AS delivery_id, signature, replayed_at, replayed_by,
-       replay_verdict, length(head) AS kept
+       replay_verdict, length(head) AS kept, status, attempts,
+       substr(last_reason, 1, :text) AS last_reason, last_tried, archived_at,
+       substr(archived_by, 1, :text) AS archived_by,
+       substr(archive_note, 1, :text) AS archive_note
 FROM dead_letters
 WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
+  AND (:status IS NULL OR status = :status)
   AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
   AND (:search IS NULL OR instr(head, CAST(:search AS BLOB)) > 0)
   AND id > :after
@@ -85,8 +89,22 @@ ORDER BY id LIMIT :limit;
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
        snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict,
-       length(head) AS kept
+       length(head) AS kept, status, attempts, last_reason, last_tried, archived_at,
+       archived_by, archive_note
 FROM dead_letters WHERE id = ?;
+
+-- name: count_dead_letters
+-- How many list_dead_letters would give without a limit or a page (a bulk action's
+-- preview), up to :most.
+SELECT count(*) FROM (
+  SELECT 1 FROM dead_letters
+  WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
+    AND (:status IS NULL OR status = :status)
+    AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
+    AND (:search IS NULL OR instr(head, CAST(:search AS BLOB)) > 0)
+    AND id > :after
+  LIMIT :most
+);
 
 -- name: evict_records
 -- Turn the oldest records into tombstones: identity digest, witness and times stay.

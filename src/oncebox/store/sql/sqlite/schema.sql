@@ -109,7 +109,9 @@ CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
 WHERE key <> identity;
 
 -- Invalid deliveries: a bounded copy, its full length and digest, and the reason;
--- replayed_*: when it was delivered again, by whom, with which verdict.
+-- replayed_*: when it was delivered again, by whom, with which verdict; status: open,
+-- replayed or archived (archived_*: by whom and why); attempts, last_reason, last_tried:
+-- its deliveries again, and why the last was refused again.
 CREATE TABLE dead_letters (
     id             INTEGER PRIMARY KEY,
     inbox_id       INTEGER NOT NULL REFERENCES inboxes(id),
@@ -126,12 +128,20 @@ CREATE TABLE dead_letters (
     replayed_at    REAL,
     replayed_by    TEXT,
     replay_verdict TEXT,
-    signature      TEXT
+    signature      TEXT,
+    status         TEXT NOT NULL DEFAULT 'open',
+    attempts       INTEGER NOT NULL DEFAULT 0,
+    last_reason    TEXT,
+    last_tried     REAL,
+    archived_at    REAL,
+    archived_by    TEXT,
+    archive_note   TEXT
 );
 CREATE INDEX dead_letters_inbox ON dead_letters (inbox_id, id);
 CREATE INDEX dead_letters_reason ON dead_letters (inbox_id, reason, id);
 CREATE INDEX dead_letters_key ON dead_letters (inbox_id, substr(key, 1, 256))
 WHERE key IS NOT NULL;
+CREATE INDEX dead_letters_status ON dead_letters (inbox_id, status, id);
 
 -- Deliveries counted per inbox, hour and verdict.
 CREATE TABLE verdict_counts (

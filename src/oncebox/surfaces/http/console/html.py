@@ -70,6 +70,7 @@ def render(template: str, who: Session | None, title: str, **values: Any) -> str
     header shows the navigation and sign-out when ``who`` is signed in. ``banner`` is
     a notice above the page's own content (what a form just did), or None."""
     values.setdefault("banner", None)
+    values.setdefault("banner_kind", "ok")
     return ENV.get_template(template).render(who=who, title=title, **values)
 
 

@@ -8,21 +8,23 @@ the query is :class:`oncebox.surfaces.letters.Query`, the same the API and the C
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
-from oncebox.domain import DeadLetter
+from oncebox.domain import DeadLetter, LetterStatus
 from oncebox.engine.box import Oncebox
 from oncebox.engine.reads import SEARCH_BYTES, search_term
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
-from oncebox.errors import InvalidOperation
+from oncebox.errors import InvalidOperation, UnknownValue
 from oncebox.surfaces import letters
 from oncebox.surfaces.http.console.html import BASE, content_text, render
 from oncebox.surfaces.views import iso, parse_when
 
 PAGE = 50
 HEAD_SHOWN = 600  # characters of a kept head shown in the table
+FILTERS = ("inbox", "reason", "status", "since", "until", "search", "after")
+BULK = ("replay", "archive")
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,7 @@ class Asked:
 
 
 def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
-    fields = {
-        name: params.get(name, "").strip()[:1024]
-        for name in ("inbox", "reason", "since", "until", "search", "after")
-    }
+    fields = {name: params.get(name, "").strip()[:1024] for name in FILTERS}
     problems = []
     try:
         search_term(fields["search"])
@@ -56,9 +55,21 @@ def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
     after = int(fields["after"]) if fields["after"].isdigit() and len(fields["after"]) < 19 else 0
     inboxes = [fields["inbox"]] if fields["inbox"] in covered else covered
     query = letters.Query(
-        fields["reason"] or None, times["since"], times["until"], fields["search"] or None, after
+        fields["reason"] or None,
+        times["since"],
+        times["until"],
+        fields["search"] or None,
+        after,
+        fields["status"] or None,
     )
     return Asked(fields, query, inboxes, problems)
+
+
+def filtered(fields: Mapping[str, str], **changed: str) -> str:
+    """The dead letters page with these filters (a form's hidden copy of them), so that
+    what an operator did leads back to what they were looking at."""
+    kept = {k: fields.get(k, "")[:1024] for k in FILTERS if k != "after"}
+    return _link(kept, **changed)
 
 
 def _link(fields: dict[str, str], **changed: str) -> str:
@@ -79,6 +90,7 @@ class Row:
     cannot: str | None  # why it cannot be replayed at all
     may_replay: bool
     fenced: bool  # its inbox is lease-fenced: a replay takes a lease token
+    editable: str = ""  # its head as text to correct, when all of it is shown
 
 
 def _row(inbox: str, letter: DeadLetter, who: Session, fenced: bool) -> Row:
@@ -87,7 +99,9 @@ def _row(inbox: str, letter: DeadLetter, who: Session, fenced: bool) -> Row:
     whole = f"{BASE}/dead-letters/{letter.id}/head" if "head" in letter.cut else None
     may = who.token.allows(Scope.OPERATOR, inbox)
     why = letters.unreplayable(letter)
-    return Row(inbox, letter, _size(letter), text[:HEAD_SHOWN] + cut, whole, why, may, fenced)
+    editable = text if not cut and why is None else ""
+    shown = text[:HEAD_SHOWN] + cut
+    return Row(inbox, letter, _size(letter), shown, whole, why, may, fenced, editable)
 
 
 def _size(letter: DeadLetter) -> str:
@@ -129,12 +143,45 @@ def _listing(box: Oncebox, who: Session, ask: Asked) -> Listing:
     return Listing(said, rows, paging)
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What a bulk action with the page's filters would act on, before it runs."""
+
+    action: str
+    inbox: str
+    count: int
+    ids: list[int]
+
+
+def _preview(box: Oncebox, who: Session, ask: Asked, action: str) -> Preview | None:
+    if action not in BULK or len(ask.inboxes) != 1:
+        return None
+    if not who.token.allows(Scope.OPERATOR, ask.inboxes[0]):
+        return None
+    chosen = letters.checked(box, ask.inboxes, replace(ask.query, after=0))
+    count, first = box.letters_matching(ask.inboxes, chosen)
+    return Preview(action, ask.inboxes[0], count, [row.id for _, row in first])
+
+
 def page(
-    box: Oncebox, who: Session, covered: list[str], ask: Asked, banner: str | None = None
+    box: Oncebox,
+    who: Session,
+    covered: list[str],
+    ask: Asked,
+    banner: str | None = None,
+    kind: str = "ok",
+    bulk: str = "",
 ) -> str:
     reasons = sorted(
         {k.split(":", 1)[1] for n in ask.inboxes for k in box.stats(n)["reasons"] if ":" in k}
     )
+    problems, listing, preview = list(ask.problems), None, None
+    if not problems:
+        try:  # an unknown reason or status is said, with the known ones, never a blank page
+            listing = _listing(box, who, ask)
+            preview = _preview(box, who, ask, bulk)
+        except UnknownValue as exc:
+            problems.append(str(exc))
     return render(
         "dead_letters.html",
         who,
@@ -144,6 +191,11 @@ def page(
         covered=covered,
         reasons=reasons,
         search_bytes=SEARCH_BYTES,
-        problems=ask.problems,
-        listing=None if ask.problems else _listing(box, who, ask),
+        problems=problems,
+        listing=listing,
+        preview=preview,
+        banner_kind=kind,
+        asked_query=urlencode({k: v for k, v in ask.fields.items() if v and k != "after"}),
+        statuses=[s.value for s in LetterStatus],
+        operator=any(who.token.allows(Scope.OPERATOR, n) for n in ask.inboxes),
     )

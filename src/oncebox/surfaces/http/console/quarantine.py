@@ -10,13 +10,14 @@ stays small however large the conflicts are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from oncebox.domain import Quarantined, QuarantineStatus, Record
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.engine.views import LISTED, fields_of
+from oncebox.surfaces.choices import RESOLUTIONS
 from oncebox.surfaces.diffing import ByteDifference, byte_difference, field_changes, shown, visible
 from oncebox.surfaces.http.console.html import BASE, content_text, render
 
@@ -123,7 +124,35 @@ def _card(inbox: str, rows: list[Quarantined], record: Record | None, who: Sessi
     return Card(inbox, anchor, first.identity, count, record, original, newcomers, may)
 
 
-def page(box: Oncebox, who: Session, inboxes: list[str], banner: str | None = None) -> str:
+@dataclass(frozen=True)
+class Bulk:
+    """A bulk resolution asked for (keep or accept what an identity prefix selects in
+    one inbox) and, once previewed, how many and which it would resolve."""
+
+    action: str = ""
+    inbox: str = ""
+    prefix: str = ""
+    count: int | None = None
+    ids: list[int] = field(default_factory=list)
+
+
+def previewed(box: Oncebox, who: Session, wanted: Bulk) -> Bulk:
+    """``wanted`` with its preview, when it names an action and an inbox the session
+    may resolve in; else as it was."""
+    if wanted.action not in RESOLUTIONS or not who.token.allows(Scope.OPERATOR, wanted.inbox):
+        return wanted
+    count, rows = box.conflicts_matching(wanted.inbox, wanted.prefix or None)
+    return replace(wanted, count=count, ids=[row.id for row in rows])
+
+
+def page(
+    box: Oncebox,
+    who: Session,
+    inboxes: list[str],
+    banner: str | None = None,
+    kind: str = "ok",
+    wanted: Bulk | None = None,
+) -> str:
     cards = []
     opened = 0
     resolved: list[tuple[str, Quarantined]] = []
@@ -147,6 +176,10 @@ def page(box: Oncebox, who: Session, inboxes: list[str], banner: str | None = No
         who,
         "Quarantine",
         banner=banner,
+        banner_kind=kind,
+        bulk=previewed(box, who, wanted or Bulk()),
+        operable=[n for n in inboxes if who.token.allows(Scope.OPERATOR, n)],
+        resolutions=RESOLUTIONS,
         opened=opened,
         cards=cards,
         resolved=resolved[:RESOLVED_ROWS],

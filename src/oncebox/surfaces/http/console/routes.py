@@ -18,13 +18,12 @@ from starlette.responses import RedirectResponse, Response
 from oncebox.domain import NOTE_MAX
 from oncebox.engine.finding import RecordView
 from oncebox.engine.sessions import SESSION_SECONDS, Session
-from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.choices import RESOLUTIONS
 from oncebox.surfaces.http.auth import SignInRefused, sign_in
+from oncebox.surfaces.http.console import acting, letters, pages, quarantine, records, triage
 from oncebox.surfaces.http.console import html as h
-from oncebox.surfaces.http.console import letters, pages, quarantine, records, triage
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import (
     COOKIE,
@@ -146,15 +145,25 @@ async def triage_page(inbox: str, who: Viewer, svc: Served) -> Response:
 
 @router.get("/quarantine")
 async def quarantine_page(request: Request, who: Viewer, svc: Served) -> Response:
-    banner = None
-    done = request.query_params.get("resolved", "")
+    banner, kind = None, "ok"
+    params = request.query_params
+    done = params.get("resolved", "")
     if done.isdigit() and len(done) < 19:
         found = await run_in_threadpool(svc.box.get_quarantine, int(done))
         if found is not None and who.token.covers(found[0]):
             row = found[1]
             banner = f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
+    count, failed = params.get("count", ""), params.get("failed", "0")
+    if params.get("bulk_done") in RESOLUTIONS and count.isdigit() and failed.isdigit():
+        banner = f"Bulk {params['bulk_done']}: {count} conflict(s) resolved"
+        banner, kind = (
+            (f"{banner}; {failed} failed.", "bad") if failed != "0" else (banner + ".", "ok")
+        )
+    wanted = quarantine.Bulk(
+        params.get("bulk", ""), params.get("inbox", ""), params.get("prefix", "")[:1024]
+    )
     chosen = svc.chosen(who, request)
-    page = await svc.readers.run(quarantine.page, svc.box, who, chosen, banner)
+    page = await svc.readers.run(quarantine.page, svc.box, who, chosen, banner, kind, wanted)
     return h.respond(page)
 
 
@@ -258,16 +267,7 @@ async def record_proof(record_id: int, who: Viewer, svc: Served) -> Response:
 async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
     covered = svc.covered(who)
     ask = letters.asked(request.query_params, covered)
-    banner = None
-    done = request.query_params.get("replayed", "")
-    if done.isdigit() and len(done) < 19:
-        found = await run_in_threadpool(svc.box.get_dead_letter, int(done))
-        if found is not None and who.token.covers(found[0]):
-            letter = found[1]
-            banner = (
-                f"Dead letter #{letter.id} replayed by {letter.replayed_by or '-'}: "
-                f"{letter.replay_verdict}."
-            )
+    banner, kind = await run_in_threadpool(acting.letters_banner, svc.box, who, request)
     searching = bool(ask.query.search) and not ask.problems
     try:
         if searching:
@@ -275,7 +275,8 @@ async def dead_letters(request: Request, who: Viewer, svc: Served) -> Response:
     except ProblemError as exc:
         return refused(who, exc.detail, 503, exc.headers)
     try:
-        page = await svc.readers.run(letters.page, svc.box, who, covered, ask, banner)
+        bulk = request.query_params.get("bulk", "")
+        page = await svc.readers.run(letters.page, svc.box, who, covered, ask, banner, kind, bulk)
     except ReadTimedOut as exc:
         return refused(who, str(exc), 503, {"Retry-After": RETRY_AFTER})
     finally:
@@ -338,29 +339,6 @@ async def resolve(quarantine_id: int, form: Actor, svc: Served) -> Response:
     except OnceboxError as exc:
         return refused(who, f"Not resolved: {exc}", 409)
     return _done(f"/quarantine?resolved={quarantine_id}")
-
-
-@router.post("/dead-letters/{letter_id}/replay")
-async def replay(letter_id: int, form: Actor, svc: Served) -> Response:
-    who, fields = form.who, form.fields
-    found = None
-    if 1 <= letter_id < 2**63:
-        found = await run_in_threadpool(svc.box.get_dead_letter, letter_id)
-    if found is None or not who.token.allows(Scope.OPERATOR, found[0]):
-        return refused(who, f"No dead letter {letter_id} in your inboxes.", 404)
-    note = fields.get("note", "").strip() or None
-    if note is not None and len(note) > NOTE_MAX:  # refused as the API refuses it, never cut
-        return refused(who, f"A note is at most {NOTE_MAX:,} characters.", 422)
-    token = fields.get("lease_token", "").strip()
-    if token and not (token.isdigit() and len(token) < 19):
-        return refused(who, "A lease token is a whole number.", 422)
-    try:
-        await run_in_threadpool(
-            svc.box.replay, letter_id, who.token.name, int(token) if token else None, note
-        )
-    except OnceboxError as exc:
-        return refused(who, f"Not replayed: {exc}", 409)
-    return _done(f"/dead-letters?inbox={quote(found[0])}&replayed={letter_id}")
 
 
 @router.post("/work/retry")

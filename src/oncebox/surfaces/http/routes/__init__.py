@@ -2,6 +2,7 @@
 
 from oncebox.surfaces.http.routes import (
     batches,
+    bulk,
     consumers,
     deliveries,
     feed,
@@ -26,6 +27,7 @@ ROUTERS = (
     records.router,
     quarantine.router,
     letters.router,
+    bulk.router,
     triage.router,
     work.router,
     health.router,

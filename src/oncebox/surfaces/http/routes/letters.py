@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query, Request
 from starlette.responses import Response, StreamingResponse
 
 from oncebox.engine.reads import SEARCH_BYTES, SEARCH_SECONDS, search_term
@@ -14,8 +16,9 @@ from oncebox.surfaces import letters, listing
 from oncebox.surfaces.http.access import InboxName, RowId, Served
 from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.listed import DeadLetterListedOut
-from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut, ReplayedOut, ReplayIn
-from oncebox.surfaces.http.openapi import AUTHENTICATED, errors, inbox_errors
+from oncebox.surfaces.http.models import DeadLetterOut, DecisionOut
+from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
+from oncebox.surfaces.http.operating import ArchiveIn, ReplayedOut, ReplayIn
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.reading import SEARCHES, encoded, encoder, joined
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
@@ -45,22 +48,60 @@ Search = Annotated[
 After = Annotated[
     int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
 ]
+Status = Annotated[
+    str | None,
+    Query(
+        max_length=16,
+        description="Only those in this state: open, replayed or archived (another: 400).",
+    ),
+]
+
+
+FILTERED = errors(
+    *AUTHENTICATED,
+    400,
+    404,
+    422,
+    e400="An unknown reason, status or query parameter: the detail and `known` name the "
+    "known ones.",
+    e404="No such inbox.",
+)
+FILTER_NAMES = ("reason", "status", "since", "until", "search", "after", "limit")
+
+
+def known_only(request: Request, known: Sequence[str]) -> None:
+    """A query parameter a route does not take is a typo of one it does (``reasn``):
+    400 naming them, rather than a filter silently not applied."""
+    for name in request.query_params:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, 1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ProblemError(
+                400,
+                "unknown-value",
+                f"unknown query parameter {name!r}{hint}; known: {', '.join(known)}",
+                extra={"known": list(known)},
+            )
 
 
 def _filters(
+    request: Request,
     reason: Reason = None,
     since: Since = None,
     until: Until = None,
     search: Search = None,
     after: After = 0,
+    status: Status = None,
 ) -> letters.Query:
-    """The dead-letter filters both listing routes take, as one query."""
+    """The dead-letter filters every dead-letter listing and bulk route takes, as one
+    query."""
+    known_only(request, FILTER_NAMES)
     times = seconds("since", since), seconds("until", until)
     try:
         search_term(search)
     except InvalidOperation as exc:
         raise ProblemError(422, "validation", f"query.search: {exc}") from None
-    return letters.Query(reason, *times, search or None, after)
+    return letters.Query(reason, *times, search or None, after, status)
 
 
 Filters = Annotated[letters.Query, Depends(_filters)]
@@ -71,7 +112,7 @@ Filters = Annotated[letters.Query, Depends(_filters)]
     response_model=list[DeadLetterListedOut],
     summary="Invalid deliveries kept with their reason, filtered and paged",
     response_description="The dead letters, in id order",
-    responses=inbox_errors(),
+    responses=FILTERED,
 )
 @needs(TokenScope.READ, on_inbox=True)
 async def dead_letters(
@@ -121,7 +162,7 @@ def show_dead_letter(letter_id: RowId, who: Authed, svc: Served) -> dict[str, An
             "description": "The lines",
             "content": {NDJSON: {"schema": {"type": "string"}}},
         },
-        **inbox_errors(),
+        **FILTERED,
     },
 )
 @needs(TokenScope.READ, on_inbox=True)
@@ -150,9 +191,12 @@ def _missing(letter_id: int) -> str:
 @router.post(
     "/v1/dead-letters/{letter_id}/replay",
     response_model=ReplayedOut,
-    summary="Deliver a dead letter again, after a sender or configuration fix",
+    summary="Deliver a dead letter again, as kept or corrected",
     openapi_extra={
-        "requestBody": {"description": "An optional note and lease token.", "required": False}
+        "requestBody": {
+            "description": "An optional note and lease token; a corrected body or key.",
+            "required": False,
+        }
     },
     response_description="The decision, and the dead letter with its replay recorded",
     responses=errors(
@@ -164,8 +208,9 @@ def _missing(letter_id: int) -> str:
         422,
         e400="The body could not be read.",
         e404="No such dead letter.",
-        e409="The dead letter was kept only in part, so it cannot be replayed: its detail "
-        "says so; ask its sender to send it again.",
+        e409="The dead letter was kept only in part, so it cannot be replayed as it was "
+        "(its detail says so: replay it with a corrected body), or a correction came "
+        "without a note.",
     ),
 )
 @needs(TokenScope.OPERATOR)
@@ -176,16 +221,51 @@ def replay_dead_letter(
     replay: Annotated[ReplayIn | None, Body()] = None,
 ) -> ReplayedOut:
     """Decide a dead letter's delivery again now, like any delivery (operator scope on
-    its inbox): a second refusal is a new dead letter. The token's name, the note and
-    the dead letter's id are kept in the log."""
+    its inbox). Decided, the dead letter closes as ``replayed``; refused again, the same
+    dead letter counts one attempt more (``attempts``, ``last_reason``, ``last_tried``)
+    and the decision says ``rejected``. A ``body`` or ``key`` corrects what it kept (a
+    note is then needed); the log keeps the old and the new SHA-256, the token's name and
+    the note."""
     box = svc.box
     found = box.get_dead_letter(letter_id)
     who.found(found[0] if found else None, _missing(letter_id))
     asked = replay or ReplayIn()
-    decision = box.replay(letter_id, who.token.name, asked.lease_token, asked.note)
+    body = asked.body.encode("utf-8") if asked.body is not None else None
+    decision = box.replay(
+        letter_id, who.token.name, asked.lease_token, asked.note, body=body, key=asked.key
+    )
     after = box.get_dead_letter(letter_id)
     assert after is not None
     return ReplayedOut(
         decision=DecisionOut(**decision.to_dict()),
         dead_letter=DeadLetterOut(**as_json(after[1], inbox=after[0])),
     )
+
+
+@router.post(
+    "/v1/dead-letters/{letter_id}/archive",
+    response_model=DeadLetterOut,
+    summary="Put a dead letter aside, with a note",
+    openapi_extra={"requestBody": {"description": "Why it is put aside."}},
+    response_description="The dead letter, archived",
+    responses=errors(
+        400,
+        *AUTHENTICATED,
+        404,
+        409,
+        413,
+        422,
+        e400="The body could not be read.",
+        e404="No such dead letter.",
+        e409="It is archived already.",
+    ),
+)
+@needs(TokenScope.OPERATOR)
+def archive_dead_letter(
+    letter_id: RowId, who: Authed, svc: Served, archive: ArchiveIn
+) -> dict[str, Any]:
+    """Archive a dead letter (operator scope on its inbox): it leaves the open ones and
+    is kept; the token's name and the note are kept on it and in the log."""
+    found = svc.box.get_dead_letter(letter_id)
+    inbox = who.found(found[0] if found else None, _missing(letter_id))
+    return as_json(svc.box.archive(letter_id, who.token.name, archive.note), inbox=inbox)

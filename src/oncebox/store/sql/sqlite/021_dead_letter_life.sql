@@ -1,0 +1,16 @@
+-- Migration 21 (SQLite): a dead letter's life cycle. status: open (waiting), replayed
+-- (delivered again and decided: replay_verdict says how) or archived (put aside, with
+-- who and why). A delivery again that is refused again updates the same dead letter
+-- (attempts, last_reason, last_tried) rather than making a new one.
+ALTER TABLE dead_letters ADD COLUMN status TEXT NOT NULL DEFAULT 'open';
+ALTER TABLE dead_letters ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE dead_letters ADD COLUMN last_reason TEXT;
+ALTER TABLE dead_letters ADD COLUMN last_tried REAL;
+ALTER TABLE dead_letters ADD COLUMN archived_at REAL;
+ALTER TABLE dead_letters ADD COLUMN archived_by TEXT;
+ALTER TABLE dead_letters ADD COLUMN archive_note TEXT;
+-- Before, a replay refused again made a new dead letter, which holds the open state:
+-- every dead letter replayed so far is closed.
+UPDATE dead_letters SET status = 'replayed', attempts = 1, last_tried = replayed_at
+WHERE replayed_at IS NOT NULL;
+CREATE INDEX dead_letters_status ON dead_letters (inbox_id, status, id);
