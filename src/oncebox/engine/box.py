@@ -15,6 +15,7 @@ from oncebox.engine.decide import Decided, DecisionTx, decide_batch
 from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
 from oncebox.engine.following import Following
+from oncebox.engine.forwarding import Forwarding
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
@@ -28,7 +29,7 @@ from oncebox.logtext import escaped
 from oncebox.store.base import Declaring, Operating, Store, T, Tx
 
 
-class Oncebox(Reads, Following):
+class Oncebox(Reads, Following, Forwarding):
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 
@@ -54,6 +55,8 @@ class Oncebox(Reads, Following):
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
         codec, step = spec.check()
+        destinations = spec.destinations()
+        self._check_destinations(spec.name, destinations)
         # The tables the step keeps, before anything can use them.
         self.store.ensure_schema(step.name, migrations_of(step, self.store.dialect))
 
@@ -103,7 +106,7 @@ class Oncebox(Reads, Following):
             return row
 
         row = self.write(record)
-        self._inboxes[spec.name] = ActiveInbox(row, codec, step)
+        self._inboxes[spec.name] = ActiveInbox(row, codec, step, destinations)
 
     def inbox(self, name: str) -> ActiveInbox:
         try:

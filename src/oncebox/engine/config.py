@@ -14,7 +14,10 @@ DEFAULT_INBOXES = (
     InboxSpec("listing", codec="json-event", apply="generation"),
     InboxSpec("feed", codec="feed"),
 )
-_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook"}
+_KEYS = {
+    "codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook",
+    "forward",
+}  # fmt: skip
 
 
 def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
@@ -44,6 +47,7 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
         spec = InboxSpec(name=name, settings=settings or None, **options)
         try:
             spec.configured_codec()
+            spec.destinations()
         except ConfigError as exc:
             raise ConfigError(f"config {path}: {exc}") from None
         specs.append(spec)

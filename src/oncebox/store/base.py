@@ -23,6 +23,7 @@ from oncebox.store.ports import (
     Figures,
     Listing,
     Operating,
+    Outbox,
     Params,
     Retaining,
     Sealing,
@@ -42,6 +43,7 @@ class Tx(
     Declaring,
     Access,
     Feeding,
+    Outbox,
     StepTx,
     Protocol,
 ):
@@ -109,6 +111,7 @@ __all__ = [
     "Figures",
     "Listing",
     "Operating",
+    "Outbox",
     "Params",
     "Retaining",
     "Sealing",

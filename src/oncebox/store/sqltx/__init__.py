@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
+from oncebox.store.sqltx.forwarding import ForwardingSql
 from oncebox.store.sqltx.inboxes import InboxesSql
 from oncebox.store.sqltx.leases import FencesSql, TokensSql
 from oncebox.store.sqltx.log import LogSql, SealQueueSql
@@ -22,6 +23,7 @@ class SqlTx(
     RejectsSql,
     FencesSql,
     FeedSql,
+    ForwardingSql,
     LogSql,
     SealQueueSql,
     RetentionSql,
