@@ -214,6 +214,12 @@ class Forwarding(ABC):
                 return total
 
     # -- dispatchers -----------------------------------------------------------------------
+    def forwards_due(self, name: str) -> bool:
+        """Whether any of the destination's forwards is due now (read only: what an idle
+        dispatcher looks at before it claims)."""
+        with self.store.reading() as tx:
+            return tx.forward_due(name, tx.now())
+
     def claim_forwards(self, name: str, holder: str, limit: int) -> list[outbox.Claim]:
         """Up to ``limit`` of a destination's due forwards, each claimed by ``holder``
         under a lease of the one fence (what a dispatcher sends next)."""

@@ -430,6 +430,10 @@ class Outbox(Clock, Protocol):
         right now are skipped."""
         ...
 
+    def forward_due(self, destination: str, now: float) -> bool:
+        """Whether any of the destination's unfinished forwards is due (claimed or not)."""
+        ...
+
     def get_forward(self, forward_id: int) -> Forward | None: ...
 
     def forward_revision(self, record_id: int, revision: int) -> FeedEntry | None:

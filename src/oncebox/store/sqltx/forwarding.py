@@ -29,6 +29,9 @@ class ForwardingSql(SqlBase):
         params = {"destination": destination, "now": now, "limit": limit, "ordered": ordered}
         return [_status(row) for row in self._rows("forwards_due", params, Forward)]
 
+    def forward_due(self, destination: str, now: float) -> bool:
+        return self._one("forward_due", (destination, now)) is not None
+
     def get_forward(self, forward_id: int) -> Forward | None:
         row = self._row("forward_get", (forward_id,), Forward)
         return _status(row) if row is not None else None

@@ -346,6 +346,12 @@ DELETE FROM consumers WHERE name = ?;
 
 -- Forwarding (the outbox) -------------------------------------------------------------
 
+-- name: forward_due
+-- Whether any of a destination's forwards is due (claimed ones too): read before a claim,
+-- so an idle dispatcher writes nothing.
+SELECT 1 FROM forwards
+WHERE destination = ? AND status IN ('pending', 'failed') AND next_at <= ? LIMIT 1;
+
 -- name: forward_get
 SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
        schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
