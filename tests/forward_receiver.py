@@ -47,5 +47,5 @@ class Receiver:
                 self.applied.setdefault(headers["webhook-id"], body)
         return Response(b'{"seen": %d}' % number, status_code=status, headers=extra)
 
-    def keys(self) -> list[Any]:
+    def ids(self) -> list[Any]:
         return [h["webhook-id"] for h, _ in self.requests]

@@ -112,6 +112,12 @@ class Forwarding(ABC):
                 )  # fmt: skip
         return found
 
+    def attempt_counts(self, name: str) -> dict[str, int]:
+        """The destination's attempts ever made, by outcome (every process's)."""
+        self.destination(name)
+        with self.store.reading() as tx:
+            return tx.forward_outcomes(name, 0)
+
     # -- forwards --------------------------------------------------------------------------
     def forwards(
         self, filters: ForwardFilter | None = None, after: int = 0, limit: int = 100

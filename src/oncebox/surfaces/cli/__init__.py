@@ -9,13 +9,23 @@ import sys
 import click
 
 from oncebox.errors import OnceboxError
-from oncebox.surfaces.cli import feed, intake, letters, log, stream, tokens, views, work
+from oncebox.surfaces.cli import (
+    feed,
+    forwarding,
+    intake,
+    letters,
+    log,
+    stream,
+    tokens,
+    views,
+    work,
+)
 from oncebox.surfaces.cli.base import cli, fail
 from oncebox.surfaces.serve import serve  # the HTTP service
 
 cli.add_command(serve)
 # Imported for the commands they add to cli.
-COMMANDS = (feed, intake, letters, log, stream, tokens, views, work)
+COMMANDS = (feed, forwarding, intake, letters, log, stream, tokens, views, work)
 __all__ = ["cli", "main"]
 
 

@@ -22,7 +22,9 @@ import math
 import threading
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
@@ -224,3 +226,24 @@ class Dispatcher:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
         for lane in lanes:
             await lane.sender.close()
+
+
+def alongside(app: Any, box: Oncebox, share: int) -> Any:
+    """``app`` with a dispatcher running beside it while it serves (``oncebox serve``):
+    started with the server, stopped (what is in flight let finish) when it stops."""
+    if not box.destinations():
+        return app
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(served: Any) -> AsyncIterator[Any]:
+        thread, stop = Dispatcher(box, share=share).start()
+        try:
+            async with inner(served) as state:
+                yield state
+        finally:
+            stop.set()
+            await asyncio.to_thread(thread.join, 60.0)
+
+    app.router.lifespan_context = lifespan
+    return app
