@@ -2,7 +2,8 @@
 accepts to oncebox B, another real ``oncebox serve`` whose inbox takes Standard Webhooks
 signed with the shared secret; B dedups every resend by its ``webhook-id`` with no other
 configuration. The API (``/v1/forwarding``), the metrics and the CLI are driven as a user
-would; on SQLite and PostgreSQL."""
+would; ``oncebox forward`` is killed with SIGKILL mid-stream and nothing is lost or
+doubled at B; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 import oncebox
 from forward_receiver import SECRET
+from oncebox import ForwardFilter, ForwardStatus
 from serveproc import ONCEBOX, Served, serving
 
 A_CONFIG = """
@@ -160,3 +162,88 @@ def test_a_forwards_to_b_once_in_effect_and_operators_see_it_all(
         ("forward_retry", "ops"),
         ("forward_resume", "cli:ops"),
     ]
+
+
+KILLED_CONFIG = """
+[inboxes.payments]
+codec = "keyed"
+
+[inboxes.payments.forward.b]
+url = "{b}/v1/inboxes/hooks/deliveries"
+sign = {{ scheme = "standard-webhooks", secret_env = "HOOK_SECRET" }}
+timeout = "1s"
+rate = "10/s"
+retry = ["0s", "1s", "1s", "1s", "1s", "1s"]
+max_in_flight = 8
+"""
+
+
+def forwarder(a_url: str, config: Path) -> subprocess.Popen[str]:
+    """``oncebox forward``: A's dispatchers alone, as their own process."""
+    return subprocess.Popen(
+        [*ONCEBOX, "--db", a_url, "--config", str(config), "forward", "--poll", "0.1"],
+        stdout=subprocess.PIPE, text=True, env={**ENV, "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+
+
+def test_a_forwarder_killed_mid_stream_loses_nothing_and_b_has_each_record_once(
+    urls: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_url, b_url = urls
+    monkeypatch.setenv("HOOK_SECRET", SECRET)
+    (tmp_path / "b.toml").write_text(B_CONFIG)
+    b_env = {**ENV, "ONCEBOX_CONFIG": str(tmp_path / "b.toml")}
+    with serving(b_url, "--workers", "1", env=b_env) as b:
+        config = tmp_path / "a.toml"
+        config.write_text(KILLED_CONFIG.format(b=b.base))
+        box = oncebox.open(a_url, config=config)
+        secret = box.create_token("ops", ["*"], ["write", "read"]).secret
+        a_env = {**ENV, "ONCEBOX_CONFIG": str(config)}
+        with (
+            serving(a_url, "--workers", "1", "--no-forward", env=a_env) as a,
+            httpx.Client(base_url=a.base, timeout=30,
+                         headers={"Authorization": f"Bearer {secret}"}) as http,
+        ):  # fmt: skip
+
+            def ingest(numbers: range) -> None:
+                for n in numbers:
+                    answer = http.post("/v1/inboxes/payments/deliveries", content=f"pay {n}",
+                                       headers={"Oncebox-Key": f"p-{n}"})  # fmt: skip
+                    assert answer.status_code == 201, answer.text
+
+            def backlog() -> int:
+                [dest] = http.get("/v1/forwarding").json()["destinations"]
+                return int(dest["backlog"])
+
+            ingest(range(40))
+            time.sleep(0.5)
+            assert backlog() == 40  # --no-forward: the server sends nothing itself
+            first = forwarder(a_url, config)
+            deadline = time.monotonic() + 60
+            while len(b_records(b_url, tmp_path)) < 5:
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.05)
+            first.kill()  # SIGKILL, with claims held and requests in flight
+            first.wait()
+            assert first.returncode == -9
+            ingest(range(40, 60))  # and more accepted while no dispatcher runs
+            assert 0 < backlog() <= 60
+
+            second = forwarder(a_url, config)  # takes over once the dead one's leases run out
+            deadline = time.monotonic() + 120
+            while backlog() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            second.terminate()  # SIGTERM: it finishes what is in flight, then reports
+            out, _ = second.communicate(timeout=60)
+            assert second.returncode == 0 and backlog() == 0
+            report = json.loads(out)
+            assert report["delivered"] >= 1 and "dead" not in report
+
+            keys = sorted(e.idempotency_key for e in box.feed("payments", limit=1000).entries)
+            delivered = box.forwards(
+                ForwardFilter("b", ForwardStatus.DELIVERED), limit=1000
+            )  # fmt: skip
+        box.close()
+    assert len(keys) == 60 and len(delivered) == 60
+    b_has = b_records(b_url, tmp_path)
+    assert b_has == keys  # none lost, none twice: each record once in effect at B
