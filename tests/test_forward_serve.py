@@ -145,6 +145,7 @@ def test_a_forwards_to_b_once_in_effect_and_operators_see_it_all(
         assert 'oncebox_forward_backlog{destination="b",inbox="payments"} 0.0' in metrics
         assert 'oncebox_forward_attempts_total{destination="b",outcome="delivered"} 20.0' in metrics
         assert "oncebox_forward_oldest_seconds" in metrics
+        assert 'oncebox_forward_dead{destination="b",inbox="payments"} 0.0' in metrics
         assert "oncebox_forward_latency_seconds_bucket" in metrics
     box = oncebox.open(urls[0], config=config)
     try:

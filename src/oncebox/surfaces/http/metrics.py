@@ -157,6 +157,11 @@ class StoreCollector(Collector):
             "Seconds the oldest forward pending or retrying has waited (0: none).",
             labels=["inbox", "destination"],
         )
+        dead = GaugeMetricFamily(
+            "oncebox_forward_dead",
+            "Forwards given up (outbound dead letters), by inbox and destination.",
+            labels=["inbox", "destination"],
+        )
         attempts = CounterMetricFamily(
             "oncebox_forward_attempts",
             "Attempts at forwards, by destination and outcome (delivered, retry, dead, "
@@ -169,9 +174,10 @@ class StoreCollector(Collector):
                 continue
             backlog.add_metric([dest.inbox, dest.name], standing.backlog)
             oldest.add_metric([dest.inbox, dest.name], standing.oldest_seconds)
+            dead.add_metric([dest.inbox, dest.name], standing.dead)
             for outcome, n in sorted(self.box.attempt_counts(dest.name).items()):
                 attempts.add_metric([dest.name, outcome], n)
-        yield from (backlog, oldest, attempts)
+        yield from (backlog, oldest, dead, attempts)
 
 
 class Metrics:
