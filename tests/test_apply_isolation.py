@@ -200,7 +200,7 @@ fields = { site = "/site", need = "/need", headcount = "/headcount", pri = "/pri
 apply = "poisonstep:step"
 """
 
-POISON_STEP = '''
+POISON_STEP = """
 def step(tx, change):
     site = None if change.fields["site"] == "poison" else change.fields["site"]
     mark = "%s" if type(tx).__name__.startswith("Postgres") else "?"
@@ -209,7 +209,7 @@ def step(tx, change):
         f"VALUES ({mark}, {mark}, {mark}, 'MED', 1, 1)",
         (change.record_id, change.inbox_id, site),
     )
-'''
+"""
 
 
 @pytest.fixture
@@ -265,7 +265,7 @@ def test_poison_deliveries_never_fail_the_honest_ones_in_their_round(
     assert status == 200
     verdicts = [(d["verdict"], d["reason"], d["may_ack"]) for d in batch["decisions"]]
     assert verdicts[:2] == [("duplicate", None, True)] * 2
-    expected = ("rejected", "bad_field", True) if inbox == "cases" else (
-        "rejected", "apply_failed", False
+    expected = (
+        ("rejected", "bad_field", True) if inbox == "cases" else ("rejected", "apply_failed", False)
     )
     assert verdicts[2] == expected

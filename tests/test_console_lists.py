@@ -58,8 +58,12 @@ def test_the_quarantine_page_shows_contents_cut_and_all_of_them_a_link_away(
     shown = newcomer.locator("pre").inner_text()
     assert len(shown) <= 1025 and shown.endswith("…")
     whole = served.box.quarantined("listing")[0].content
-    assert newcomer.locator("p.cut").inner_text().startswith(
-        f"The first 1,024 of {len(whole):,} bytes, SHA-256 {hashlib.sha256(whole).hexdigest()}"
+    assert (
+        newcomer.locator("p.cut")
+        .inner_text()
+        .startswith(
+            f"The first 1,024 of {len(whole):,} bytes, SHA-256 {hashlib.sha256(whole).hexdigest()}"
+        )
     )
     assert _downloaded(page, "section.newcomer p.cut a") == whole
     original = served.box.original(served.box.quarantined("listing")[0])

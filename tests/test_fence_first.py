@@ -42,10 +42,7 @@ def test_invalid_input_under_the_current_lease_is_dead_lettered(make_box: BoxFac
     token = box.lease("feed", "S1", 60).token
     refused = box.ingest_batch(
         "feed",
-        [
-            Delivery(body, snapshot_id="S1", lease_token=token)
-            for body in (b"", OVER, b"row-1")
-        ],
+        [Delivery(body, snapshot_id="S1", lease_token=token) for body in (b"", OVER, b"row-1")],
     )
     assert [(d.verdict, d.reason, d.may_ack) for d in refused] == [
         (Verdict.REJECTED, "bad_format", True),

@@ -29,6 +29,7 @@ OWN = {
     "postgres": {"now", "lock_inbox", "lock_inbox_shared", "defer_durability", "lock_migrations"},
 }
 
+
 def data(backend: str, url: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row, apart from what names the store itself or says when it was made."""
     found = rows(backend, path(url) if backend == "sqlite" else url, timeless=True)

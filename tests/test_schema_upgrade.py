@@ -68,8 +68,7 @@ class OldStore:
         """The store's own migrations up to ``upto``, each in its own transaction."""
         real = "REAL" if self.backend == "sqlite" else "double precision"
         self.run(
-            f"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at {real} "
-            "NOT NULL)"
+            f"CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at {real} NOT NULL)"
         )
         for version, sql in frozen(self.backend):
             if version <= upto:
@@ -162,8 +161,10 @@ def fill(old: OldStore) -> None:
         old.insert("log", {"seq": seq, "step": "accept", "state": f"state {seq}",
                            "hash": f"{seq:064x}"})  # fmt: skip
     old.insert("merkle_nodes", {"level": 4, "idx": 0, "hash": b"\x04" * 32})
-    old.run("INSERT INTO meta VALUES ('record_ids_used', '2') "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+    old.run(
+        "INSERT INTO meta VALUES ('record_ids_used', '2') "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )
     old.insert("log_pending", {"step": "quarantine", "state": "queued", "record_id": None})
     old.insert("fences", {"kind": "scope", "owner": 1, "name": "gw-1", "token": 6,
                           "holder": None, "issued_at": T, "expires_at": T + 30,

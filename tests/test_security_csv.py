@@ -29,7 +29,7 @@ FULL_WIDTH = ["\uff1d", "\uff0b", "\uff0d", "\uff20"]
 OPENERS = ["=", "+", "-", "@", *FULL_WIDTH, "\ufe66", "\ufe62", "\ufe63", "\ufe6b"]
 BLANKS = ["", "\n", " ", "\x1c", "\x1d", "\x1e", "\x1f", "\x0b", "\x0c", "\x85", "\u2028",
           "\u2029", "\xa0", "\u3000", "\u200b", "\ufeff", " \n\x1c\x85 "]  # fmt: skip
-FORMULA = "HYPERLINK(\"http://evil.example\",\"x\")"
+FORMULA = 'HYPERLINK("http://evil.example","x")'
 SESSIONS = InboxSpec(
     "sessions",
     codec="json",

@@ -183,9 +183,9 @@ def test_oncebox_ingest_decides_around_a_hostile_line(tmp_path: Path, inbox: str
     assert len(decisions) == len(lines)
     assert decisions[0]["verdict"] == decisions[-1]["verdict"] == "accepted"
     ackable = not fenced(inbox)
-    assert all(
-        d["verdict"] == "rejected" and d["may_ack"] is ackable for d in decisions[1:-1]
-    ), decisions
+    assert all(d["verdict"] == "rejected" and d["may_ack"] is ackable for d in decisions[1:-1]), (
+        decisions
+    )
 
 
 @pytest.mark.slow

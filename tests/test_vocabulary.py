@@ -49,8 +49,11 @@ def test_the_api_takes_the_domains_resolutions_and_note_limit() -> None:
 
 @pytest.mark.parametrize(
     ("model", "entity", "added"),
-    [(RecordOut, Record, set()), (QuarantineOut, Quarantined, {"inbox", "original"}),
-     (DeadLetterOut, DeadLetter, {"inbox"})],
+    [
+        (RecordOut, Record, set()),
+        (QuarantineOut, Quarantined, {"inbox", "original"}),
+        (DeadLetterOut, DeadLetter, {"inbox"}),
+    ],
 )
 def test_a_model_is_made_from_its_entity(model: type, entity: type, added: set[str]) -> None:
     assert set(model.model_fields) == {f.name for f in fields(entity)} - {"cut"} | added
