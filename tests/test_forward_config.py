@@ -131,3 +131,14 @@ def test_a_config_with_a_bad_destination_fails_to_load(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"config .*: inbox p: forward.x: unknown key\(s\) max"):
         load_config(path)
+
+
+def test_every_destination_key_and_default_is_documented() -> None:
+    from oncebox.engine import destinations
+
+    page = (Path(__file__).parent.parent / "docs" / "forwarding.md").read_text("utf-8")
+    keys = set().union(*destinations._KEYS.values())
+    assert {k for k in keys if f"| `{k}` |" not in page} == set()
+    assert all(f'"{d}"' in page for d in RETRY_DEFAULT)
+    assert f"`{destinations.CIRCUIT_FAILURES}`" in page
+    assert f"`{destinations.IN_FLIGHT_DEFAULT}`" in page
