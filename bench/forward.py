@@ -7,8 +7,9 @@ Cases:
 * **batched ingest, one destination vs none**: ``--n`` distinct ``keyed`` deliveries
   through ``box.ingest_batch`` (1,000 per transaction), into an inbox with no destination
   and into one with one HTTP destination (each accepted record also writes its forward,
-  in the same transaction), on fresh stores, the two alternated ``--rounds`` times (4), each going first every
-  other round; the median of each. Target: with one destination >= 0.85x with none.
+  in the same transaction), on fresh stores, the two alternated ``--rounds`` times (4),
+  each going first every other round; the median of each. Target: with one destination
+  >= 0.85x with none.
 * **forwarding throughput**: the forwards of ``--n`` records sent by one dispatcher
   (``max_in_flight`` 64) to a local no-op receiver (uvicorn, answers 200 at once, in a
   process of its own), against a plain ``httpx`` loop with 64 requests in flight posting
