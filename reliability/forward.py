@@ -287,7 +287,7 @@ def main() -> None:
         "a_backlog_left": standing.backlog,
         "a_dead": standing.dead,
         "kills": dict(kills),
-        "proxy": dict(proxy.done),
+        "proxy": {"unverified": 0, **proxy.done},
     }
     print(json.dumps(report, indent=2))
     ok = report["lost"] == 0 and report["twice_or_more"] == 0 and report["b_records"] == len(keys)
