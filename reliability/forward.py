@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,6 +276,7 @@ def main() -> None:
     b_box = oncebox.open(b_url, config=work / "b.toml")
     carried = Counter(json.loads(c)["idempotency_key"] for c in all_contents(b_box, "hooks"))
     b_box.close()
+    shutil.rmtree(work, ignore_errors=True)
     report = {
         "control": args.control,
         "seconds": args.seconds,
