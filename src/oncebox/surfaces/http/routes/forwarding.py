@@ -3,7 +3,7 @@ attempts, outbound dead letters, and what operators do: pause, resume, send agai
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
@@ -40,6 +40,33 @@ When = Annotated[
 ]
 
 
+class SigningOut(BaseModel):
+    scheme: Literal["standard-webhooks"] = Field(description="How requests are signed.")
+    secret: str = Field(description="Where the secret comes from (inline, env NAME): never it.")
+
+
+class SettingsOut(BaseModel):
+    """A destination's settings as configured (its kind's own, the others null)."""
+
+    name: str = Field(description="The destination's name.")
+    kind: Literal["http", "redis-stream", "python"] = Field(description="How it is sent to.")
+    url: str | None = Field(default=None, description="http, redis-stream: where (no password).")
+    sign: SigningOut | None = Field(default=None, description="http: the signing, if any.")
+    stream: str | None = Field(default=None, description="redis-stream: the stream.")
+    marker_ttl: str | None = Field(
+        default=None, description="redis-stream: how long a revision sent is remembered."
+    )
+    call: str | None = Field(default=None, description="python: module:function.")
+    timeout: str = Field(description="How long one attempt may take.")
+    max_in_flight: int = Field(description="Attempts out at once per dispatcher process.")
+    rate: str | None = Field(description="Sends a second, minute or hour at most (null: any).")
+    ordered: Literal["none", "key"] = Field(description="key: one identity's revisions in order.")
+    retry: list[str] = Field(description="The delay before each attempt.")
+    retry_on: list[int] = Field(description="4xx statuses retried rather than given up on.")
+    circuit_failures: int = Field(description="Failures in a row that open the circuit.")
+    circuit_cooldown: str = Field(description="How long an open circuit waits to probe.")
+
+
 class DestinationOut(BaseModel):
     """A destination: its settings (never a secret), state, backlog and success rate."""
 
@@ -57,7 +84,7 @@ class DestinationOut(BaseModel):
     success_rate: float | None = Field(
         description="Delivered among the last 24 hours' attempts (null: none)."
     )
-    settings: dict[str, Any] = Field(description="Every setting, as configured.")
+    settings: SettingsOut = Field(description="Every setting, as configured.")
 
 
 @shaped(Attempt)
@@ -108,7 +135,8 @@ def _destination_out(standing: Standing) -> DestinationOut:
         state=standing.circuit,  # type: ignore[arg-type]
         paused_by=standing.state.paused_by, backlog=standing.backlog,
         oldest_pending_seconds=shown["oldest_pending_seconds"], dead=standing.dead,
-        success_rate=shown["success_rate"], settings=standing.destination.describe(),
+        success_rate=shown["success_rate"],
+        settings=SettingsOut(**standing.destination.describe()),
     )  # fmt: skip
 
 
