@@ -75,3 +75,11 @@ def test_the_cli_sends_lists_shows_pauses_and_sends_again(run: Any) -> None:
     assert "no forward 999" in run("forwarding", "retry", "999", ok=False)
     assert "'pending'" in run("forwarding", "deliveries", "nowhere", "--status", "x", ok=False)
     assert "ledger" in run("forward", "--destination", "ledger", ok=False)
+
+
+def test_forward_without_destinations_says_so(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*ONCEBOX, "--db", f"sqlite:///{tmp_path / 'b.db'}", "forward"],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no inbox forwards anywhere" in done.stderr

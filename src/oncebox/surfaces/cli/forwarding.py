@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from oncebox.domain.forwarding import ForwardFilter, ForwardStatus
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
 from oncebox.surfaces.cli.letters import When
 from oncebox.surfaces.forwarding.shown import forward_json, standing_json
 from oncebox.surfaces.workers import run_workers
@@ -57,6 +57,8 @@ def forward(obj: Context, only: tuple[str, ...], workers: int, once: bool, poll:
     names = list(only) or None
     for name in names or []:
         obj.box.destination(name)  # an unknown one fails here, before any worker starts
+    if not obj.box.destinations():
+        fail("no inbox forwards anywhere: declare [inboxes.NAME.forward.DEST] (--config)")
 
     def run(index: int) -> dict[str, Any]:
         dispatcher = Dispatcher(obj.box, only=names, share=workers, poll=poll)
