@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
+from oncebox.store.outbox_port import Outbox
 from oncebox.store.ports import (
     Access,
     Chain,
@@ -23,7 +24,6 @@ from oncebox.store.ports import (
     Figures,
     Listing,
     Operating,
-    Outbox,
     Params,
     Retaining,
     Sealing,
