@@ -10,10 +10,15 @@ Cases:
   in the same transaction), on fresh stores, the two alternated ``--rounds`` times (4),
   each going first every other round; the median of each. Target: with one destination
   >= 0.85x with none.
-* **forwarding throughput**: the forwards of ``--n`` records sent by one dispatcher
+* **forwarding throughput**: the forwards of ``--send-n`` (2,000) records sent by one dispatcher
   (``max_in_flight`` 64) to a local no-op receiver (uvicorn, answers 200 at once, in a
   process of its own), against a plain ``httpx`` loop with 64 requests in flight posting
-  the same number of bodies of the same size. Target: >= 0.8x the plain loop.
+  the same number of bodies of the same size, the two alternated twice; the median of
+  each. Target: >= 0.8x the plain loop.
+* **commit to receiver**: ``--rate`` (20) records a second ingested for ``--seconds``
+  (20), 10 a transaction, with a dispatcher running beside in this process; for each,
+  the time from its decision (``decided_at``, before its commit) to its first receipt
+  at the receiver: p50 and p99.
 
     .venv/bin/python bench/forward.py                 # defaults, about a minute
     .venv/bin/python bench/forward.py --n 20000 --rounds 5
@@ -46,17 +51,31 @@ from serveproc import free_port  # the suite's helper
 BATCH = 1_000
 IN_FLIGHT = 64
 RECEIVER = """
+import json, time
+from datetime import datetime
 import uvicorn
+
+seen = {}
 
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
-    more = True
+    body, more = b"", True
     while more:
-        more = (await receive()).get("more_body", False)
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    answer = b"{}"
+    if scope["path"] == "/latencies":
+        answer = json.dumps(list(seen.values())).encode()
+        seen.clear()
+    elif body.startswith(b'{"content"'):  # a forward: from its decision to now, once
+        document = json.loads(body)
+        decided = datetime.fromisoformat(document["decided_at"].replace("Z", "+00:00"))
+        seen.setdefault(document["idempotency_key"], time.time() - decided.timestamp())
     await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-length", b"2")]})
-    await send({"type": "http.response.body", "body": b"{}"})
+                "headers": [(b"content-length", str(len(answer)).encode())]})
+    await send({"type": "http.response.body", "body": answer})
 
 uvicorn.run(app, host="127.0.0.1", port=%d, log_level="warning", access_log=False)
 """
@@ -87,10 +106,9 @@ def ingest(path: Path, url: str | None, n: int) -> float:
         box.close()
 
 
-def dispatch(path: Path, url: str, n: int) -> tuple[float, int, int]:
-    """Forwards a second sent by one dispatcher until none is left, how many were
-    delivered, and the size of one forward's body."""
-    from oncebox.engine.outbox import body_of
+def dispatch(path: Path, url: str, n: int) -> tuple[float, int]:
+    """Forwards a second sent by one dispatcher until none is left, and how many were
+    delivered."""
     from oncebox.surfaces.forwarding import Dispatcher
 
     box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
@@ -99,12 +117,44 @@ def dispatch(path: Path, url: str, n: int) -> tuple[float, int, int]:
             box.ingest_batch("payments", deliveries(first, min(BATCH, n - first)))
         began = time.perf_counter()
         outcomes = Dispatcher(box, poll=0.05).run(threading.Event(), once=True)
-        rate = n / (time.perf_counter() - began)
-        entry = box.feed("payments", limit=1).entries[0]
-        size = len(body_of("payments", entry, entry.idempotency_key))
-        return rate, outcomes["delivered"], size
+        return n / (time.perf_counter() - began), outcomes["delivered"]
     finally:
         box.close()
+
+
+def size_of() -> int:
+    """The size of one forward's body (a record of this benchmark, sent)."""
+    from oncebox.engine.outbox import body_of
+
+    box = oncebox.open("sqlite:///:memory:", inboxes=[spec(None)])
+    try:
+        box.ingest_batch("payments", deliveries(0, 1))
+        entry = box.feed("payments", limit=1).entries[0]
+        return len(body_of("payments", entry, entry.idempotency_key))
+    finally:
+        box.close()
+
+
+def steady(path: Path, url: str, rate: int, seconds: float) -> list[float]:
+    """Seconds from each record's decision to its receipt, while ``rate`` records a
+    second are ingested (10 a transaction) with a dispatcher running beside."""
+    from oncebox.surfaces.forwarding import Dispatcher
+
+    box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
+    try:
+        thread, stop = Dispatcher(box, poll=0.05).start()
+        began, n = time.monotonic(), 0
+        while time.monotonic() - began < seconds:
+            box.ingest_batch("payments", deliveries(n, 10))
+            n += 10
+            time.sleep(max(0.0, began + n / rate - time.monotonic()))
+        while box.forwarding("sink")[0].backlog:
+            time.sleep(0.1)
+        stop.set()
+        thread.join()
+    finally:
+        box.close()
+    return sorted(httpx.post(url.replace("/hooks", "/latencies")).json())
 
 
 async def plain(url: str, n: int, size: int) -> float:
@@ -128,6 +178,9 @@ async def plain(url: str, n: int, size: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10_000, help="records per case")
+    parser.add_argument("--send-n", type=int, default=2_000, help="forwards per sending case")
+    parser.add_argument("--rate", type=int, default=20, help="records a second, steady")
+    parser.add_argument("--seconds", type=float, default=20, help="of steady load")
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the ingest pair")
     args = parser.parse_args()
     port = free_port()
@@ -157,13 +210,28 @@ def main() -> None:
                   f"{', '.join(f'{x:,.0f}' for x in one)})")
             print(f"  ratio {sent / bare:.2f} (target >= 0.85)")
 
-            rate, delivered, size = dispatch(where / "dispatch.db", url, args.n)
-            if delivered != args.n:
-                raise SystemExit(f"{delivered} of {args.n} forwards delivered")
-            loop = asyncio.run(plain(url, args.n, size))
-            print(f"forwarding, one dispatcher, {IN_FLIGHT} in flight: {rate:9,.0f} /s")
-            print(f"plain httpx loop, {IN_FLIGHT} in flight:      {loop:9,.0f} /s")
+            sending, plainly = [], []
+            for r in range(2):  # alternated, as the ingest pair is
+                pair = ["dispatch", "plain"] if r % 2 == 0 else ["plain", "dispatch"]
+                for case in pair:
+                    if case == "dispatch":
+                        rate, delivered = dispatch(where / f"send-{r}.db", url, args.send_n)
+                        if delivered != args.send_n:
+                            raise SystemExit(f"{delivered} of {args.send_n} forwards delivered")
+                        sending.append(rate)
+                    else:
+                        plainly.append(asyncio.run(plain(url, args.send_n, size_of())))
+            rate, loop = statistics.median(sending), statistics.median(plainly)
+            print(f"forwarding, one dispatcher, {IN_FLIGHT} in flight: {rate:9,.0f} /s  (rounds: "
+                  f"{', '.join(f'{x:,.0f}' for x in sending)})")
+            print(f"plain httpx loop, {IN_FLIGHT} in flight:      {loop:9,.0f} /s  (rounds: "
+                  f"{', '.join(f'{x:,.0f}' for x in plainly)})")
             print(f"  ratio {rate / loop:.2f} (target >= 0.8)")
+            httpx.post(url.replace("/hooks", "/latencies"))  # forget what came so far
+            lags = steady(where / "steady.db", url, args.rate, args.seconds)
+            p50, p99 = lags[len(lags) // 2], lags[int(len(lags) * 0.99)]
+            print(f"commit to receiver, {args.rate}/s for {args.seconds:g}s ({len(lags):,}): "
+                  f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms")
     finally:
         receiver.terminate()
         receiver.wait(timeout=30)
