@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from oncebox.domain import Decision, Verdict
+from oncebox.domain.forwarding import ForwardFilter, ForwardStatus
 from oncebox.engine.box import Oncebox
 from oncebox.engine.checkpoint import Checkpoint, ProofError
 from oncebox.engine.clock import ManualClock
@@ -87,6 +88,8 @@ __all__ = [
     "Decision",
     "Decoded",
     "Delivery",
+    "ForwardFilter",
+    "ForwardStatus",
     "InboxSpec",
     "Invalid",
     "InvalidOperation",

@@ -2,7 +2,7 @@
 
 One kind of lease fences everything that must have one writer at a time: a sender's
 scope of a lease-fenced inbox, the log's dedicated sealer, a reconciler's claim on a
-work key (and, later, a dispatcher's claim on a forward). Tokens come from one counter
+work key, a dispatcher's claim on a forward. Tokens come from one counter
 per store and only grow, so a newer lease fences every older token at once.
 """
 
@@ -20,6 +20,7 @@ class Fenced(StrEnum):
     SEALER = "sealer"  # the log's dedicated sealer
     WORK = "work"  # a reconciler's claim on a work key
     CONSUMER = "consumer"  # a consumer's cursor over an inbox's feed
+    FORWARD = "forward"  # a dispatcher's claim on one pending forward (an outbox row)
 
 
 class Resource(NamedTuple):

@@ -11,11 +11,11 @@ import json
 from typing import Protocol
 
 from oncebox.domain import NOTE_MAX, Quarantined, QuarantineStatus, Resolution
-from oncebox.engine import log
+from oncebox.engine import log, outbox
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.step import Change, StepFailed
 from oncebox.errors import ApplyError, InvalidOperation, NotFound
-from oncebox.store.base import Operating, StepTx
+from oncebox.store.base import Operating, Outbox, StepTx
 
 
 def check_note(note: str | None, required: bool = False) -> None:
@@ -29,9 +29,10 @@ def check_note(note: str | None, required: bool = False) -> None:
         )
 
 
-class Resolving(Operating, StepTx, Protocol):
-    """What resolving a quarantined newcomer takes: the operators' port, and what the
-    inbox's apply step writes with (an accepted newcomer moves its effects)."""
+class Resolving(Operating, StepTx, Outbox, Protocol):
+    """What resolving a quarantined newcomer takes: the operators' port, what the inbox's
+    apply step writes with (an accepted newcomer moves its effects), and the outbox (an
+    accepted revision is forwarded like an accepted record)."""
 
 
 def resolve(
@@ -91,6 +92,7 @@ def resolve(
                     f"{row.id}: {exc}",
                     inbox=inbox.name,
                 ) from exc
+            outbox.enqueue(tx, inbox, [(record.id, revision, row.identity)], now)
         tx.close_quarantine(row.id, action.status, note, now, actor)
     log.event(
         tx,

@@ -16,6 +16,7 @@ from oncebox.engine.decision import unapplied
 from oncebox.engine.durability import commit_sealed
 from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
+from oncebox.engine.forwarding import Forwarding
 from oncebox.engine.inboxes import InboxSpec
 from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
 from oncebox.engine.leases import Lease
@@ -29,7 +30,7 @@ from oncebox.logtext import escaped
 from oncebox.store.base import Declaring, Store, T, Tx
 
 
-class Oncebox(Reads, Following, Finding, Operators):
+class Oncebox(Reads, Following, Finding, Operators, Forwarding):
     """Exactly-once intake over one store. Safe to share between threads: every call
     runs on the calling thread's own connection. What it shows is in :class:`Reads`."""
 
@@ -88,6 +89,8 @@ class Oncebox(Reads, Following, Finding, Operators):
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
         identities decided under one codec mean nothing to another."""
         codec, step = spec.check()
+        destinations = spec.destinations()
+        self._check_destinations(spec.name, destinations)
         # The tables the step keeps, before anything can use them.
         self.store.ensure_schema(step.name, migrations_of(step, self.store.dialect))
 
@@ -137,7 +140,7 @@ class Oncebox(Reads, Following, Finding, Operators):
             return row
 
         row = self.write(record)
-        self._inboxes[spec.name] = ActiveInbox(row, codec, step)
+        self._inboxes[spec.name] = ActiveInbox(row, codec, step, destinations)
 
     def inbox(self, name: str) -> ActiveInbox:
         try:

@@ -15,7 +15,10 @@ DEFAULT_INBOXES = (
     InboxSpec("listing", codec="json-event", apply="generation"),
     InboxSpec("feed", codec="feed"),
 )
-_KEYS = {"codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook"}
+_KEYS = {
+    "codec", "apply", "retention", "tombstones", "retention_override", "fenced", "webhook",
+    "forward",
+}  # fmt: skip
 _TOP = {"store", "inboxes"}
 
 
@@ -56,6 +59,7 @@ def load_config(path: str | Path) -> tuple[str | None, list[InboxSpec]]:
         spec = InboxSpec(name=name, settings=settings or None, **options)
         try:
             spec.configured_codec()
+            spec.destinations()
         except ConfigError as exc:
             # A key close to an inbox's own is a typo of it, not a codec setting: say so.
             typo = next((k for k in settings if difflib.get_close_matches(k, _KEYS, 1)), None)

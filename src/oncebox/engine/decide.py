@@ -39,22 +39,22 @@ from oncebox.domain import (
     Stored,
     Verdict,
 )
-from oncebox.engine import crashpoints, fence, leases, log, replay, sealing
+from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.decision import classify, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
 from oncebox.engine.step import Change
 from oncebox.errors import RetryTransaction
 from oncebox.formats import Invalid, Oversize
-from oncebox.store.base import Deciding, Sealing, StepTx
+from oncebox.store.base import Deciding, Outbox, Sealing, StepTx
 from oncebox.store.letters import Retrying
 
 
-class DecisionTx(Deciding, Sealing, Retrying, StepTx, Protocol):
+class DecisionTx(Deciding, Sealing, Retrying, StepTx, Outbox, Protocol):
     """What deciding a batch takes of its transaction: the decision path's own port, the
     log (its entries, sealed in the same transaction where the store allows) with the
-    fence, the dead letters a delivery again comes from, and what the inbox's apply step
-    writes with."""
+    fence, the dead letters a delivery again comes from, what the inbox's apply step
+    writes with, and the outbox its accepted records' forwards are written to."""
 
 
 class Outcome(NamedTuple):
@@ -327,6 +327,8 @@ def _write(
             # A concurrent writer inserted one of these identities first.
             raise RetryTransaction("an identity of this batch was inserted meanwhile")
         _apply(tx, inbox, walk)
+        # What the new records owe downstream commits with them (none without destinations).
+        outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
         crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):

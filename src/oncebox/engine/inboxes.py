@@ -6,12 +6,15 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncebox.engine.apply import ApplyStep, apply_name, resolve_apply
 from oncebox.engine.step import Step, needed_fields
 from oncebox.errors import ConfigError
 from oncebox.formats import Codec, configure, get_codec, parse_webhook
+
+if TYPE_CHECKING:
+    from oncebox.engine.destinations import Destination
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -57,6 +60,8 @@ class InboxSpec:
     as the keys beside ``codec`` do in TOML. ``webhook`` says how the sender signs
     (``{"scheme": ..., "secret": ...}`` or ``"secret_env"``); it is kept out of the repr,
     so a logged spec never shows a secret. ``codec`` may also be a codec instance.
+    ``forward`` names its destinations, each a table as ``[inboxes.NAME.forward.DEST]``
+    is in TOML (:mod:`oncebox.engine.destinations`); also kept out of the repr.
     """
 
     name: str
@@ -68,6 +73,7 @@ class InboxSpec:
     fenced: bool | None = None
     settings: Mapping[str, Any] | None = None
     webhook: Mapping[str, Any] | None = field(default=None, repr=False)
+    forward: Mapping[str, Mapping[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def retention_seconds(self) -> float | None:
@@ -100,6 +106,12 @@ class InboxSpec:
             return configure(get_codec(self.codec), self.settings or {}, webhook)
         except ConfigError as exc:
             raise ConfigError(f"inbox {self.name}: {exc}") from None
+
+    def destinations(self, env: Mapping[str, str] | None = None) -> tuple[Destination, ...]:
+        """Where this inbox forwards what it accepts, checked."""
+        from oncebox.engine.destinations import parse_destinations  # it reads durations here
+
+        return parse_destinations(self.name, self.forward, env)
 
     def check(self) -> tuple[Codec, Step]:
         """Validate the declaration; return the codec and apply step it names."""

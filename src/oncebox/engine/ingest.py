@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from oncebox.domain import Arrival, Decision, Inbox
+from oncebox.engine.destinations import Destination
 from oncebox.engine.step import FieldCheck, Step, field_check
 from oncebox.formats import (
     Codec,
@@ -40,6 +41,7 @@ class ActiveInbox:
     row: Inbox
     codec: Codec
     apply: Step
+    forward: tuple[Destination, ...] = ()  # where what it accepts is forwarded
 
     @property
     def name(self) -> str:

@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 from oncebox.store.finding import Finding
 from oncebox.store.letters import Archiving, Retrying, Selecting
+from oncebox.store.outbox_port import Outbox
 from oncebox.store.ports import (
     Access,
     Chain,
@@ -48,6 +49,7 @@ class Tx(
     Retrying,
     Archiving,
     Selecting,
+    Outbox,
     StepTx,
     Protocol,
 ):
@@ -116,6 +118,7 @@ __all__ = [
     "Finding",
     "Listing",
     "Operating",
+    "Outbox",
     "Params",
     "Retaining",
     "Sealing",

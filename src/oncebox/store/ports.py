@@ -6,10 +6,11 @@ read at once: the decision path (:class:`Deciding`), the log and its sealer
 (:class:`Listing`, :class:`Figures`), access (:class:`Access`), retention
 (:class:`Retaining`), declaring inboxes (:class:`Declaring`), the one fence
 (:class:`FencePort`) and apply steps (:class:`StepTx`, which is all a step, built-in or a
-user's, gets). A store's transaction is every port at once
-(:class:`oncebox.store.base.Tx`). The store reports facts and records what the engine
-decided; the rules stay in the engine. Every write that can concern many rows takes them
-all at once: a single delivery is a batch of one.
+user's, gets); forwarding's outbox has its own module (:mod:`oncebox.store.outbox_port`).
+A store's transaction is every port at once (:class:`oncebox.store.base.Tx`). The store
+reports facts and records what the engine decided; the rules stay in the engine. Every
+write that can concern many rows takes them all at once: a single delivery is a batch of
+one.
 """
 
 from __future__ import annotations

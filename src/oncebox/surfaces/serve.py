@@ -86,6 +86,12 @@ Seconds = click.FloatRange(min=0, min_open=True)
     help="Proxies (addresses or networks, comma-separated, or *) whose X-Forwarded-For "
     "and X-Forwarded-Proto are believed. By default none: the client is the peer.",
 )
+@click.option(
+    "--no-forward",
+    "no_forward",
+    is_flag=True,
+    help="Run no dispatcher beside the API: forwards wait for `oncebox forward`.",
+)
 @click.pass_obj
 def serve(
     obj: Any,
@@ -100,11 +106,16 @@ def serve(
     unverified_budget: int,
     log_format: str,
     proxies: list[str] | None,
+    no_forward: bool,
 ) -> None:
     """Run the HTTP API (uvicorn).
 
+    Each worker process also sends the inboxes' forwards (each destination's rate shared
+    out among them) unless --no-forward.
+
     Example: oncebox serve --port 8080 --workers 2
     """
+    from oncebox.surfaces.forwarding.dispatcher import alongside
     from oncebox.surfaces.http import create_app, server
     from oncebox.surfaces.http.limits import Limits
 
@@ -133,8 +144,12 @@ def serve(
         click.echo(f"oncebox: console: {base}/console; {count} worker process{plural}", err=True)
 
     limits = Limits(header_timeout, body_timeout, max_connections)
+    def make_app() -> Any:
+        app = create_app(obj.box, private_key=key, unverified_budget=unverified_budget)
+        return app if no_forward else alongside(app, obj.box, share=count)
+
     server.run_workers(
-        lambda: create_app(obj.box, private_key=key, unverified_budget=unverified_budget),
+        make_app,
         count,
         host,
         port,

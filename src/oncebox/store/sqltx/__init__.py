@@ -9,6 +9,7 @@ from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
 from oncebox.store.sqltx.finding import FindingSql
+from oncebox.store.sqltx.forwarding import ForwardingSql
 from oncebox.store.sqltx.inboxes import InboxesSql
 from oncebox.store.sqltx.leases import FencesSql, TokensSql
 from oncebox.store.sqltx.letters import LettersSql
@@ -26,6 +27,7 @@ class SqlTx(
     FencesSql,
     FeedSql,
     FindingSql,
+    ForwardingSql,
     LogSql,
     SealQueueSql,
     RetentionSql,

@@ -12,6 +12,7 @@ from oncebox.errors import OnceboxError
 from oncebox.surfaces.cli import (
     bulk,
     feed,
+    forwarding,
     intake,
     letters,
     log,
@@ -26,7 +27,7 @@ from oncebox.surfaces.serve import serve  # the HTTP service
 
 cli.add_command(serve)
 # Imported for the commands they add to cli.
-COMMANDS = (bulk, feed, intake, letters, log, records, stream, tokens, views, work)
+COMMANDS = (bulk, feed, forwarding, intake, letters, log, records, stream, tokens, views, work)
 __all__ = ["cli", "main"]
 
 

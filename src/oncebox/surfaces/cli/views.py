@@ -127,6 +127,7 @@ def inboxes(obj: Context) -> None:
                 "apply": a.row.apply,
                 "retention_seconds": a.row.retention_seconds,
                 "tombstone_seconds": a.row.tombstone_seconds,
+                "forward": [destination.describe() for destination in a.forward],
             }
             for a in obj.reader.inboxes
         ]

@@ -23,8 +23,17 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from oncebox.engine.box import Oncebox
+from oncebox.surfaces.forwarding.dispatcher import REGISTRY as FORWARDED
 from oncebox.surfaces.http.auth import Caller
 from oncebox.surfaces.http.groupcommit import GroupCommit
+
+
+class ForwardLatency(Collector):
+    """This process's dispatchers' latency (``oncebox serve`` runs one in each worker)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from FORWARDED.collect()
+
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -123,6 +132,7 @@ class StoreCollector(Collector):
                 behind.add_metric(named, standing.lag_seconds)
         yield from (deliveries, rejected, quarantine, dead, letters, dirty, review, refused)
         yield from (lag, behind)
+        yield from self.forwarding()
         if not self.everything:
             return
         yield GaugeMetricFamily(
@@ -140,6 +150,42 @@ class StoreCollector(Collector):
             "Single deliveries decided through the group committer (this process).",
             value=self.group.deliveries,
         )
+
+
+    def forwarding(self) -> Iterator[Metric]:
+        """Each destination's backlog and oldest forward's age, and its attempts by
+        outcome, from the store (every dispatcher's), for the inboxes the caller sees."""
+        backlog = GaugeMetricFamily(
+            "oncebox_forward_backlog",
+            "Forwards pending or retrying, by inbox and destination.",
+            labels=["inbox", "destination"],
+        )
+        oldest = GaugeMetricFamily(
+            "oncebox_forward_oldest_seconds",
+            "Seconds the oldest forward pending or retrying has waited (0: none).",
+            labels=["inbox", "destination"],
+        )
+        dead = GaugeMetricFamily(
+            "oncebox_forward_dead",
+            "Forwards given up (outbound dead letters), by inbox and destination.",
+            labels=["inbox", "destination"],
+        )
+        attempts = CounterMetricFamily(
+            "oncebox_forward_attempts",
+            "Attempts at forwards, by destination and outcome (delivered, retry, dead, "
+            "stale).",
+            labels=["destination", "outcome"],
+        )
+        for standing in self.box.forwarding():
+            dest = standing.destination
+            if not self.visible(dest.inbox):
+                continue
+            backlog.add_metric([dest.inbox, dest.name], standing.backlog)
+            oldest.add_metric([dest.inbox, dest.name], standing.oldest_seconds)
+            dead.add_metric([dest.inbox, dest.name], standing.dead)
+            for outcome, n in sorted(self.box.attempt_counts(dest.name).items()):
+                attempts.add_metric([dest.name, outcome], n)
+        yield from (backlog, oldest, dead, attempts)
 
 
 class Metrics:
@@ -173,5 +219,6 @@ class Metrics:
         scrape.register(StoreCollector(self.box, self.group, who.sees, everything, refusals))
         if everything:
             scrape.register(self.latency)
+            scrape.register(ForwardLatency())
         encode, content_type = choose_encoder(accept or "")
         return encode(scrape), content_type

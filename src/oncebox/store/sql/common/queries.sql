@@ -480,3 +480,96 @@ SELECT id, inbox_id, reason, substr(detail, 1, CAST(:text AS INTEGER)) AS detail
 FROM dead_letters
 WHERE inbox_id = :inbox AND substr(key, 1, 256) = :prefix AND key = :key
 ORDER BY id LIMIT :limit;
+
+-- Forwarding (the outbox) -------------------------------------------------------------
+
+-- name: forward_due
+-- Whether any of a destination's forwards is due (claimed ones too): read before a claim,
+-- so an idle dispatcher writes nothing.
+SELECT 1 FROM forwards
+WHERE destination = ? AND status IN ('pending', 'failed') AND next_at <= ? LIMIT 1;
+
+-- name: forward_get
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards WHERE id = ?;
+
+-- name: forward_settle
+-- What an attempt (or an operator) made of a forward.
+UPDATE forwards
+SET status = ?, attempts = ?, schedule_at = ?, next_at = ?, updated_at = ?, last_status = ?,
+    last_error = ?, finished_at = ?
+WHERE id = ?;
+
+-- name: forward_attempt_add
+INSERT INTO forward_attempts (forward_id, number, at, outcome, status, latency, answer, error,
+                              next_at, dispatcher)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: forward_attempts
+SELECT forward_id, number, at, outcome, status, latency, answer, error, next_at, dispatcher
+FROM forward_attempts WHERE forward_id = ? ORDER BY id LIMIT ?;
+
+-- name: forward_claim_drop
+-- A finished claim's lease: the forward is settled, nothing is left to fence.
+DELETE FROM fences WHERE kind = 'forward' AND owner = ? AND name = ?;
+
+-- name: forward_revision
+-- What a forward carries: one revision of a record, the record's or a superseded one's.
+SELECT 0 AS position, r.id AS record_id, CAST(:revision AS INTEGER) AS revision, r.identity,
+       CASE WHEN r.revision = :revision THEN r.witness ELSE v.witness END AS witness,
+       CASE WHEN r.revision = :revision THEN r.fields ELSE v.fields END AS fields,
+       CASE WHEN r.revision = :revision THEN r.content ELSE v.content END AS content,
+       NULL AS content_length, r.first_seen,
+       CASE WHEN :revision = 1 THEN r.first_seen
+            WHEN r.revision = :revision THEN r.revised_at ELSE v.decided_at END AS decided_at,
+       r.device_time, r.snapshot_id, r.delivery_id, r.signature
+FROM records r LEFT JOIN revisions v ON v.record_id = r.id AND v.revision = :revision
+WHERE r.id = :record;
+
+-- name: destination_get
+SELECT inbox_id, name, paused_at, paused_by, circuit, failures, open_until
+FROM forward_destinations WHERE name = ?;
+
+-- name: destinations_all
+SELECT inbox_id, name, paused_at, paused_by, circuit, failures, open_until
+FROM forward_destinations ORDER BY name;
+
+-- name: destination_put
+INSERT INTO forward_destinations (inbox_id, name, paused_at, paused_by, circuit, failures,
+                                  open_until)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE
+SET inbox_id = excluded.inbox_id, paused_at = excluded.paused_at,
+    paused_by = excluded.paused_by, circuit = excluded.circuit,
+    failures = excluded.failures, open_until = excluded.open_until;
+
+-- name: forward_count
+INSERT INTO forward_counts (destination, hour, outcome, n) VALUES (?, ?, ?, ?)
+ON CONFLICT (destination, hour, outcome) DO UPDATE SET n = forward_counts.n + excluded.n;
+
+-- name: forward_counts_since
+SELECT outcome, sum(n) FROM forward_counts
+WHERE destination = ? AND hour >= ? GROUP BY outcome;
+
+-- name: forward_backlog
+-- The unfinished, counted, and when the oldest of them was accepted.
+SELECT count(*), min(created_at) FROM forwards
+WHERE destination = ? AND status IN ('pending', 'failed');
+
+-- name: forward_dead_count
+SELECT count(*) FROM forwards WHERE destination = ? AND status = 'dead';
+
+-- name: forwards_listed
+-- Named parameters: destination, status, since, until, record, after, limit; a filter
+-- left null takes every value. In id order, after :after.
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards
+WHERE id > :after
+  AND (CAST(:destination AS TEXT) IS NULL OR destination = :destination)
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
+  AND (CAST(:until AS REAL) IS NULL OR created_at < :until)
+  AND (CAST(:record AS BIGINT) IS NULL OR record_id = :record)
+ORDER BY id LIMIT :limit;

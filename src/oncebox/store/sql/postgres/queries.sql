@@ -317,3 +317,31 @@ WHERE step IN ('evict', 'replay')
   AND (substring(state FROM '"record":([0-9]{1,18})[,}]')::bigint) = ANY (
       ARRAY(SELECT value::bigint FROM json_array_elements_text(%(records)s::json)))
 ORDER BY seq LIMIT %(limit)s;
+
+-- name: forwards_queue
+-- columnar; one row per revision and destination, in the deciding transaction.
+INSERT INTO forwards (inbox_id, destination, record_id, revision, order_key, next_at,
+                      created_at, updated_at)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::text[],
+                     %b::float8[], %b::float8[], %b::float8[]);
+
+-- name: forwards_due
+-- What may be claimed of a destination now: unfinished, due, and under no live lease
+-- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
+-- head of each key (its oldest unfinished forward), so a failing head holds its key only.
+-- SKIP LOCKED: a row another dispatcher is claiming right now is left to it.
+SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
+       o.attempts, o.schedule_at, o.next_at, o.created_at, o.updated_at, o.last_status,
+       o.last_error, o.finished_at
+FROM forwards o
+LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
+                   AND f.name = o.id::text
+WHERE o.destination = %(destination)s AND o.status IN ('pending', 'failed')
+  AND o.next_at <= %(now)s
+  AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < %(now)s)
+  AND (NOT %(ordered)s OR NOT EXISTS (
+        SELECT 1 FROM forwards p
+        WHERE p.destination = o.destination AND p.order_key = o.order_key
+          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id))
+ORDER BY o.next_at, o.id LIMIT %(limit)s
+FOR UPDATE OF o SKIP LOCKED;

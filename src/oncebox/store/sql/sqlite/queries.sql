@@ -243,3 +243,28 @@ WHERE step IN ('evict', 'replay')
   AND CASE WHEN json_valid(state) THEN json_extract(state, '$.record') END
       IN (SELECT value FROM json_each(:records))
 ORDER BY seq LIMIT :limit;
+
+-- name: forwards_queue
+-- One row per revision and destination, in the deciding transaction.
+INSERT INTO forwards (inbox_id, destination, record_id, revision, order_key, next_at,
+                      created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: forwards_due
+-- What may be claimed of a destination now: unfinished, due, and under no live lease
+-- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
+-- head of each key (its oldest unfinished forward), so a failing head holds its key only.
+SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
+       o.attempts, o.schedule_at, o.next_at, o.created_at, o.updated_at, o.last_status,
+       o.last_error, o.finished_at
+FROM forwards o
+LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
+                   AND f.name = CAST(o.id AS TEXT)
+WHERE o.destination = :destination AND o.status IN ('pending', 'failed')
+  AND o.next_at <= :now
+  AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < :now)
+  AND (NOT :ordered OR NOT EXISTS (
+        SELECT 1 FROM forwards p
+        WHERE p.destination = o.destination AND p.order_key = o.order_key
+          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id))
+ORDER BY o.next_at, o.id LIMIT :limit;

@@ -1,0 +1,75 @@
+"""Forwarding's port: what the outbox asks of a transaction (beside the others in
+:mod:`oncebox.store.ports`), in the engine's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from oncebox.domain import FeedEntry
+from oncebox.domain.forwarding import Attempt, DestinationState, Forward, ForwardFilter
+from oncebox.store.ports import Clock
+
+
+class Outbox(Clock, Protocol):
+    """Forwarding: the outbox rows written beside the decisions, their attempts, and the
+    destinations' shared state (:mod:`oncebox.engine.outbox`)."""
+
+    def queue_forwards(
+        self, rows: Sequence[tuple[int, str, int, int, str | None, float, float, float]]
+    ) -> None:
+        """Write forwards: (inbox id, destination, record id, revision, order key, due
+        at, now, now) each, in the deciding transaction."""
+        ...
+
+    def due_forwards(
+        self, destination: str, now: float, limit: int, ordered: bool
+    ) -> list[Forward]:
+        """A destination's forwards that may be claimed now, the earliest due first
+        (under ``ordered``, only each key's head); rows another transaction is claiming
+        right now are skipped."""
+        ...
+
+    def forward_due(self, destination: str, now: float) -> bool:
+        """Whether any of the destination's unfinished forwards is due (claimed or not)."""
+        ...
+
+    def get_forward(self, forward_id: int) -> Forward | None: ...
+
+    def forward_revision(self, record_id: int, revision: int) -> FeedEntry | None:
+        """What a forward carries: the revision whole (its ``position`` left 0)."""
+        ...
+
+    def settle_forwards(self, forwards: Sequence[Forward]) -> None:
+        """Write each forward's status, attempts, schedule, due time and last answer."""
+        ...
+
+    def add_attempts(self, attempts: Sequence[Attempt]) -> None: ...
+
+    def attempts(self, forward_id: int, limit: int) -> list[Attempt]: ...
+
+    def drop_claims(self, claims: Sequence[tuple[int, int]]) -> None:
+        """Forget the leases of these settled forwards: (inbox id, forward id) each."""
+        ...
+
+    def destination_state(self, name: str) -> DestinationState | None: ...
+
+    def destination_states(self) -> list[DestinationState]: ...
+
+    def put_destination_state(self, state: DestinationState) -> None: ...
+
+    def count_forward_outcomes(
+        self, destination: str, hour: int, counts: Mapping[str, int]
+    ) -> None:
+        """Add to the per-hour counts of attempts by outcome."""
+        ...
+
+    def forward_outcomes(self, destination: str, since_hour: int) -> dict[str, int]: ...
+
+    def forward_backlog(self, destination: str) -> tuple[int, float | None, int]:
+        """(unfinished, when the oldest of them was accepted, dead)."""
+        ...
+
+    def list_forwards(self, filters: ForwardFilter, after: int, limit: int) -> list[Forward]:
+        """Forwards matching ``filters`` after id ``after``, in id order."""
+        ...

@@ -1,0 +1,144 @@
+"""Forwarding destinations, configured not coded (issue 22, item 1): checked before anything
+is stored, unknown keys refused, secrets never shown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import oncebox
+from oncebox import ConfigError, InboxSpec
+from oncebox.engine.config import load_config
+from oncebox.engine.destinations import RETRY_DEFAULT, parse_destinations
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks example key
+CONFIG = """
+store = "sqlite:///{db}"
+
+[inboxes.payments]
+codec = "keyed"
+
+[inboxes.payments.forward.ledger]
+url = "http://127.0.0.1:9000/hooks"
+sign = {{ scheme = "standard-webhooks", secret_env = "LEDGER_SECRET" }}
+timeout = "30s"
+max_in_flight = 16
+rate = "50/s"
+ordered = "key"
+retry = ["0s", "5s", "5m", "30m", "2h", "5h", "10h", "10h"]
+
+[inboxes.payments.forward.audit]
+kind = "redis-stream"
+url = "redis://:hunter2@127.0.0.1:6379/0"
+stream = "payments"
+
+[inboxes.payments.forward.local]
+kind = "python"
+call = "mypackage.hooks:on_payment"
+retry_on = [409]
+"""
+
+
+def test_a_config_declares_destinations_of_each_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LEDGER_SECRET", SECRET)
+    path = tmp_path / "oncebox.toml"
+    path.write_text(CONFIG.format(db=tmp_path / "a.db"))
+    _, [spec] = load_config(path)
+    ledger, audit, local = spec.destinations()
+    assert (ledger.kind, ledger.rate, ledger.ordered, ledger.timeout) == ("http", 50.0, True, 30)
+    assert ledger.retry == (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+    assert ledger.lease > ledger.timeout  # a claim outlasts the request
+    assert (audit.kind, audit.stream) == ("redis-stream", "payments")
+    assert (local.kind, local.call, local.retry_on) == ("python", "mypackage.hooks:on_payment",
+                                                        frozenset({409}))  # fmt: skip
+    assert SECRET[6:] not in repr(spec) and "hunter2" not in repr(spec)
+    shown = json.dumps([d.describe() for d in (ledger, audit, local)])
+    assert SECRET[6:] not in shown and "hunter2" not in shown
+    assert ledger.describe()["sign"] == {
+        "scheme": "standard-webhooks",
+        "secret": "env LEDGER_SECRET",
+    }
+    assert audit.describe()["url"] == "redis://:***@127.0.0.1:6379/0"
+
+
+def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "oncebox.toml"
+    path.write_text(CONFIG.format(db=tmp_path / "a.db"))
+    env = {"LEDGER_SECRET": SECRET, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "oncebox", "--config", str(path), "inboxes"],
+        capture_output=True, text=True, env=env, check=True,
+    )  # fmt: skip
+    [payments] = json.loads(done.stdout)
+    assert [d["name"] for d in payments["forward"]] == ["ledger", "audit", "local"]
+    assert payments["forward"][0]["retry"] == list(RETRY_DEFAULT)
+    assert SECRET[6:] not in done.stdout and "hunter2" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        ({"url": "http://x/h", "urll": 1}, "unknown key(s) urll"),
+        ({"kind": "smtp"}, "kind must be one of"),
+        ({}, "url is required"),
+        ({"url": "ftp://x/h"}, "url must be a http or https URL"),
+        ({"url": "http://x/h", "stream": "s"}, "unknown key(s) stream"),
+        ({"kind": "redis-stream", "url": "redis://x"}, "stream must name"),
+        ({"kind": "python", "call": "nocolon"}, 'call must name a function as "module:function"'),
+        ({"url": "http://x/h", "ordered": "yes"}, 'ordered must be "key" or "none"'),
+        ({"url": "http://x/h", "rate": "fast"}, "rate is sends per second"),
+        ({"url": "http://x/h", "retry": []}, "retry is a list of 1 to 64 delays"),
+        ({"url": "http://x/h", "retry": ["soon"]}, "retry: not a duration"),
+        ({"url": "http://x/h", "timeout": "0s"}, "timeout must be longer than 0"),
+        ({"url": "http://x/h", "max_in_flight": 0}, "max_in_flight must be a whole number"),
+        ({"url": "http://x/h", "retry_on": [500]}, "retry_on is a list of 4xx"),
+        ({"url": "http://x/h", "sign": {"secret_env": "NOT_SET_ANYWHERE"}}, "is not set"),
+        ({"url": "http://x/h", "sign": {"secret": "whsec_!!"}}, "sign:"),
+        ({"url": "http://x/h", "sign": {"scheme": "github", "secret": SECRET}}, "the scheme is"),
+        ({"url": "http://x/h", "sign": {"secret": SECRET, "tolerance": 3}}, "unknown key(s)"),
+    ],
+)
+def test_a_bad_destination_is_refused_saying_why(table: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_destinations("payments", {"ledger": table}, env={})
+    assert says in str(refused.value)
+    assert str(refused.value).startswith("inbox payments: forward.ledger: ")
+    assert SECRET[6:] not in str(refused.value) and "!!" not in str(refused.value)
+
+
+def test_a_destination_name_is_the_stores_alone() -> None:
+    specs = [
+        InboxSpec("a", codec="keyed", forward={"ledger": {"url": "http://x/h"}}),
+        InboxSpec("b", codec="keyed", forward={"ledger": {"url": "http://x/h"}}),
+    ]
+    with pytest.raises(ConfigError, match="destination ledger is already inbox a's"):
+        oncebox.open("sqlite:///:memory:", inboxes=specs)
+
+
+def test_a_config_with_a_bad_destination_fails_to_load(tmp_path: Path) -> None:
+    path = tmp_path / "oncebox.toml"
+    path.write_text(
+        '[inboxes.p]\ncodec = "keyed"\n[inboxes.p.forward.x]\nurl = "http://x"\nmax = 3\n'
+    )
+    with pytest.raises(ConfigError, match=r"config .*: inbox p: forward.x: unknown key\(s\) max"):
+        load_config(path)
+
+
+def test_every_destination_key_and_default_is_documented() -> None:
+    from oncebox.engine import destinations
+
+    page = (Path(__file__).parent.parent / "docs" / "forwarding.md").read_text("utf-8")
+    keys = set().union(*destinations._KEYS.values())
+    assert {k for k in keys if f"| `{k}` |" not in page} == set()
+    assert all(f'"{d}"' in page for d in RETRY_DEFAULT)
+    assert f"`{destinations.CIRCUIT_FAILURES}`" in page
+    assert f"`{destinations.IN_FLIGHT_DEFAULT}`" in page

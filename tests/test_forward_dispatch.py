@@ -1,0 +1,162 @@
+"""Dispatchers send what the outbox owes (issue 22, items 3 and 4): HTTP per Standard
+Webhooks (checked by the official ``standardwebhooks`` package), Redis streams exactly once
+through one Lua step, and a Python function outside any store transaction."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import forward_sink
+from conftest import BoxFactory
+from forward_receiver import SECRET, Receiver
+from httpserver import serving
+from oncebox import Delivery, InboxSpec, Oncebox
+from oncebox.domain.forwarding import ForwardStatus
+from oncebox.surfaces.forwarding import Dispatcher
+from oncebox.surfaces.forwarding.senders import StreamSender, retry_after
+from redisserver import MISSING, RedisServer
+
+
+def keyed(forward: dict[str, Any]) -> InboxSpec:
+    return InboxSpec("payments", codec="keyed", forward=forward)
+
+
+def ingest(box: Oncebox, n: int) -> None:
+    box.ingest_batch("payments", [Delivery(f"pay {i}".encode(), key=f"p-{i}") for i in range(n)])
+
+
+def dispatch(box: Oncebox) -> dict[str, int]:
+    return dict(Dispatcher(box, poll=0.02).run(threading.Event(), once=True))
+
+
+def test_http_forwards_carry_the_key_and_a_signature_the_official_library_accepts(
+    make_box: BoxFactory,
+) -> None:
+    # Every third request fails first (500, then a 429 asking for no wait at all).
+    answers = {3: (500, {}), 6: (429, {"Retry-After": "0"})}
+    receiver = Receiver(lambda n: answers.get(n, (200, {})))
+    with serving(receiver.app) as base:
+        box = make_box([keyed({"ledger": {
+            "url": f"{base}/hooks", "sign": {"secret": SECRET}, "retry": ["0s"] * 3,
+        }})])  # fmt: skip
+        ingest(box, 10)
+        outcomes = dispatch(box)
+    assert outcomes == {"delivered": 10, "retry": 2}
+    assert receiver.unverified == 0 and len(receiver.requests) == 12
+    expected = {f.record_id: f for f in box.forwards()}
+    assert all(f.status is ForwardStatus.DELIVERED for f in expected.values())
+    entries = {e.record_id: e.idempotency_key for e in box.feed("payments").entries}
+    assert sorted(receiver.applied) == sorted(entries.values())  # the feed's own keys
+    for headers, body in receiver.requests:
+        assert headers["idempotency-key"] == headers["webhook-id"]
+        document = json.loads(body)
+        assert document["idempotency_key"] == headers["webhook-id"]
+        assert receiver.applied[headers["webhook-id"]] == body  # the same bytes each time
+        assert document["content"]["text"] == f"pay {document['record_id'] - 1}"
+    retried = [k for k in receiver.ids() if receiver.ids().count(k) == 2]
+    assert len(set(retried)) == 2
+
+
+def test_an_unsigned_destination_still_sends_the_key(make_box: BoxFactory) -> None:
+    receiver = Receiver()
+    with serving(receiver.app) as base:
+        box = make_box([keyed({"ledger": {"url": f"{base}/hooks"}})])
+        ingest(box, 1)
+        dispatch(box)
+    [(headers, _)] = receiver.requests
+    assert "webhook-signature" not in headers and headers["webhook-id"].startswith("obx_")
+    assert receiver.unverified == 1  # the receiver wants it signed
+
+
+def test_a_refusing_receiver_makes_dead_letters_at_once(make_box: BoxFactory) -> None:
+    receiver = Receiver(lambda _n: (422, {}))
+    with serving(receiver.app) as base:
+        box = make_box([keyed({"ledger": {"url": f"{base}/hooks", "sign": {"secret": SECRET}}})])
+        ingest(box, 2)
+        assert dispatch(box) == {"dead": 2}
+    dead = box.forwards()
+    assert [f.status for f in dead] == [ForwardStatus.DEAD] * 2
+    _, [attempt] = box.forward(dead[0].id)
+    assert attempt.status == 422 and attempt.answer == b'{"seen": 1}'
+
+
+def test_a_connection_refused_is_retried_and_kept_as_an_attempt(make_box: BoxFactory) -> None:
+    box = make_box([keyed({"ledger": {"url": "http://127.0.0.1:9/hooks", "retry": ["0s", "1h"],
+                                      "timeout": "2s"}})])  # fmt: skip
+    ingest(box, 1)
+    assert dispatch(box) == {"retry": 1}
+    [forward] = box.forwards()
+    assert forward.status is ForwardStatus.FAILED and "ConnectError" in (forward.last_error or "")
+
+
+def test_retry_after_is_read_as_seconds_or_a_date() -> None:
+    assert retry_after("120", 0.0) == 120.0
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
+    assert retry_after("soon", 0.0) is None and retry_after(None, 0.0) is None
+
+
+def test_a_python_destination_is_called_outside_the_store(make_box: BoxFactory) -> None:
+    box = make_box([keyed({"local": {"kind": "python", "call": "forward_sink:take",
+                                     "retry": ["0s", "0s"]}})])  # fmt: skip
+    forward_sink.received.clear()
+    ingest(box, 3)
+    [first, *_] = box.feed("payments").entries
+    forward_sink.fail_first.add(first.idempotency_key)
+    assert dispatch(box) == {"delivered": 3, "retry": 1}
+    assert sorted(e["record_id"] for e in forward_sink.received) == [1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if not RedisServer.available():
+        pytest.fail(MISSING)
+    server = RedisServer.start(Path(tmp_path_factory.mktemp("redis")))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_stream_gets_each_revision_once_however_often_it_is_sent(
+    make_box: BoxFactory, redis_server: RedisServer
+) -> None:
+    stream = f"payments-{time.monotonic_ns()}"
+    box = make_box([keyed({"audit": {"kind": "redis-stream", "url": redis_server.url,
+                                     "stream": stream}})])  # fmt: skip
+    ingest(box, 3)
+    claims = box.claim_forwards("audit", "d1", 10)
+    import asyncio
+
+    async def send_twice() -> list[Any]:
+        sender = StreamSender(box.destination("audit"))
+        try:
+            return [await sender.send(c) for c in [*claims, *claims]]
+        finally:
+            await sender.close()
+
+    sent = asyncio.run(send_twice())
+    assert [s.answer for s in sent[:3]] == [s.answer for s in sent[3:]]  # the same entry
+    client = redis_server.client()
+    try:
+        entries = client.xrange(stream)
+        assert len(entries) == 3
+        keys = [fields[b"idempotency_key"].decode() for _, fields in entries]
+        assert keys == [c.key for c in claims]
+        assert [fields[b"body"] for _, fields in entries] == [c.body for c in claims]
+    finally:
+        client.close()
+    box.settle_forwards("audit", sent[:3], "d1")
+    ingest(box, 4)  # one more
+    assert dispatch(box) == {"delivered": 1}
+    client = redis_server.client()
+    try:
+        assert client.xlen(stream) == 4
+    finally:
+        client.close()

@@ -1,0 +1,246 @@
+"""The outbox (issue 22, items 2 to 5): forwards written in the deciding transaction,
+claimed under the one fence, retried as the answer says, a circuit per destination,
+pause and resume, ordered keys, operators' retries; on every backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from conftest import BoxFactory
+from oncebox import ApplyError, Change, Delivery, InboxSpec, ManualClock, Oncebox, Step
+from oncebox.domain.forwarding import ForwardFilter, ForwardStatus, Outcome
+from oncebox.engine.outbox import Claim, Sent, judge, next_delay
+from oncebox.formats.ussd_h1 import make_frame
+
+
+def hooks(**destination: Any) -> dict[str, Any]:
+    return {"ledger": {"url": "http://127.0.0.1:9/h", **destination}}
+
+
+def frame(seq: int, headcount: int = 3) -> Delivery:
+    return Delivery(make_frame(seq, "Kakuma1", "MED", headcount, 86).encode(), key=f"r-{seq}")
+
+
+def forwarding_box(make_box: BoxFactory, **destination: Any) -> Oncebox:
+    return make_box(
+        [
+            InboxSpec("ussd", codec="ussd-h1", apply="triage", forward=hooks(**destination)),
+            InboxSpec("feed", codec="feed"),
+        ]
+    )
+
+
+def sent(claim: Claim, status: int | None, **more: Any) -> Sent:
+    return Sent(claim, status, 0.01, **more)
+
+
+def statuses(box: Oncebox) -> list[tuple[int, str, int]]:
+    return [(f.record_id, f.status.value, f.attempts) for f in box.forwards()]
+
+
+def test_each_accepted_record_and_revision_owes_one_forward(make_box: BoxFactory) -> None:
+    box = forwarding_box(make_box)
+    box.ingest_batch("ussd", [frame(1), frame(2), frame(1)])  # the duplicate owes nothing
+    conflict = box.ingest("ussd", frame(2, headcount=9))
+    box.ingest("ussd", b"H1|broken", key="bad")  # a dead letter owes nothing
+    assert [(f.record_id, f.revision) for f in box.forwards()] == [(1, 1), (2, 1)]
+    assert conflict.quarantine_id is not None
+    box.resolve(conflict.quarantine_id, "accept", "corrected by the gateway")
+    assert [(f.record_id, f.revision) for f in box.forwards()] == [(1, 1), (2, 1), (2, 2)]
+    claims = box.claim_forwards("ledger", "d1", 10)
+    assert len({c.key for c in claims}) == 3  # each revision its own idempotency key
+    revised = json.loads(claims[2].body)
+    assert (revised["record_id"], revised["revision"]) == (2, 2)
+    assert revised["content"] == {"text": frame(2, headcount=9).body.decode()}
+    assert revised["idempotency_key"] == claims[2].key
+    # An inbox without destinations writes nothing more.
+    box.ingest("feed", b"x", snapshot_id="s", lease_token=box.lease("feed", "s", 60).token)
+    assert len(box.forwards()) == 3
+
+
+def test_a_rolled_back_decision_leaves_no_forward(make_box: BoxFactory) -> None:
+    class Refuses(Step):
+        name = "refuses"
+
+        def apply(self, tx: Any, changes: Sequence[Change]) -> None:
+            raise RuntimeError("no")
+
+    box = make_box([InboxSpec("k", codec="keyed", apply=Refuses(), forward=hooks())])
+    with pytest.raises(ApplyError):
+        box.ingest("k", b"x", key="a")
+    assert box.forwards() == [] and box.forwarding()[0].backlog == 0
+
+
+def test_the_same_bytes_and_key_on_every_attempt(make_box: BoxFactory, clock: ManualClock) -> None:
+    box = forwarding_box(make_box)
+    box.ingest("ussd", frame(1))
+    [first] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(first, 503)], "d1")
+    clock.advance(10)
+    [second] = box.claim_forwards("ledger", "d1", 10)
+    assert (second.key, second.body) == (first.key, first.body)
+    assert second.token > first.token
+
+
+def test_a_paused_dispatcher_cannot_settle_what_another_sent_again(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = forwarding_box(make_box, timeout="1s")  # a claim's lease: 12 s
+    box.ingest("ussd", frame(1))
+    [paused] = box.claim_forwards("ledger", "d1", 10)
+    assert box.claim_forwards("ledger", "d2", 10) == []  # held: nobody else sends it
+    clock.advance(13)  # d1 stops past its lease (a GC pause, SIGSTOP, a slow disk)
+    [again] = box.claim_forwards("ledger", "d2", 10)
+    assert again.forward.id == paused.forward.id and again.token > paused.token
+    # d1 wakes with a failure to report while d2's attempt is out: refused, nothing moves.
+    [stale] = box.settle_forwards("ledger", [sent(paused, 500)], "d1")
+    assert stale.outcome is Outcome.STALE and "stale_token" in (stale.error or "")
+    box.settle_forwards("ledger", [sent(again, 200)], "d2")
+    # d1 reports again, now a success: still refused, and d2's delivery stands.
+    [late] = box.settle_forwards("ledger", [sent(paused, 200)], "d1")
+    assert late.outcome is Outcome.STALE
+    assert statuses(box) == [(1, "delivered", 1)]
+    _, attempts = box.forward(paused.forward.id)
+    assert [(a.outcome, a.dispatcher) for a in attempts] == [
+        (Outcome.STALE, "d1"), (Outcome.DELIVERED, "d2"), (Outcome.STALE, "d1"),
+    ]  # fmt: skip
+
+
+def test_a_claim_that_ran_out_is_refused_even_with_nobody_else(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = forwarding_box(make_box, timeout="1s")
+    box.ingest("ussd", frame(1))
+    [claim] = box.claim_forwards("ledger", "d1", 10)
+    clock.advance(13)
+    [refused] = box.settle_forwards("ledger", [sent(claim, 200)], "d1")
+    assert refused.outcome is Outcome.STALE and "expired_lease" in (refused.error or "")
+    assert statuses(box) == [(1, "pending", 0)]  # sent again: the receiver dedups by its key
+    assert len(box.claim_forwards("ledger", "d1", 10)) == 1
+
+
+def test_answers_are_judged_as_the_issue_says() -> None:
+    dest = InboxSpec("i", codec="keyed", forward=hooks(retry_on=[409])).destinations()[0]
+    claim: Any = None
+    for status, outcome in [(200, "delivered"), (204, "delivered"), (408, "retry"),
+                            (425, "retry"), (429, "retry"), (500, "retry"), (503, "retry"),
+                            (None, "retry"), (409, "retry"), (400, "dead"), (404, "dead"),
+                            (410, "dead"), (301, "dead")]:  # fmt: skip
+        assert judge(dest, Sent(claim, status, 0.0)) == outcome, status
+
+
+def test_delays_follow_the_schedule_with_jitter_and_retry_after_within_it() -> None:
+    [dest] = InboxSpec("i", codec="keyed", forward=hooks(retry=["0s", "10s", "1m"])).destinations()
+    assert next_delay(dest, 1, None, lambda: 0.0) == pytest.approx(8.0)  # -20%
+    assert next_delay(dest, 1, None, lambda: 1.0) == pytest.approx(12.0)  # +20%
+    assert next_delay(dest, 1, 30.0, lambda: 0.5) == 30.0  # later, as asked
+    assert next_delay(dest, 1, 3600.0, lambda: 0.5) == 60.0  # never past the longest
+    assert next_delay(dest, 1, 1.0, lambda: 0.5) == pytest.approx(10.0)  # never earlier
+    assert next_delay(dest, 3, None) is None  # the schedule ran out: dead
+
+
+def test_retries_run_out_to_a_dead_letter_an_operator_sends_again(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = forwarding_box(make_box, retry=["0s", "10s"], circuit_failures=100)
+    box.ingest_batch("ussd", [frame(1), frame(2)])
+    [one, two] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(one, 500, retry_after=5.0), sent(two, 404)], "d1")
+    assert statuses(box) == [(1, "failed", 1), (2, "dead", 1)]  # a 404 is dead at once
+    assert box.claim_forwards("ledger", "d1", 10) == []  # not due yet
+    clock.advance(15)
+    [one] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(one, None, error="timed out after 30s")], "d1")
+    assert statuses(box) == [(1, "dead", 2), (2, "dead", 2 - 1)]
+    dead = box.forwards(ForwardFilter(status=ForwardStatus.DEAD))
+    assert [f.last_error for f in dead] == ["timed out after 30s", "HTTP 404"]
+    assert box.forwarding()[0].dead == 2
+    box.retry_forward(2, actor="ops:ana")
+    assert box.retry_forwards(ForwardFilter(destination="ledger"), actor="ops:ben") == 1
+    assert statuses(box) == [(1, "failed", 2), (2, "failed", 1)]
+    steps = [(e.step, json.loads(e.state)) for e in box.log_entries()]
+    retried = [state for step, state in steps if step == "forward_retry"]
+    assert [r["actor"] for r in retried] == ["ops:ana", "ops:ben"]
+    assert retried[1]["forwards"] == [1] and retried[1]["status"] == "dead"
+    assert [s["forward"] for step, s in steps if step == "forward_dead"] == [2, 1]
+    # A fresh schedule: two attempts again before it is dead.
+    claims = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(c, 500) for c in claims], "d1")
+    assert statuses(box) == [(1, "failed", 3), (2, "failed", 2)]
+
+
+def test_a_run_of_failures_opens_the_circuit_and_a_probe_closes_it(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = forwarding_box(make_box, retry=["0s"] * 10, circuit_failures=3,
+                         circuit_cooldown="30s")  # fmt: skip
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 6)])
+    claims = box.claim_forwards("ledger", "d1", 3)
+    box.settle_forwards("ledger", [sent(c, 503) for c in claims], "d1")
+    assert box.forwarding()[0].circuit == "open"
+    assert box.claim_forwards("ledger", "d1", 10) == []  # open: nothing goes out
+    clock.advance(31)
+    [probe] = box.claim_forwards("ledger", "d1", 10)  # half-open: one probe
+    assert box.forwarding()[0].circuit == "half-open"
+    assert box.claim_forwards("ledger", "d2", 10) == []
+    box.settle_forwards("ledger", [sent(probe, 503)], "d1")  # failed: open again
+    assert box.forwarding()[0].circuit == "open"
+    clock.advance(31)
+    [probe] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(probe, 200)], "d1")
+    standing = box.forwarding()[0]
+    assert standing.circuit == "closed" and standing.state.failures == 0
+    assert len(box.claim_forwards("ledger", "d1", 10)) == 4
+    assert standing.success_rate == pytest.approx(1 / 5)  # 4 failed, then the probe
+
+
+def test_pause_holds_everything_back_and_resume_sends_it(make_box: BoxFactory) -> None:
+    box = forwarding_box(make_box)
+    box.pause_destination("ledger", actor="ops:ana")
+    box.ingest_batch("ussd", [frame(1), frame(2)])
+    assert box.claim_forwards("ledger", "d1", 10) == []
+    assert box.forwarding()[0].circuit == "paused" and box.forwarding()[0].backlog == 2
+    box.resume_destination("ledger", actor="ops:ben")
+    assert [c.forward.record_id for c in box.claim_forwards("ledger", "d1", 10)] == [1, 2]
+    steps = [(e.step, json.loads(e.state)) for e in box.log_entries()]
+    assert [(s, st["actor"]) for s, st in steps if s.startswith("forward_")] == [
+        ("forward_pause", "ops:ana"), ("forward_resume", "ops:ben"),
+    ]  # fmt: skip
+
+
+def test_ordered_by_key_a_failing_head_holds_only_its_own_key(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    box = make_box([InboxSpec("k", codec="keyed", forward=hooks(ordered="key",
+                   retry=["0s", "1m"], circuit_failures=100))])  # fmt: skip
+    conflict = None
+    for key, body in [("a", b"a1"), ("b", b"b1"), ("a", b"a2")]:
+        conflict = box.ingest("k", body, key=key)
+    assert conflict is not None and conflict.quarantine_id is not None
+    box.resolve(conflict.quarantine_id, "accept", "a's second version")  # a, revision 2
+    heads = box.claim_forwards("ledger", "d1", 10)
+    assert [(c.forward.order_key, c.forward.revision) for c in heads] == [("a", 1), ("b", 1)]
+    box.settle_forwards("ledger", [sent(heads[0], 503), sent(heads[1], 200)], "d1")
+    clock.advance(1)
+    assert box.claim_forwards("ledger", "d1", 10) == []  # a's head waits; a's next too
+    clock.advance(120)
+    [head] = box.claim_forwards("ledger", "d1", 10)
+    assert (head.forward.order_key, head.forward.revision) == ("a", 1)
+    box.settle_forwards("ledger", [sent(head, 503)], "d1")  # the schedule ran out: dead
+    [after] = box.claim_forwards("ledger", "d1", 10)  # and the key moves on
+    assert (after.forward.order_key, after.forward.revision) == ("a", 2)
+
+
+def test_a_records_forwards_are_on_its_page(make_box: BoxFactory) -> None:
+    box = forwarding_box(make_box)
+    decision = box.ingest("ussd", frame(1))
+    [claim] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(claim, 200, answer=b"x" * 5000)], "d1")
+    assert decision.record_id is not None
+    [(forward, [attempt])] = box.forwards_of(decision.record_id)
+    assert forward.status is ForwardStatus.DELIVERED and forward.destination == "ledger"
+    assert attempt.status == 200 and attempt.answer == b"x" * 1024  # the first 1 KiB

@@ -1,0 +1,40 @@
+"""A short run of the forwarding campaign (reliability/forward.py, issue 22): A forwards
+to B through a fault proxy while A's dispatcher and B's server are killed with SIGKILL;
+B ends with each of A's records once. Its control, a forward acknowledged before it was
+passed on, must lose some."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent.parent / "reliability" / "forward.py"
+
+
+def campaign(*args: str) -> tuple[int, dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--seconds", "6", "--clients", "4", *args],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    report = done.stdout[: done.stdout.rindex("}") + 1]
+    return done.returncode, json.loads(report)
+
+
+@pytest.mark.slow
+def test_forwarding_through_faults_and_kills_is_exactly_once_in_effect() -> None:
+    code, report = campaign()
+    assert code == 0, report
+    assert report["lost"] == 0 and report["twice_or_more"] == 0
+    assert report["b_records"] == report["a_accepted"] == report["clients_told_accepted"]
+    assert isinstance(report["a_accepted"], int) and report["a_accepted"] > 0
+
+
+@pytest.mark.slow
+def test_the_control_that_acknowledges_early_loses_records() -> None:
+    code, report = campaign("--control", "early-ack")
+    assert code == 1
+    assert isinstance(report["lost"], int) and report["lost"] > 0
