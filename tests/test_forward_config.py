@@ -74,6 +74,11 @@ def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
     path = tmp_path / "oncebox.toml"
     path.write_text(CONFIG.format(db=tmp_path / "a.db"))
     env = {"LEDGER_SECRET": SECRET, "PATH": "/usr/bin:/bin"}
+    # A read command never makes a store: one that writes (seal) makes it first.
+    subprocess.run(
+        [sys.executable, "-m", "oncebox", "--config", str(path), "seal"],
+        capture_output=True, env=env, check=True,
+    )  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-m", "oncebox", "--config", str(path), "inboxes"],
         capture_output=True, text=True, env=env, check=True,

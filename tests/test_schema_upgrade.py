@@ -188,7 +188,8 @@ def old_store(backend: str, new_database: NewDatabase) -> Iterator[tuple[str, Ol
     old.close()
 
 
-ADDED = {"consumers"}  # tables the migrations after the frozen ones make
+# Tables the migrations after the frozen ones make.
+ADDED = {"consumers", "forwards", "forward_attempts", "forward_destinations", "forward_counts"}
 
 
 def everything(backend: str, url: str) -> dict[str, list[tuple[Any, ...]]]:

@@ -83,7 +83,8 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
                     f"it cannot switch to {codec.name}"
                 )
             if codec.name == row.codec:
-                self._inboxes[row.name] = ActiveInbox(row, codec, step)
+                destinations = spec.destinations() if row.name in wanted else ()
+                self._inboxes[row.name] = ActiveInbox(row, codec, step, destinations)
 
     def declare(self, spec: InboxSpec) -> None:
         """Declare (or re-declare) an inbox. Its codec can never change once declared:
