@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -10,7 +11,7 @@ import pytest
 import oncebox
 from conftest import INBOXES, SESSION, BoxFactory
 from helpers import frame
-from oncebox import InboxSpec, ManualClock
+from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.engine import sealing
 from oncebox.engine.sealing import Sealer, StaleSealer
 from oncebox.errors import InvalidOperation
@@ -85,3 +86,22 @@ def test_recovery_beside_a_live_writer_leaves_its_queued_seal_alone(shared_url: 
         ]
         assert steps == ["accept", "recover"]
         assert opener.verify().ok
+
+
+def test_recovery_keeps_an_orphaned_resolution_a_resolution(shared_url: str) -> None:
+    """A resolution that accepted a newcomer queues an entry naming the revision it
+    made; orphaned by a writer that never sealed, recovery seals it as that resolution,
+    with its action, note and actor, not as a bare ``recover`` of the record."""
+    with oncebox.open(shared_url, inboxes=INBOXES, seal=False) as writer:
+        writer.ingest("ussd", frame(*SESSION[0]))
+        conflict = writer.ingest("ussd", Delivery(b"H1|1|Kakuma1|MED|9|86|#95", key="rec1"))
+        assert conflict.quarantine_id is not None
+        writer.resolve(conflict.quarantine_id, "accept", "the site confirmed 9", actor="ops")
+    with oncebox.open(shared_url, inboxes=INBOXES) as reopened:  # recovery runs on open
+        assert reopened.recovered_at_open == 1  # the new record, and only it
+        entries = reopened.log_entries()
+        assert [e.step for e in entries] == ["recover", "quarantine", "resolve"]
+        resolved = json.loads(entries[-1].state)
+        assert resolved["action"] == "accept" and resolved["note"] == "the site confirmed 9"
+        assert resolved["actor"] == "ops"
+        assert reopened.verify().ok

@@ -77,9 +77,10 @@ def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None
 
     Seal order is the order the sealer drains the queue, which follows the order events
     were queued, not the order their transactions committed: an event whose transaction
-    commits late is sealed in a later batch. A record's seal that recovery found orphaned
-    (queued at or before ``orphans_upto``: its process died between its commit and its
-    seal) is a ``recover`` entry.
+    commits late is sealed in a later batch. A new record's seal that recovery found
+    orphaned (queued at or before ``orphans_upto``: its process died between its commit
+    and its seal) is a ``recover`` entry; any other event keeps its step (a resolution's
+    entry, which seals the revision it accepted, stays that resolution, note and actor).
     """
     if pending is None:
         pending = tx.pending_log(BATCH)
@@ -87,7 +88,7 @@ def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None
         return []
     events = [
         LogEvent(
-            "recover" if item.id <= orphans_upto and item.record_id is not None else item.step,
+            "recover" if item.id <= orphans_upto and item.step == "accept" else item.step,
             item.state,
             item.record_id,
             item.revision,
@@ -213,7 +214,7 @@ def recover(store: Store, grace: float = ORPHAN_GRACE) -> int:
     if seen:
         time.sleep(grace)
         sealed = seal_now(store, orphans_upto=seen)
-        recovered = sum(1 for p, _ in sealed if p.record_id is not None and p.id <= seen)
+        recovered = sum(1 for p, _ in sealed if p.step == "accept" and p.id <= seen)
     while True:
 
         def orphans(tx: Sealing) -> int:
