@@ -105,6 +105,7 @@ LETTERS = "/console/dead-letters?inbox=ussd"
 FILTERED = "/console/dead-letters?" + urlencode(
     {"inbox": "ussd", "reason": LINK, "search": HOSTILE, "after": "1"}
 )
+SEARCHED = "/console/dead-letters?" + urlencode({"inbox": "ussd", "search": LINK, "after": "1"})
 PAGES = {
     LETTERS: [HOSTILE],  # the key and the head, and the replay's verdict beside them
     FILTERED: [],  # shown back in the form's fields (checked below)
@@ -161,11 +162,16 @@ def test_hostile_fields_keep_their_values_and_links_stay_on_the_console(
     page.goto(hostile.url + FILTERED)
     assert page.input_value("input[name=reason]") == LINK
     assert page.input_value("input[name=search]") == HOSTILE
+    # No such reason: refused, naming the known ones, so nothing is listed or linked.
+    assert "unknown reason" in page.locator(".notice").inner_text()
+    assert page.locator("p.paging a").count() == 0
+    page.goto(hostile.url + SEARCHED)
+    assert page.input_value("input[name=search]") == LINK
     links = page.locator("p.paging a").evaluate_all("(links) => links.map((a) => a.href)")
     assert len(links) == 2  # the first page, and the inbox's lines
     for href in links:
         assert href.startswith(f"{hostile.url}/console/dead-letters")
-        assert "reason=javascript%3Apwned%3D3" in href
+        assert "search=javascript%3Apwned%3D3" in href
     page.goto(hostile.url + "/console/work")
     form = page.locator("table.review form")
     assert form.locator("input[name=seller_id]").input_value() == HOSTILE

@@ -66,6 +66,10 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         as the store names their codec and step), declaring none and writing nothing.
         One whose codec or step this process cannot load is left out."""
         wanted = {spec.name: spec for spec in specs}
+        for spec in wanted.values():
+            # Declared or not, a configuration that could not be declared is refused:
+            # reading under it would hide the mistake until the first write.
+            spec.check()
         with self.store.reading() as tx:
             rows = tx.inboxes()
         for row in rows:
