@@ -16,6 +16,8 @@ import oncebox
 from oncebox.formats.ussd_h1 import make_frame
 from serveproc import ONCEBOX, Served, serving
 
+pytestmark = pytest.mark.slow  # a real service and the command line, as processes
+
 LETTERS = "/v1/inboxes/ussd/dead-letters"
 
 

@@ -11,6 +11,8 @@ import pytest
 from helpers import event_body
 from serveproc import ONCEBOX
 
+pytestmark = pytest.mark.slow  # the command line as processes
+
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:

@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 import oncebox
 from helpers import event_body
 from serveproc import serving
+
+pytestmark = pytest.mark.slow  # a runnable example killed with SIGKILL, as processes
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "follow_into_sqlite.py"
 

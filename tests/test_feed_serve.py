@@ -17,6 +17,8 @@ import oncebox
 from helpers import event_body
 from serveproc import ONCEBOX, Served, serving
 
+pytestmark = pytest.mark.slow  # a real service as a process
+
 FEED = "/v1/inboxes/listing/feed"
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from serveproc import ONCEBOX
 
+pytestmark = pytest.mark.slow  # the command line as processes
+
 CONFIG = """
 [inboxes.payments]
 codec = "keyed"

@@ -68,6 +68,7 @@ def test_a_config_declares_destinations_of_each_kind(
     assert audit.describe()["url"] == "redis://:***@127.0.0.1:6379/0"
 
 
+@pytest.mark.slow  # the command line as processes
 def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

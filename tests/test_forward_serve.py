@@ -21,6 +21,8 @@ from forward_receiver import SECRET
 from oncebox import ForwardFilter, ForwardStatus
 from serveproc import ONCEBOX, Served, serving
 
+pytestmark = pytest.mark.slow  # real servers and dispatchers as processes
+
 A_CONFIG = """
 [inboxes.payments]
 codec = "keyed"

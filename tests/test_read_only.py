@@ -8,9 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import oncebox
 from oncebox import Delivery, InboxSpec
 from serveproc import ONCEBOX
+
+pytestmark = pytest.mark.slow  # the command line as processes
 
 SMS = InboxSpec("sms", codec="ussd-h1", apply="triage")
 

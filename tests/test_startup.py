@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from serveproc import ONCEBOX
+
+pytestmark = pytest.mark.slow  # set-up and the command line as processes
 
 ROOT = Path(__file__).parent.parent
 FAKE_PYTHON = """#!/usr/bin/env bash
