@@ -1,9 +1,10 @@
 """Forwarding, exactly once in effect through faults and kills (issue 22, item 7).
 
-oncebox A (``oncebox serve --no-forward``) takes ``--clients`` (16) clients' deliveries;
-its dispatchers (``oncebox forward``) send each accepted record to oncebox B, a real
-``oncebox serve`` whose ``json`` inbox takes Standard Webhooks, through a fault proxy in
-this process that, at random (``--seed``):
+oncebox A (``oncebox serve``) takes ``--clients`` (16) clients' deliveries; its dispatcher
+(``oncebox forward``, or with ``--dispatch-in serve`` the one inside A's server) sends each
+accepted record to oncebox B, a real ``oncebox serve`` whose ``json`` inbox takes Standard
+Webhooks, through a fault proxy in this process (reliability/forward_proxy.py) that, at
+random (``--seed``):
 
 - answers 500 without passing the request on;
 - holds the request past A's timeout, then passes it on (B commits, A hears nothing);
@@ -11,12 +12,17 @@ this process that, at random (``--seed``):
 - otherwise passes it on and B's answer back.
 
 The proxy also checks every request's signature with the official ``standardwebhooks``
-package, as a receiver written with it would. A's dispatcher is killed with SIGKILL and
-restarted every 2 to 6 seconds, B's server every 5 to 10. When the clients stop, the
-kills stop; once A's outbox is empty the campaign compares A's accepted records with B's:
-each A record's idempotency key must be in exactly one B record (B's records carry A's
-document, the key in it), and none may be missing. B's inbox applies each record once
-(I3), so B's records are its apply count.
+package, as a receiver written with it would. Killed with SIGKILL and restarted at once:
+A's dispatcher every 2 to 6 seconds, B's server every 5 to 10, and with ``--kill-a`` (or
+``--dispatch-in serve``, where A's server is the dispatcher) A's server every 4 to 10. A
+client resends the same delivery until A answers it, as an at-least-once sender does, and
+counts it accepted on a 201, or on a 200 duplicate (A committed it, its answer was lost).
+When the clients stop, the kills stop; once A's outbox is empty the campaign compares:
+A's records must be the deliveries its clients were told were accepted, and each A
+record's idempotency key must be in exactly one B record (B's records carry A's
+document, the key in it), none missing. B's inbox applies each record once (I3), so B's
+records are its apply count. ``--backend postgres`` puts A and B in a throwaway
+PostgreSQL server (tests/pgcluster.py, unix socket under /tmp), stopped and wiped after.
 
 Controls, which must fail:
 
@@ -27,13 +33,14 @@ Controls, which must fail:
   records never reach B.
 
     .venv/bin/python reliability/forward.py                       # 60 s of load
+    .venv/bin/python reliability/forward.py --backend postgres --kill-a
+    .venv/bin/python reliability/forward.py --dispatch-in serve --seconds 30
     .venv/bin/python reliability/forward.py --control new-id --seconds 30
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -47,20 +54,20 @@ import threading
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import standardwebhooks
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "reliability"))
 
 import oncebox  # noqa: E402
+from forward_proxy import SECRET, Proxy  # noqa: E402
 from serveproc import ONCEBOX, free_port  # noqa: E402
 
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks example key
 A_CONFIG = """
 [inboxes.payments]
 codec = "keyed"
@@ -82,115 +89,54 @@ ENV = {**os.environ, "HOOK_SECRET": SECRET}
 os.environ["HOOK_SECRET"] = SECRET  # this process opens A's store with A's configuration
 
 
-class Proxy:
-    """A's requests to B, through faults; counts what it did and what it verified."""
+class Process:
+    """One of the campaign's processes, started again at once after each SIGKILL."""
 
-    def __init__(self, upstream: str, rng: random.Random, control: str) -> None:
-        self.upstream = upstream
-        self.rng = rng
-        self.control = control
-        self.done: Counter[str] = Counter()
-        self.verifier = standardwebhooks.Webhook(SECRET)
-        self.client: httpx.AsyncClient | None = None
+    def __init__(self, command: list[str], env: dict[str, str], health: str | None = None):
+        self.command, self.env, self.health = command, env, health
+        self.proc = self.start()
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while self.health is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.health, timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"{self.command} did not start")
+            time.sleep(0.1)
+        return proc
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.proc = self.start()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def stores(backend: str, work: Path) -> Iterator[tuple[str, str]]:
+    """A's and B's store URLs: SQLite files in ``work``, or two databases of a throwaway
+    PostgreSQL server (or the one ``ONCEBOX_TEST_PG`` names), dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{work / 'a.db'}", f"sqlite:///{work / 'b.db'}"
+        return
+    from pgcluster import throwaway_server
+
+    with throwaway_server("oncebox-fwd-") as server:
+        names = [f"fwd_{side}_{uuid.uuid4().hex[:8]}" for side in "ab"]
+        a_url, b_url = (server.create_database(name) for name in names)
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                path = lines[0].split(" ")[1]
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        name, value = line.split(":", 1)
-                        headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                answer = await self.one(path, headers, body)
-                if answer is None:
-                    writer.close()  # the answer dropped: A hears nothing
-                    return
-                status, content = answer
-                writer.write(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%s"
-                             % (status, len(content), content))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, IndexError, ValueError):
-            pass
+            yield a_url, b_url
         finally:
-            writer.close()
-
-    async def one(self, path: str, headers: dict[str, str], body: bytes) -> Any:
-        try:
-            self.verifier.verify(body, headers)
-            self.done["verified"] += 1
-        except standardwebhooks.webhooks.WebhookVerificationError:
-            self.done["unverified"] += 1
-        roll = self.rng.random()
-        if roll < 0.10:
-            self.done["answered 500"] += 1
-            return 500, b"{}"
-        if self.control == "early-ack" and roll < 0.20:
-            self.done["acknowledged, not passed on"] += 1
-            return 200, b"{}"
-        if self.control == "new-id":
-            headers = resigned(headers, body)
-        if roll > 0.95:
-            self.done["held past the timeout, then passed on"] += 1
-            await asyncio.sleep(1.5)
-            await self.pass_on(path, headers, body)
-            return None
-        answer = await self.pass_on(path, headers, body)
-        if answer is None:
-            self.done["B down"] += 1
-            return None
-        if roll > 0.85:
-            self.done["passed on, answer dropped"] += 1
-            return None
-        self.done["passed on"] += 1
-        return answer
-
-    async def pass_on(self, path: str, headers: dict[str, str], body: bytes) -> Any:
-        assert self.client is not None
-        sent = {k: v for k, v in headers.items() if k not in ("host", "content-length")}
-        try:
-            got = await self.client.post(self.upstream + path, content=body, headers=sent)
-        except httpx.HTTPError:
-            return None
-        return got.status_code, got.content
-
-    def run(self, port: int, ready: threading.Event, stop: threading.Event) -> None:
-        async def main() -> None:
-            self.client = httpx.AsyncClient(timeout=10)
-            server = await asyncio.start_server(self.handle, "127.0.0.1", port)
-            ready.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
-            server.close()
-            await self.client.aclose()
-
-        asyncio.run(main())
-
-
-def resigned(headers: dict[str, str], body: bytes) -> dict[str, str]:
-    """The control's bug: a new message id on every attempt, signed as the sender would."""
-    fresh = f"msg_{uuid.uuid4().hex}"
-    when = datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
-    signature = standardwebhooks.Webhook(SECRET).sign(fresh, when, body.decode())
-    return {**headers, "webhook-id": fresh, "idempotency-key": fresh,
-            "webhook-signature": signature}  # fmt: skip
-
-
-def start(command: list[str], env: dict[str, str], health: str | None = None) -> Any:
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while health is not None:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(health, timeout=1).status_code == 200:
-                break
-        if time.monotonic() > deadline or proc.poll() is not None:
-            raise SystemExit(f"{command} did not start")
-        time.sleep(0.1)
-    return proc
+            for name in names:
+                with contextlib.suppress(Exception):
+                    server.drop_database(name)
 
 
 def main() -> None:
@@ -199,10 +145,28 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--control", choices=["none", "new-id", "early-ack"], default="none")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                        help="A's and B's stores")  # fmt: skip
+    parser.add_argument("--kill-a", action="store_true", help="kill A's server too")
+    parser.add_argument("--dispatch-in", choices=["forward", "serve"], default="forward",
+                        help="A's dispatcher: `oncebox forward`, or inside A's server")  # fmt: skip
     args = parser.parse_args()
-    rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="oncebox-forward-"))
-    a_url, b_url = f"sqlite:///{work / 'a.db'}", f"sqlite:///{work / 'b.db'}"
+    try:
+        with stores(args.backend, work) as (a_url, b_url):
+            report = campaign(args, work, a_url, b_url)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(report, indent=2))
+    ok = (report["lost"] == 0 and report["twice_or_more"] == 0
+          and report["b_records"] == report["a_accepted"]
+          and report["a_records_not_told"] == 0 and report["told_not_in_a"] == 0)  # fmt: skip
+    print("exactly once in effect" if ok else "NOT exactly once")
+    sys.exit(0 if ok else 1)
+
+
+def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> dict[str, Any]:
+    rng = random.Random(args.seed + 1)  # the proxy's
     a_port, b_port, proxy_port = free_port(), free_port(), free_port()
     (work / "b.toml").write_text(B_CONFIG)
     retries = ", ".join(['"1s"'] * 62)
@@ -210,7 +174,7 @@ def main() -> None:
     a_env = {**ENV, "ONCEBOX_DB": a_url, "ONCEBOX_CONFIG": str(work / "a.toml")}
     b_env = {**ENV, "ONCEBOX_DB": b_url, "ONCEBOX_CONFIG": str(work / "b.toml")}
     serve = [*ONCEBOX, "serve", "--workers", "1", "--log-format", "off", "--port"]
-    forward = [*ONCEBOX, "forward", "--poll", "0.1"]
+    in_serve = args.dispatch_in == "serve"
 
     box = oncebox.open(a_url, config=work / "a.toml")
     secret = box.create_token("clients", ["*"], ["write"]).secret
@@ -218,11 +182,20 @@ def main() -> None:
     ready, stop = threading.Event(), threading.Event()
     threading.Thread(target=proxy.run, args=(proxy_port, ready, stop), daemon=True).start()
     ready.wait()
-    a = start([*serve, str(a_port), "--no-forward"], a_env, f"http://127.0.0.1:{a_port}/healthz")
-    b = start([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
-    dispatcher = start(forward, a_env)
+    a_command = [*serve, str(a_port), *([] if in_serve else ["--no-forward"])]
+    a = Process(a_command, a_env, f"http://127.0.0.1:{a_port}/healthz")
+    b = Process([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
+    victims = []
+    if not in_serve:
+        victims.append((Process([*ONCEBOX, "forward", "--poll", "0.1"], a_env),
+                        "dispatcher", 2.0, 6.0))  # fmt: skip
+    if in_serve or args.kill_a:
+        victims.append((a, "A (dispatcher inside)" if in_serve else "A", 4.0, 10.0))
+    victims.append((b, "B", 5.0, 10.0))
     kills: Counter[str] = Counter()
-    accepted: Counter[str] = Counter()
+    told: set[str] = set()
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
     load_over = threading.Event()
 
     def client(k: int) -> None:
@@ -231,79 +204,96 @@ def main() -> None:
                           timeout=30) as http:  # fmt: skip
             n = 0
             while not load_over.is_set():
-                got = http.post("/v1/inboxes/payments/deliveries", content=f"pay {k}.{n}",
-                                headers={"Oncebox-Key": f"c{k}-{n}"})  # fmt: skip
-                if got.status_code == 201:
-                    accepted["records"] += 1
-                    n += 1
+                key, heard = f"c{k}-{n}", ""
+                while True:  # the same delivery until A answers it
+                    try:
+                        got = http.post("/v1/inboxes/payments/deliveries",
+                                        content=f"pay {k}.{n}",
+                                        headers={"Oncebox-Key": key})  # fmt: skip
+                    except httpx.ConnectError:
+                        heard = "connection refused"  # A down
+                    except httpx.TransportError:
+                        heard = "answer lost"  # A killed with the request in it
+                    else:
+                        if got.status_code in (200, 201):
+                            break
+                        heard = f"answered {got.status_code}"
+                    with lock:
+                        seen[f"resent after {heard}"] += 1
+                    time.sleep(0.05)
+                with lock:
+                    seen[f"{got.status_code} {got.json()['verdict']}"] += 1
+                    told.add(key)
+                n += 1
 
     clients = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
     for thread in clients:
         thread.start()
     began = time.monotonic()
-    next_a, next_b = began + rng.uniform(2, 6), began + rng.uniform(5, 10)
+    when = random.Random(args.seed)  # the kills' own draws: the proxy's race with them
+    due = [began + when.uniform(low, high) for _, _, low, high in victims]
     while time.monotonic() - began < args.seconds:
         time.sleep(0.05)
-        if time.monotonic() >= next_a:
-            dispatcher.send_signal(signal.SIGKILL)
-            dispatcher.wait()
-            kills["dispatcher"] += 1
-            dispatcher = start(forward, a_env)
-            next_a = time.monotonic() + rng.uniform(2, 6)
-        if time.monotonic() >= next_b:
-            b.send_signal(signal.SIGKILL)
-            b.wait()
-            kills["B"] += 1
-            b = start([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
-            next_b = time.monotonic() + rng.uniform(5, 10)
+        for i, (victim, name, low, high) in enumerate(victims):
+            if time.monotonic() >= due[i]:
+                victim.kill()
+                kills[name] += 1
+                due[i] = time.monotonic() + when.uniform(low, high)
     load_over.set()
     for thread in clients:
         thread.join()
+    drained = time.monotonic()
 
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
         [standing] = box.forwarding("b")
         if standing.backlog == 0:
             break
         time.sleep(0.5)
-    for proc in (dispatcher, a, b):
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+    drained = time.monotonic() - drained
+    for victim, *_ in victims:
+        victim.stop()
+    if not args.kill_a and not in_serve:
+        a.stop()
     stop.set()
     [standing] = box.forwarding("b")
-    keys = all_keys(box, "payments")
+    keys, identities = all_keys(box, "payments")
     box.close()
     b_box = oncebox.open(b_url, config=work / "b.toml")
     carried = Counter(json.loads(c)["idempotency_key"] for c in all_contents(b_box, "hooks"))
     b_box.close()
-    shutil.rmtree(work, ignore_errors=True)
-    report = {
+    return {
+        "backend": args.backend,
+        "dispatch_in": args.dispatch_in,
+        "kill_a": args.kill_a or in_serve,
         "control": args.control,
         "seconds": args.seconds,
         "clients": args.clients,
         "a_accepted": len(keys),
-        "clients_told_accepted": accepted["records"],
+        "clients_told_accepted": len(told),
+        "a_records_not_told": len(identities - told),
+        "told_not_in_a": len(told - identities),
         "b_records": sum(carried.values()),
         "lost": len(keys - set(carried)),
         "twice_or_more": sum(1 for k in keys if carried[k] > 1),
         "a_backlog_left": standing.backlog,
         "a_dead": standing.dead,
+        "drain_seconds": round(drained),
         "kills": dict(kills),
+        "clients_heard": dict(seen),
         "proxy": {"unverified": 0, **proxy.done},
     }
-    print(json.dumps(report, indent=2))
-    ok = report["lost"] == 0 and report["twice_or_more"] == 0 and report["b_records"] == len(keys)
-    print("exactly once in effect" if ok else "NOT exactly once")
-    sys.exit(0 if ok else 1)
 
 
-def all_keys(box: oncebox.Oncebox, inbox: str) -> set[str]:
-    found, after = set(), 0
+def all_keys(box: oncebox.Oncebox, inbox: str) -> tuple[set[str], set[str]]:
+    """The idempotency keys of an inbox's records, and their identities."""
+    keys, identities, after = set(), set(), 0
     while True:
         page = box.feed(inbox, after=after, limit=1000)
-        found |= {e.idempotency_key for e in page.entries}
+        keys |= {e.idempotency_key for e in page.entries}
+        identities |= {e.identity or "" for e in page.entries}
         if page.next_after == after:
-            return found
+            return keys, identities
         after = page.next_after
 
 
