@@ -89,25 +89,34 @@ ENV = {**os.environ, "HOOK_SECRET": SECRET}
 os.environ["HOOK_SECRET"] = SECRET  # this process opens A's store with A's configuration
 
 
+STARTED: list[subprocess.Popen[bytes]] = []  # killed on the way out, whatever happened
+
+
 class Process:
-    """One of the campaign's processes, started again at once after each SIGKILL."""
+    """One of the campaign's processes, started again at once after each SIGKILL. Only a
+    process that is up (its health check answers) is killed again, so that each kill
+    lands in a running process, however slowly it starts on a loaded machine."""
 
     def __init__(self, command: list[str], env: dict[str, str], health: str | None = None):
         self.command, self.env, self.health = command, env, health
         self.proc = self.start()
-
-    def start(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-        deadline = time.monotonic() + 60
-        while self.health is not None:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.health, timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
+        while not self.up():
+            if self.proc.poll() is not None or time.monotonic() > self.began + 600:
                 raise SystemExit(f"{self.command} did not start")
             time.sleep(0.1)
+
+    def start(self) -> subprocess.Popen[bytes]:
+        self.began, self.ready = time.monotonic(), self.health is None
+        proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        STARTED.append(proc)
         return proc
+
+    def up(self) -> bool:
+        if not self.ready and self.health is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                self.ready = httpx.get(self.health, timeout=0.5).status_code == 200
+        return self.ready
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -115,6 +124,8 @@ class Process:
         self.proc = self.start()
 
     def stop(self) -> None:
+        while not self.up():  # a server killed last is still starting: let it finish
+            time.sleep(0.1)
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
 
@@ -154,7 +165,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="oncebox-forward-"))
     try:
         with stores(args.backend, work) as (a_url, b_url):
-            report = campaign(args, work, a_url, b_url)
+            try:
+                report = campaign(args, work, a_url, b_url)
+            finally:
+                for proc in STARTED:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(report, indent=2))
@@ -220,7 +237,7 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
                         heard = f"answered {got.status_code}"
                     with lock:
                         seen[f"resent after {heard}"] += 1
-                    time.sleep(0.05)
+                    time.sleep(0.2 if heard == "connection refused" else 0.05)
                 with lock:
                     seen[f"{got.status_code} {got.json()['verdict']}"] += 1
                     told.add(key)
@@ -235,7 +252,7 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
     while time.monotonic() - began < args.seconds:
         time.sleep(0.05)
         for i, (victim, name, low, high) in enumerate(victims):
-            if time.monotonic() >= due[i]:
+            if time.monotonic() >= due[i] and victim.up():
                 victim.kill()
                 kills[name] += 1
                 due[i] = time.monotonic() + when.uniform(low, high)
