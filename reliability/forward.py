@@ -12,17 +12,18 @@ random (``--seed``):
 - otherwise passes it on and B's answer back.
 
 The proxy also checks every request's signature with the official ``standardwebhooks``
-package, as a receiver written with it would. Killed with SIGKILL and restarted at once:
-A's dispatcher every 2 to 6 seconds, B's server every 5 to 10, and with ``--kill-a`` (or
-``--dispatch-in serve``, where A's server is the dispatcher) A's server every 4 to 10. A
-client resends the same delivery until A answers it, as an at-least-once sender does, and
-counts it accepted on a 201, or on a 200 duplicate (A committed it, its answer was lost).
-When the clients stop, the kills stop; once A's outbox is empty the campaign compares:
-A's records must be the deliveries its clients were told were accepted, and each A
-record's idempotency key must be in exactly one B record (B's records carry A's
-document, the key in it), none missing. B's inbox applies each record once (I3), so B's
-records are its apply count. ``--backend postgres`` puts A and B in a throwaway
-PostgreSQL server (tests/pgcluster.py, unix socket under /tmp), stopped and wiped after.
+package, as a receiver written with it would. Killed with SIGKILL and restarted at once,
+each a random time after it is up again (a dispatcher: once it has sent a request): A's
+dispatcher 2 to 6 seconds, B's server 5 to 10, and with ``--kill-a`` (or ``--dispatch-in
+serve``, where A's server is the dispatcher) A's server 4 to 10. A client resends the
+same delivery until A answers it, as an at-least-once sender does, and counts it
+accepted on a 201, or on a 200 duplicate (A committed it, its answer was lost). When the
+clients stop, the kills stop; once A's outbox is empty the campaign compares: A's
+records must be the deliveries its clients were told were accepted, and each A record's
+idempotency key must be in exactly one B record (B's records carry A's document, the key
+in it), none missing. B's inbox applies each record once (I3), so B's records are its
+apply count. ``--backend postgres`` puts A and B in a throwaway PostgreSQL server
+(tests/pgcluster.py, unix socket under /tmp), stopped and wiped after.
 
 Controls, which must fail:
 
@@ -93,29 +94,35 @@ STARTED: list[subprocess.Popen[bytes]] = []  # killed on the way out, whatever h
 
 
 class Process:
-    """One of the campaign's processes, started again at once after each SIGKILL. Only a
-    process that is up (its health check answers) is killed again, so that each kill
-    lands in a running process, however slowly it starts on a loaded machine."""
+    """One of the campaign's processes, started again at once after each SIGKILL. Its
+    next kill is drawn from when it is up again (``health``: a URL that answers 200, or
+    a test), so that each kill lands in a working process, however slowly it starts on
+    a loaded machine."""
 
-    def __init__(self, command: list[str], env: dict[str, str], health: str | None = None):
+    def __init__(self, command: list[str], env: dict[str, str], health: Any = None):
         self.command, self.env, self.health = command, env, health
         self.proc = self.start()
-        while not self.up():
+        while not callable(health) and not self.up():
             if self.proc.poll() is not None or time.monotonic() > self.began + 600:
                 raise SystemExit(f"{self.command} did not start")
             time.sleep(0.1)
 
     def start(self) -> subprocess.Popen[bytes]:
         self.began, self.ready = time.monotonic(), self.health is None
+        self.since = self.health() if callable(self.health) else None
         proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)  # fmt: skip
         STARTED.append(proc)
         return proc
 
     def up(self) -> bool:
-        if not self.ready and self.health is not None:
-            with contextlib.suppress(httpx.HTTPError):
-                self.ready = httpx.get(self.health, timeout=0.5).status_code == 200
+        if self.ready or self.health is None:
+            return True
+        if callable(self.health):
+            self.ready = self.health() > self.since
+            return self.ready
+        with contextlib.suppress(httpx.HTTPError):
+            self.ready = httpx.get(self.health, timeout=0.5).status_code == 200
         return self.ready
 
     def kill(self) -> None:
@@ -204,8 +211,9 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
     b = Process([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
     victims = []
     if not in_serve:
-        victims.append((Process([*ONCEBOX, "forward", "--poll", "0.1"], a_env),
-                        "dispatcher", 2.0, 6.0))  # fmt: skip
+        sending = Process([*ONCEBOX, "forward", "--poll", "0.1"], a_env,
+                          lambda: proxy.done["verified"] + proxy.done["unverified"])  # fmt: skip
+        victims.append((sending, "dispatcher", 2.0, 6.0))  # up: it has sent a request
     if in_serve or args.kill_a:
         victims.append((a, "A (dispatcher inside)" if in_serve else "A", 4.0, 10.0))
     victims.append((b, "B", 5.0, 10.0))
@@ -243,19 +251,22 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
                     told.add(key)
                 n += 1
 
-    clients = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
+    clients = [threading.Thread(target=client, args=(k,), daemon=True)
+               for k in range(args.clients)]  # fmt: skip
     for thread in clients:
         thread.start()
     began = time.monotonic()
     when = random.Random(args.seed)  # the kills' own draws: the proxy's race with them
-    due = [began + when.uniform(low, high) for _, _, low, high in victims]
+    due: list[float | None] = [None] * len(victims)  # drawn once the victim is up
     while time.monotonic() - began < args.seconds:
         time.sleep(0.05)
         for i, (victim, name, low, high) in enumerate(victims):
-            if time.monotonic() >= due[i] and victim.up():
+            if due[i] is None and victim.up():
+                due[i] = time.monotonic() + when.uniform(low, high)
+            elif (at := due[i]) is not None and time.monotonic() >= at:
                 victim.kill()
                 kills[name] += 1
-                due[i] = time.monotonic() + when.uniform(low, high)
+                due[i] = None
     load_over.set()
     for thread in clients:
         thread.join()

@@ -14,7 +14,9 @@ from oncebox.domain.forwarding import (
     ForwardStatus,
     Outcome,
 )
-from oncebox.store.sqltx.base import SqlBase
+from oncebox.store.sqltx.base import SqlBase, Statement
+
+FAILING = (ForwardStatus.FAILED, ForwardStatus.DEAD)  # the statuses forwards_failing holds
 
 
 class ForwardingSql(SqlBase):
@@ -116,7 +118,12 @@ class ForwardingSql(SqlBase):
             "after": after,
             "limit": limit,
         }
-        return [_status(row) for row in self._rows("forwards_listed", params, Forward)]
+        name: Statement = "forwards_listed"  # walks the table in id order
+        if filters.record_id is not None:
+            name = "forwards_of_record"
+        elif filters.destination is not None and filters.status in FAILING:
+            name = "forwards_failing_listed"
+        return [_status(row) for row in self._rows(name, params, Forward)]
 
 
 def _status(row: Forward) -> Forward:

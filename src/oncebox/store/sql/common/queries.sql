@@ -558,7 +558,34 @@ SELECT count(*), min(created_at) FROM forwards
 WHERE destination = ? AND status IN ('pending', 'failed');
 
 -- name: forward_dead_count
-SELECT count(*) FROM forwards WHERE destination = ? AND status = 'dead';
+-- (the IN names forwards_failing's rows, so SQLite reads that partial index)
+SELECT count(*) FROM forwards
+WHERE destination = ? AND status = 'dead' AND status IN ('failed', 'dead');
+
+-- name: forwards_of_record
+-- forwards_listed for one record, through forwards_record (the record page's).
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards
+WHERE record_id = :record AND id > :after
+  AND (CAST(:destination AS TEXT) IS NULL OR destination = :destination)
+  AND (CAST(:status AS TEXT) IS NULL OR status = :status)
+  AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
+  AND (CAST(:until AS REAL) IS NULL OR created_at < :until)
+ORDER BY id LIMIT :limit;
+
+-- name: forwards_failing_listed
+-- forwards_listed for one destination's failed or dead, through forwards_failing (the
+-- outbound dead letters an operator lists and retries).
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards
+WHERE destination = :destination AND status = :status AND status IN ('failed', 'dead')
+  AND id > :after
+  AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
+  AND (CAST(:until AS REAL) IS NULL OR created_at < :until)
+  AND (CAST(:record AS BIGINT) IS NULL OR record_id = :record)
+ORDER BY id LIMIT :limit;
 
 -- name: forwards_listed
 -- Named parameters: destination, status, since, until, record, after, limit; a filter

@@ -333,8 +333,11 @@ CREATE INDEX forwards_due ON forwards (destination, next_at)
 -- Under ordered = "key", the head of each key: the oldest unfinished one.
 CREATE INDEX forwards_heads ON forwards (destination, order_key, id)
     WHERE order_key IS NOT NULL AND status IN ('pending', 'failed');
--- Listings by destination and status, and a record's forwards.
-CREATE INDEX forwards_listed ON forwards (destination, status, id);
+-- Listings of the failing and the dead by destination (an operator's): the only ones
+-- that need an index, and none is written as a forward is queued (migration 022).
+CREATE INDEX forwards_failing ON forwards (destination, status, id)
+    WHERE status IN ('failed', 'dead');
+-- A record's forwards.
 CREATE INDEX forwards_record ON forwards (record_id);
 
 -- Every attempt at a forward, as it went: its answer's status and first 1 KiB, its
