@@ -1,6 +1,6 @@
 # ruff: noqa: E402  (sys.path is set before the imports it decides)
 """Forwarding benchmark: what the outbox costs the write path, and how fast dispatchers
-send, on a SQLite file, in one run.
+send, on a SQLite file (or PostgreSQL with ``--pg``), in one run.
 
 Cases:
 
@@ -8,8 +8,11 @@ Cases:
   through ``box.ingest_batch`` (1,000 per transaction), into an inbox with no destination
   and into one with one HTTP destination (each accepted record also writes its forward,
   in the same transaction), on fresh stores, the two alternated ``--rounds`` times (4),
-  each going first every other round; the median of each. Target: with one destination
-  >= 0.85x with none.
+  each going first every other round; the median of each, in wall time and in this
+  process's CPU time (on SQLite all the work is in this process, so its CPU time moves
+  less with the machine's load; on PostgreSQL it leaves out the server's). On SQLite,
+  also the WAL pages a batch of 1,000 writes, with and without. Target: with one
+  destination >= 0.85x with none.
 * **forwarding throughput**: the forwards of ``--send-n`` (2,000) records sent by one dispatcher
   (``max_in_flight`` 64) to a local no-op receiver (uvicorn, answers 200 at once, in a
   process of its own), against a plain ``httpx`` loop with 64 requests in flight posting
@@ -22,6 +25,7 @@ Cases:
 
     .venv/bin/python bench/forward.py                 # defaults, about a minute
     .venv/bin/python bench/forward.py --n 20000 --rounds 5
+    .venv/bin/python bench/forward.py --pg --ingest-only  # a throwaway PostgreSQL server
 """
 
 from __future__ import annotations
@@ -34,11 +38,15 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse
 import asyncio
+import contextlib
+import sqlite3
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Callable, Iterator
 
 import httpx
 
@@ -93,25 +101,74 @@ def deliveries(start: int, n: int) -> list[oncebox.Delivery]:
     ]
 
 
-def ingest(path: Path, url: str | None, n: int) -> float:
-    """Deliveries a second through ingest_batch into a fresh store."""
-    box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
+Stores = Callable[[str], str]  # a fresh store's URL, by name
+
+
+@contextlib.contextmanager
+def stores(pg: bool, work: Path) -> Iterator[tuple[Stores, str]]:
+    """Fresh stores, each a SQLite file in ``work``, or with ``pg`` a database of a
+    throwaway PostgreSQL server (tests/pgcluster.py, fsync off, unix socket in /tmp; or
+    the one ``ONCEBOX_TEST_PG`` names), stopped and wiped afterwards."""
+    if not pg:
+        yield (lambda name: f"sqlite:///{work / name}.db"), "SQLite file"
+        return
+    from pgcluster import throwaway_server
+
+    with throwaway_server("oncebox-bench-fwd-") as server:
+        made: list[str] = []
+
+        def fresh(name: str) -> str:
+            made.append(f"b{uuid.uuid4().hex[:8]}_{name.replace('-', '_')}")
+            return server.create_database(made[-1])
+
+        try:
+            yield fresh, f"PostgreSQL ({type(server).__name__}, fsync off)"
+        finally:
+            for name in made:
+                with contextlib.suppress(Exception):
+                    server.drop_database(name)
+
+
+def ingest(store: str, url: str | None, n: int) -> tuple[float, float]:
+    """Deliveries a second through ingest_batch into a fresh store, and this process's
+    CPU microseconds a delivery."""
+    box = oncebox.open(store, inboxes=[spec(url)])
     try:
         items = deliveries(0, n)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         for first in range(0, n, BATCH):
             box.ingest_batch("payments", items[first : first + BATCH])
-        return n / (time.perf_counter() - began)
+        used = (time.process_time() - cpu) / n * 1e6
+        return n / (time.perf_counter() - began), used
     finally:
         box.close()
 
 
-def dispatch(path: Path, url: str, n: int) -> tuple[float, int]:
+def wal_pages(path: Path, url: str | None) -> float:
+    """WAL pages a batch of ``BATCH`` deliveries writes into a SQLite store (after a first
+    batch, the median of three), read from a checkpoint after each."""
+    box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
+    watch = sqlite3.connect(path)
+    try:
+        box.ingest_batch("payments", deliveries(0, BATCH))
+        watch.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = []
+        for first in range(BATCH, 4 * BATCH, BATCH):
+            box.ingest_batch("payments", deliveries(first, BATCH))
+            pages.append(watch.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+            watch.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return statistics.median(pages)
+    finally:
+        watch.close()
+        box.close()
+
+
+def dispatch(store: str, url: str, n: int) -> tuple[float, int]:
     """Forwards a second sent by one dispatcher until none is left, and how many were
     delivered."""
     from oncebox.surfaces.forwarding import Dispatcher
 
-    box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
+    box = oncebox.open(store, inboxes=[spec(url)])
     try:
         for first in range(0, n, BATCH):
             box.ingest_batch("payments", deliveries(first, min(BATCH, n - first)))
@@ -135,12 +192,12 @@ def size_of() -> int:
         box.close()
 
 
-def steady(path: Path, url: str, rate: int, seconds: float) -> list[float]:
+def steady(store: str, url: str, rate: int, seconds: float) -> list[float]:
     """Seconds from each record's decision to its receipt, while ``rate`` records a
     second are ingested (10 a transaction) with a dispatcher running beside."""
     from oncebox.surfaces.forwarding import Dispatcher
 
-    box = oncebox.open(f"sqlite:///{path}", inboxes=[spec(url)])
+    box = oncebox.open(store, inboxes=[spec(url)])
     try:
         thread, stop = Dispatcher(box, poll=0.05).start()
         began, n = time.monotonic(), 0
@@ -182,6 +239,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20, help="records a second, steady")
     parser.add_argument("--seconds", type=float, default=20, help="of steady load")
     parser.add_argument("--rounds", type=int, default=4, help="alternations of the ingest pair")
+    parser.add_argument("--pg", action="store_true",
+                        help="on a throwaway PostgreSQL server (tests/pgcluster.py)")
+    parser.add_argument("--ingest-only", action="store_true",
+                        help="only the ingest pair (and on SQLite its WAL pages)")
     args = parser.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}/hooks"
@@ -196,45 +257,57 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise SystemExit("the receiver did not start") from None
                 time.sleep(0.1)
-        with tempfile.TemporaryDirectory() as work:
-            where = Path(work)
-            none, one = [], []
-            for r in range(args.rounds):  # alternated, each going first every other round
-                pair = [(none, None), (one, url)]
-                for rates, target in pair if r % 2 == 0 else pair[::-1]:
-                    rates.append(ingest(where / f"{r}-{bool(target)}.db", target, args.n))
-            bare, sent = statistics.median(none), statistics.median(one)
-            print(f"batched ingest, no destination:  {bare:9,.0f} /s  (rounds: "
-                  f"{', '.join(f'{x:,.0f}' for x in none)})")
-            print(f"batched ingest, one destination: {sent:9,.0f} /s  (rounds: "
-                  f"{', '.join(f'{x:,.0f}' for x in one)})")
-            print(f"  ratio {sent / bare:.2f} (target >= 0.85)")
-
-            sending, plainly = [], []
-            for r in range(2):  # alternated, as the ingest pair is
-                pair = ["dispatch", "plain"] if r % 2 == 0 else ["plain", "dispatch"]
-                for case in pair:
-                    if case == "dispatch":
-                        rate, delivered = dispatch(where / f"send-{r}.db", url, args.send_n)
-                        if delivered != args.send_n:
-                            raise SystemExit(f"{delivered} of {args.send_n} forwards delivered")
-                        sending.append(rate)
-                    else:
-                        plainly.append(asyncio.run(plain(url, args.send_n, size_of())))
-            rate, loop = statistics.median(sending), statistics.median(plainly)
-            print(f"forwarding, one dispatcher, {IN_FLIGHT} in flight: {rate:9,.0f} /s  (rounds: "
-                  f"{', '.join(f'{x:,.0f}' for x in sending)})")
-            print(f"plain httpx loop, {IN_FLIGHT} in flight:      {loop:9,.0f} /s  (rounds: "
-                  f"{', '.join(f'{x:,.0f}' for x in plainly)})")
-            print(f"  ratio {rate / loop:.2f} (target >= 0.8)")
-            httpx.post(url.replace("/hooks", "/latencies"))  # forget what came so far
-            lags = steady(where / "steady.db", url, args.rate, args.seconds)
-            p50, p99 = lags[len(lags) // 2], lags[int(len(lags) * 0.99)]
-            print(f"commit to receiver, {args.rate}/s for {args.seconds:g}s ({len(lags):,}): "
-                  f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms")
+        with tempfile.TemporaryDirectory() as work, stores(args.pg, Path(work)) as (fresh, on):
+            measure(args, Path(work), fresh, on, url)
     finally:
         receiver.terminate()
         receiver.wait(timeout=30)
+
+
+def measure(args: argparse.Namespace, where: Path, fresh: Stores, on: str, url: str) -> None:
+    print(f"on {on}, {args.n:,} records a case, {args.rounds} rounds")
+    none, one = [], []
+    for r in range(args.rounds):  # alternated, each going first every other round
+        pair = [(none, None), (one, url)]
+        for rates, target in pair if r % 2 == 0 else pair[::-1]:
+            rates.append(ingest(fresh(f"{r}-{bool(target)}"), target, args.n))
+    for name, got in (("no destination: ", none), ("one destination:", one)):
+        print(f"batched ingest, {name} {statistics.median(r for r, _ in got):9,.0f} /s, "
+              f"{statistics.median(c for _, c in got):5.1f} µs CPU a record  (rounds: "
+              f"{', '.join(f'{r:,.0f} /s {c:.1f} µs' for r, c in got)})")
+    bare, sent = (statistics.median(r for r, _ in got) for got in (none, one))
+    cpu_bare, cpu_sent = (statistics.median(c for _, c in got) for got in (none, one))
+    print(f"  ratio {sent / bare:.2f} in wall time, {cpu_bare / cpu_sent:.2f} in CPU time "
+          "(target >= 0.85)")
+    if not args.pg:
+        pages = [wal_pages(where / f"wal-{bool(target)}.db", target) for target in (None, url)]
+        print(f"  WAL pages a batch of {BATCH:,}: {pages[0]:g} without, {pages[1]:g} with one "
+              f"destination ({pages[1] / pages[0]:.2f}x)")
+    if args.ingest_only:
+        return
+
+    sending, plainly = [], []
+    for r in range(2):  # alternated, as the ingest pair is
+        pair = ["dispatch", "plain"] if r % 2 == 0 else ["plain", "dispatch"]
+        for case in pair:
+            if case == "dispatch":
+                rate, delivered = dispatch(fresh(f"send-{r}"), url, args.send_n)
+                if delivered != args.send_n:
+                    raise SystemExit(f"{delivered} of {args.send_n} forwards delivered")
+                sending.append(rate)
+            else:
+                plainly.append(asyncio.run(plain(url, args.send_n, size_of())))
+    rate, loop = statistics.median(sending), statistics.median(plainly)
+    print(f"forwarding, one dispatcher, {IN_FLIGHT} in flight: {rate:9,.0f} /s  (rounds: "
+          f"{', '.join(f'{x:,.0f}' for x in sending)})")
+    print(f"plain httpx loop, {IN_FLIGHT} in flight:      {loop:9,.0f} /s  (rounds: "
+          f"{', '.join(f'{x:,.0f}' for x in plainly)})")
+    print(f"  ratio {rate / loop:.2f} (target >= 0.8)")
+    httpx.post(url.replace("/hooks", "/latencies"))  # forget what came so far
+    lags = steady(fresh("steady"), url, args.rate, args.seconds)
+    p50, p99 = lags[len(lags) // 2], lags[int(len(lags) * 0.99)]
+    print(f"commit to receiver, {args.rate}/s for {args.seconds:g}s ({len(lags):,}): "
+          f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

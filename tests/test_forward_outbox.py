@@ -244,3 +244,39 @@ def test_a_records_forwards_are_on_its_page(make_box: BoxFactory) -> None:
     [(forward, [attempt])] = box.forwards_of(decision.record_id)
     assert forward.status is ForwardStatus.DELIVERED and forward.destination == "ledger"
     assert attempt.status == 200 and attempt.answer == b"x" * 1024  # the first 1 KiB
+
+
+def test_every_listing_path_finds_what_a_filter_over_all_of_them_finds(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # A record's forwards, and a destination's failed or dead, are read through their
+    # own indexes (migration 022); the rest walk the table. Each must agree with a plain
+    # filter over every forward, however the filters combine.
+    box = forwarding_box(make_box, retry=["0s", "10s"], circuit_failures=100)
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 7)])
+    clock.advance(5)
+    conflict = box.ingest("ussd", frame(2, headcount=4))
+    assert conflict.quarantine_id is not None
+    box.resolve(conflict.quarantine_id, "accept", "corrected")  # record 2's second forward
+    claims = box.claim_forwards("ledger", "d1", 10)
+    outcomes = [200, 404, 500, 200, 503, 410, 200]
+    box.settle_forwards("ledger", [sent(c, s) for c, s in zip(claims, outcomes, strict=True)], "d1")
+    every = box.forwards(limit=1000)
+    assert {f.status.value for f in every} == {"delivered", "dead", "failed"}
+    first = every[0].created_at
+    for status in [None, *ForwardStatus]:
+        for record in (None, 2, 3):
+            for since, until in ((None, None), (first + 1, None), (None, first + 1)):
+                chosen = ForwardFilter("ledger", status, since, until, record)
+                expected = [
+                    f for f in every
+                    if (status is None or f.status == status)
+                    and (record is None or f.record_id == record)
+                    and (since is None or f.created_at >= since)
+                    and (until is None or f.created_at < until)
+                ]  # fmt: skip
+                assert box.forwards(chosen) == expected, chosen
+                after = expected[0].id if expected else 0
+                assert box.forwards(chosen, after=after) == expected[1:]
+    assert [f.revision for f, _ in box.forwards_of(2)] == [1, 2]
+    assert [f.record_id for f, _ in box.forwards_of(4)] == [4]
