@@ -167,7 +167,11 @@ def fwd(tmp_path: Path) -> Iterator[Served]:
         box = oncebox.open(f"sqlite:///{tmp_path / 'fw.db'}", inboxes=[payments(f"{base}/hooks")],
                            clock=ManualClock(time.time()))  # fmt: skip
         ingest(box, 2)
-        Dispatcher(box, poll=0.02).run(threading.Event(), once=True)
+        # In a thread of its own: Playwright's loop runs in this one.
+        once = threading.Thread(target=Dispatcher(box, poll=0.02).run,
+                                args=(threading.Event(), True))  # fmt: skip
+        once.start()
+        once.join()
     assert answered == 4
     writer = box.create_token("api", ["*"], ["read", "write"]).secret
     operator = box.create_token("ops", ["*"], ["operator"]).secret
