@@ -135,7 +135,7 @@ def test_a_session_that_may_not_act_sees_no_button(quiet: Oncebox) -> None:
         ask = forwarding.asked("ledger", {"status": "failed"})
         forward, attempts = quiet.forward(one.id)
         return "".join((
-            forwarding.overview(quiet, session, ["payments"], None, "ok"),
+            forwarding.overview(quiet, session, ["payments"]),
             forwarding.deliveries(quiet, session, found, ask, bulk=True),
             forwarding.forward_page(quiet, session, forward, attempts, "/back"),
         ))  # fmt: skip

@@ -91,12 +91,11 @@ def _destination_row(box: Oncebox, who: Session, found: Standing) -> Destination
     )
 
 
-def overview(box: Oncebox, who: Session, covered: list[str], banner: str | None, kind: str) -> str:
+def overview(box: Oncebox, who: Session, covered: list[str], banner: str | None = None) -> str:
     rows = [
         _destination_row(box, who, s) for s in box.forwarding() if s.destination.inbox in covered
     ]
-    return render("forwarding.html", who, "Forwarding", rows=rows, banner=banner,
-                  banner_kind=kind)  # fmt: skip
+    return render("forwarding.html", who, "Forwarding", rows=rows, banner=banner)
 
 
 def overview_banner(box: Oncebox, who: Session, params: Mapping[str, str]) -> str | None:

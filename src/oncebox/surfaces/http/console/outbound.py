@@ -44,7 +44,7 @@ def _kept(fields: Mapping[str, str]) -> dict[str, str]:
 async def destinations(request: Request, who: Viewer, svc: Served) -> Response:
     def page() -> str:
         banner = forwarding.overview_banner(svc.box, who, request.query_params)
-        return forwarding.overview(svc.box, who, svc.covered(who), banner, "ok")
+        return forwarding.overview(svc.box, who, svc.covered(who), banner)
 
     return h.respond(await run_in_threadpool(page))
 
