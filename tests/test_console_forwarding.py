@@ -58,11 +58,11 @@ def ingest(box: Oncebox, n: int) -> None:
 
 # -- quick: through the app in-process ----------------------------------------------------------
 @pytest.fixture
-def quiet(tmp_path: Path) -> Iterator[Oncebox]:
+def quiet(shared_url: str, clock: ManualClock) -> Iterator[Oncebox]:
     """Forwards whose one attempt was answered 500 with a hostile body and error,
-    recorded through the library as a dispatcher records them (nothing is sent)."""
-    box = oncebox.open(f"sqlite:///{tmp_path / 'fw.db'}", inboxes=[payments(CLOSED)],
-                       clock=ManualClock(time.time()))  # fmt: skip
+    recorded through the library as a dispatcher records them (nothing is sent); on
+    SQLite and PostgreSQL."""
+    box = oncebox.open(shared_url, inboxes=[payments(CLOSED)], clock=clock)
     ingest(box, 2)
     claims = box.claim_forwards("ledger", "test", 10)
     answer = (HOSTILE * 40).encode()  # more than 1 KiB: kept cut
@@ -230,6 +230,7 @@ def test_an_operator_pauses_resumes_and_retries_in_the_browser(
     assert [f.status.value for f in box.forwards(oncebox.ForwardFilter("ledger"))] == ["dead"] * 2
     shoot(page, "forwarding-preview")
     page.set_viewport_size({"width": 420, "height": 900})
+    assert _on_screen(page, page.locator("tr[data-forward] form.retry button").last)
     bulk = page.locator("#bulk form.bulk button")
     assert bulk.inner_text() == "Retry all 2 now" and _on_screen(page, bulk)
     with page.expect_navigation():
