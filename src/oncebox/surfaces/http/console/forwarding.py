@@ -180,7 +180,7 @@ def deliveries(
     who: Session,
     found: Standing,
     ask: Asked,
-    banner: tuple[str | None, str] = (None, "ok"),
+    banner: str | None = None,
     bulk: bool = False,
 ) -> str:
     name = found.destination.name
@@ -215,8 +215,7 @@ def deliveries(
         may_act=acts,
         bulk_link=filtered(name, ask.fields, bulk="retry") if status in RETRIABLE else None,
         preview=preview,
-        banner=banner[0],
-        banner_kind=banner[1],
+        banner=banner,
     )
 
 

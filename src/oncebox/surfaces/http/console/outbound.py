@@ -70,7 +70,7 @@ async def deliveries(destination: str, request: Request, who: Viewer, svc: Serve
             return None
         said = forwarding.deliveries_banner(svc.box, who, params)
         wanted = params.get("bulk") == "retry"
-        return forwarding.deliveries(svc.box, who, found, ask, (said, "ok"), wanted)
+        return forwarding.deliveries(svc.box, who, found, ask, said, wanted)
 
     try:
         shown = await svc.readers.run(page)
