@@ -295,10 +295,6 @@ class Reads(ABC):
         with self.store.reading() as tx:
             return tokens.listing(tx)
 
-    def authenticate(self, secret: str) -> tokens.Token | None:
-        with self.store.reading() as tx:
-            return tokens.authenticate(tx, secret)
-
     def seal_lag(self) -> int:
         """Log events queued by committed writes and not sealed yet."""
         with self.store.reading() as tx:
