@@ -23,6 +23,7 @@ from oncebox.errors import (
     OnceboxError,
     StorageError,
     StorageUnavailable,
+    TokenExpired,
     UnknownInbox,
     UnsafeSQLite,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "Step",
     "StorageError",
     "StorageUnavailable",
+    "TokenExpired",
     "UnknownInbox",
     "UnsafeSQLite",
     "Verdict",

@@ -68,6 +68,10 @@ class NotFound(OnceboxError):
     """No such item."""
 
 
+class TokenExpired(OnceboxError):
+    """The API token has expired; it is refused everywhere from its expiry on."""
+
+
 class InvalidOperation(OnceboxError):
     """The operation does not apply to the item in its current state."""
 

@@ -17,14 +17,11 @@ import threading
 from datetime import UTC, datetime
 
 from oncebox.engine.inboxes import parse_duration
-from oncebox.errors import ConfigError, InvalidOperation, OnceboxError
+from oncebox.errors import ConfigError, InvalidOperation
+from oncebox.errors import TokenExpired as TokenExpired  # raised where tokens are looked up
 
 TOUCH_EVERY = 60.0  # seconds: last-used is kept to the minute
 LONGEST = 10 * 366 * 24 * 3600.0  # an expiry further off than ten years is a typo
-
-
-class TokenExpired(OnceboxError):
-    """The token has expired; it is refused everywhere from its expiry on."""
 
 
 def iso(seconds: float | None) -> str | None:

@@ -36,9 +36,8 @@ from typing import Any
 
 from oncebox.domain import TokenRow
 from oncebox.engine import log
-from oncebox.engine.token_times import TokenExpired as TokenExpired
 from oncebox.engine.token_times import expired, expiry, iso
-from oncebox.errors import InvalidOperation, NotFound, OnceboxError
+from oncebox.errors import InvalidOperation, NotFound, OnceboxError, TokenExpired
 from oncebox.store.base import Access, Store
 
 PREFIX = "obx_"

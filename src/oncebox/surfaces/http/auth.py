@@ -50,9 +50,9 @@ from oncebox.engine import tokens
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session, Sessions
 from oncebox.engine.sessions import refusal as sign_in_refusal
-from oncebox.engine.tokens import ReplayGuard, Token, TokenExpired
+from oncebox.engine.tokens import ReplayGuard, Token
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.errors import OnceboxError
+from oncebox.errors import OnceboxError, TokenExpired
 from oncebox.formats import Delivery, Unverified
 from oncebox.surfaces.http import problems
 from oncebox.surfaces.http.problems import ProblemError
