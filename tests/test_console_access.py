@@ -26,7 +26,7 @@ from oncebox.surfaces.http import create_app
 from test_security_sessions import COOKIE, client, sign_in
 
 POST = re.compile(r'<form[^>]*method="post"[^>]*action="([^"]+)"')
-PAGES = ["", "/records", "/triage", "/quarantine", "/dead-letters", "/work", "/log"]
+PAGES = ["", "/records", "/triage", "/quarantine", "/dead-letters", "/forwarding", "/work", "/log"]
 
 
 @dataclass
