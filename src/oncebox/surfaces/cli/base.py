@@ -56,9 +56,10 @@ def emit_pages(pages: Iterator[list[dict[str, Any]]]) -> None:
 
 
 class Context:
-    def __init__(self, db: str | None, config: str | None) -> None:
+    def __init__(self, db: str | None, config: str | None, json: bool = False) -> None:
         self.db = db
         self.config = config
+        self.json = json  # JSON even on a terminal (surfaces/cli/output.py)
         self._box: oncebox.Oncebox | None = None
         self._reader: oncebox.Oncebox | None = None
 
@@ -117,11 +118,21 @@ class Context:
     help="TOML file declaring inboxes [env ONCEBOX_CONFIG; default ./oncebox.toml "
     "if present, else the built-in inboxes ussd, listing and feed]",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON even on a terminal (piped or redirected, commands always print JSON).",
+)
 @click.version_option(oncebox.__version__, prog_name="oncebox")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
-    """oncebox: exactly-once effects from at-least-once, out-of-order deliveries."""
-    ctx.obj = Context(db, config)
+def cli(ctx: click.Context, db: str | None, config: str | None, as_json: bool) -> None:
+    """oncebox: exactly-once effects from at-least-once, out-of-order deliveries.
+
+    On a terminal, listings print as tables and single items as panels; piped,
+    redirected or with --json, every command prints JSON.
+    """
+    ctx.obj = Context(db, config, as_json)
     ctx.call_on_close(ctx.obj.close)
 
 

@@ -10,8 +10,14 @@ import click
 from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters, listing
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 from oncebox.surfaces.views import as_json, parse_when
+
+LETTERS = columns(
+    "id", "inbox", "reason", "status", ("received", "received_at"), "key", ("head", "head"),
+    "detail", ("tries", "attempts"), keep=("reason", "status"),
+)  # fmt: skip
 
 
 class When(click.ParamType[float]):
@@ -47,6 +53,7 @@ class When(click.ParamType[float]):
     show_default=True,
     help="ndjson: the lines `oncebox ingest` reads, to re-deliver them after a fix.",
 )
+@JSON
 @click.pass_context
 def dead_letters(
     ctx: click.Context,
@@ -98,18 +105,19 @@ def dead_letters(
                 err=True,
             )
         return
-    emit_pages(listing.letter_pages(box, names, query, limit))
+    show_pages(listing.letter_pages(box, names, query, limit), LETTERS)
 
 
 @dead_letters.command("show")
 @click.argument("letter_id", type=click.IntRange(1))
+@JSON
 @click.pass_obj
-def show(obj: Context, letter_id: int) -> None:
+def letter_show(obj: Context, letter_id: int) -> None:
     """One dead letter with all of its kept head (a listing shows its first 1,024 bytes)."""
     found = obj.reader.get_dead_letter(letter_id)
     if found is None:
         fail(f"no dead letter {letter_id}")
-    emit(as_json(found[1], inbox=found[0]))
+    show(as_json(found[1], inbox=found[0]))
 
 
 REFUSED_AGAIN = 3  # the exit status of a replay refused again (the dead letter stays open)

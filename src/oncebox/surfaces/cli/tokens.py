@@ -5,6 +5,10 @@ from __future__ import annotations
 import click
 
 from oncebox.surfaces.cli.base import Context, cli, emit
+from oncebox.surfaces.cli.output import JSON, columns, show
+
+TOKENS = columns("id", "name", "inboxes", "scopes", "hmac", ("created", "created_at"),
+                 ("revoked", "revoked_at"))  # fmt: skip
 
 
 @cli.group()
@@ -36,10 +40,11 @@ def token_create(
 
 
 @token.command("list")
+@JSON
 @click.pass_obj
 def token_list(obj: Context) -> None:
     """Tokens with their inboxes and scopes (never the secrets)."""
-    emit([t.to_dict() for t in obj.reader.list_tokens()])
+    show([t.to_dict() for t in obj.reader.list_tokens()], TOKENS)
 
 
 @token.command("revoke")
