@@ -245,3 +245,22 @@ def show_pages(pages: Iterator[list[dict[str, Any]]], shown: Sequence[Column]) -
 def _every_key(rows: list[Any]) -> list[Column]:
     first = rows[0] if rows and isinstance(rows[0], Mapping) else {}
     return columns(*first)
+
+
+VERDICTS = ("accepted", "duplicate", "conflict", "rejected")
+
+
+def tally(verdicts: Mapping[str, int], reasons: Mapping[str, int], what: str = "ingested") -> str:
+    """What a run of intake decided, in one line for a person (on stderr: standard output
+    stays the decisions a script reads): ``ingested 1,204: 1,100 accepted, 90 duplicate,
+    4 conflict, 10 rejected (bad_checksum 7, bad_field 3)``. ``reasons`` are keyed
+    ``verdict:reason``, as the consumer's summary keys them."""
+    total = sum(verdicts.values())
+    parts = [f"{verdicts.get(v, 0):,} {v}" for v in VERDICTS]
+    refused = sorted(
+        ((k.split(":", 1)[1], n) for k, n in reasons.items() if k.startswith("rejected:")),
+        key=lambda pair: (-pair[1], pair[0]),
+    )
+    if refused:
+        parts[-1] += " (" + ", ".join(f"{reason} {n:,}" for reason, n in refused) + ")"
+    return f"{what} {total:,}: " + ", ".join(parts)
