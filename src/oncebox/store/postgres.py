@@ -40,7 +40,7 @@ from oncebox.errors import (
     StorageUnavailable,
 )
 from oncebox.store.base import T, Tx
-from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.pgreach import reach
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -212,7 +212,11 @@ class PostgresStore:
     single_writer = False  # many writers at once: the sealer stays off their path
 
     def __init__(
-        self, url: str, clock: Callable[[], float] | None = None, pool_size: int = 8
+        self,
+        url: str,
+        clock: Callable[[], float] | None = None,
+        pool_size: int = 8,
+        read_only: bool = False,
     ) -> None:
         self.url = url
         # Only tests and demos pass a clock; otherwise the database's clock decides.
@@ -241,7 +245,10 @@ class PostgresStore:
         except (psycopg.Error, PoolTimeout) as exc:
             raise _storage_error(exc) from exc
         try:
-            self._migrate()
+            if read_only:  # checked, never migrated: reading changes nothing
+                check_current(self.reading, self.dialect, "the database")
+            else:
+                self._migrate()
         except BaseException:
             self._pool.close()
             raise

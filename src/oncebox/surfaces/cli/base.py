@@ -63,17 +63,25 @@ class Context:
         self._box: oncebox.Oncebox | None = None
         self._reader: oncebox.Oncebox | None = None
 
-    def _open(self, read_only: bool) -> oncebox.Oncebox:
+    def _open(self, read_only: bool, declare: bool = True) -> oncebox.Oncebox:
         config = self.config
         if config is None and Path("oncebox.toml").exists():
             config = "oncebox.toml"
         if config is None:
-            return oncebox.open(self.db or DEFAULT_DB, read_only=read_only)
+            none: list[oncebox.InboxSpec] | None = None if declare else []
+            return oncebox.open(self.db or DEFAULT_DB, inboxes=none, read_only=read_only)
         # The store: --db, else the config's own store, else the default (a config that
         # declares inboxes only must not leave serve without one).
-        configured, inboxes = load_config(config)
+        configured, declared = load_config(config)
         url = self.db or configured or DEFAULT_DB
-        return oncebox.open(url, inboxes=inboxes, read_only=read_only)
+        return oncebox.open(url, inboxes=declared if declare else [], read_only=read_only)
+
+    def upgraded(self) -> oncebox.Oncebox:
+        """The store with its schema brought up to date and no inbox declared (what
+        ``oncebox migrate`` opens)."""
+        self.close()
+        self._box = self._open(read_only=False, declare=False)
+        return self._box
 
     @property
     def box(self) -> oncebox.Oncebox:

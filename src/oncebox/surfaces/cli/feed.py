@@ -126,7 +126,7 @@ def consumers_create(obj: Context, name: str, inbox: str, start: str) -> None:
 @click.pass_obj
 def consumers_show(obj: Context, name: str) -> None:
     """One consumer: its cursor, its holder and its lag."""
-    show(_shown(obj.box.consumer_standing(name)))
+    show(_shown(obj.reader.consumer_standing(name)))
 
 
 @consumers.command("drop")

@@ -79,7 +79,7 @@ def records_list(
     except InvalidOperation as exc:
         fail(f"--search: {exc}")
     query = records.Query(key, identity, since, until, search, after, order)
-    show_pages(records.pages(obj.box, inbox, query, limit), RECORDS)
+    show_pages(records.pages(obj.reader, inbox, query, limit), RECORDS)
 
 
 @cli.command("record")
@@ -94,7 +94,7 @@ def record(obj: Context, record_id: int) -> None:
 
     Example: oncebox record 17
     """
-    view = obj.box.record_view(record_id)
+    view = obj.reader.record_view(record_id)
     if view is None:
         fail(f"no record {record_id}")
     shown = records.view_json(view)
@@ -117,7 +117,7 @@ def lookup(obj: Context, inbox: str, key: str) -> None:
 
     Example: oncebox lookup ussd gw-123
     """
-    shown = records.lookup_json(obj.box.lookup(inbox, key))
+    shown = records.lookup_json(obj.reader.lookup(inbox, key))
     if wants_json():
         show(shown)
         return
