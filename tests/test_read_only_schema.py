@@ -1,0 +1,104 @@
+"""Reading never upgrades (issue 23, item 3's leftover): a store whose schema is behind
+this version, opened to read, is refused with one line naming ``oncebox migrate``, and
+is left as it was, byte for byte; ``oncebox migrate`` (or any command that writes)
+upgrades it, and then it reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import apsw
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+import oncebox
+from oncebox.errors import SchemaBehind
+from oncebox.store.sqlfile import load_migrations, load_queries
+from oncebox.surfaces.cli import cli
+from schemas import NewDatabase, backend, new_database, path, rows, schema
+from serveproc import ONCEBOX
+
+__all__ = ["backend", "new_database"]  # fixtures, from schemas.py
+
+LAST = load_migrations("sqlite")[-1][0]
+
+
+def store_at(backend: str, url: str, upto: int) -> None:
+    """A store as this version's own migrations left it at ``upto``: made then, never
+    opened since."""
+    q = load_queries(backend)
+    migrations = [(v, sql) for v, sql in load_migrations(backend) if v <= upto]
+    if backend == "sqlite":
+        conn = apsw.Connection(path(url))
+        conn.execute(q["create_schema_version"].sql)
+        for version, sql in migrations:
+            conn.execute("BEGIN")
+            conn.execute(sql)
+            conn.execute(q["record_migration"].sql, (version, time.time(), None))
+            conn.execute("COMMIT")
+        conn.close()
+        return
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(q["create_schema_version"].sql.encode())
+        for version, sql in migrations:
+            with pg.transaction():
+                pg.execute(sql.encode())  # as written: a literal % stays one
+                pg.execute(q["record_migration"].sql.encode(), (version, time.time(), None))
+
+
+def digest(url: str) -> str:
+    return hashlib.sha256(Path(path(url)).read_bytes()).hexdigest()
+
+
+def test_reading_a_store_behind_is_refused_and_changes_nothing(
+    backend: str, new_database: NewDatabase
+) -> None:
+    url = new_database()
+    store_at(backend, url, LAST - 1)
+    where = path(url) if backend == "sqlite" else url
+    before = (schema(backend, url), rows(backend, where))
+    with pytest.raises(SchemaBehind, match=rf"migration {LAST:03d}.*oncebox migrate") as refused:
+        oncebox.open(url, read_only=True)
+    assert refused.value.missing == (LAST,)
+    assert (schema(backend, url), rows(backend, where)) == before  # not migrated
+    oncebox.open(url, inboxes=[]).close()  # writing upgrades it ...
+    oncebox.open(url, read_only=True).close()  # ... and then it reads
+
+
+def test_read_commands_refuse_and_migrate_upgrades(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store_at("sqlite", url, LAST - 1)
+    before = digest(url)
+    runner = CliRunner()
+    for command in (["stats"], ["dead-letters"], ["records", "ussd"], ["quarantine", "list"]):
+        refused = runner.invoke(cli, ["--db", url, *command])
+        assert isinstance(refused.exception, SchemaBehind), (command, refused.output)
+    assert digest(url) == before
+    upgraded = runner.invoke(cli, ["--db", url, "migrate"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert json.loads(upgraded.stdout) == {"schema_version": LAST, "applied": [LAST]}
+    assert json.loads(runner.invoke(cli, ["--db", url, "stats"]).stdout) == []  # no inbox made
+    again = runner.invoke(cli, ["--db", url, "migrate"])
+    assert json.loads(again.stdout) == {"schema_version": LAST, "applied": []}
+
+
+@pytest.mark.slow  # the command line as processes
+def test_a_read_command_on_a_store_behind_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store_at("sqlite", url, LAST - 1)
+    before = digest(url)
+    done = subprocess.run(
+        [*ONCEBOX, "--db", url, "stats"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("oncebox: error: ") and len(done.stderr.splitlines()) == 1
+    assert "needs an upgrade" in done.stderr and "oncebox migrate" in done.stderr
+    assert digest(url) == before
+    migrated = subprocess.run([*ONCEBOX, "--db", url, "migrate"], capture_output=True, timeout=60)
+    assert migrated.returncode == 0, migrated.stderr
+    assert digest(url) != before
