@@ -87,6 +87,14 @@ def test_read_commands_refuse_and_migrate_upgrades(tmp_path: Path) -> None:
     assert json.loads(again.stdout) == {"schema_version": LAST, "applied": []}
 
 
+def test_a_file_that_holds_no_store_is_not_made_one_by_reading(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    refused = CliRunner().invoke(cli, ["--db", f"sqlite:///{empty}", "stats"])
+    assert "is not an oncebox store" in str(refused.exception)
+    assert empty.read_bytes() == b""
+
+
 @pytest.mark.slow  # the command line as processes
 def test_a_read_command_on_a_store_behind_is_one_line_and_exit_2(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"

@@ -83,7 +83,7 @@ def migrate(begin: Begin, backend: str, now: Callable[[], float]) -> None:
 def check_current(read: Begin, backend: str, where: str) -> None:
     """For a store opened only to read: that its schema is the one this version makes,
     changing nothing. Raises :class:`SchemaBehind` naming the migrations it lacks (and
-    what upgrades it), or StorageError for a store this version cannot read at all."""
+    what upgrades it), or StorageError for a database that holds no store at all."""
     q = load_queries(backend)
     known = [version for version, _ in load_migrations(backend)]
     with read() as tx:
@@ -96,15 +96,11 @@ def check_current(read: Begin, backend: str, where: str) -> None:
             f"{where} is not an oncebox store (no schema): a command that only reads never "
             "makes one (check --db, $ONCEBOX_DB or the config's store)"
         )
+    # As migrating does, a number this version does not know (a newer oncebox's) is left
+    # alone: only what this version needs and the store lacks is refused.
     missing = tuple(v for v in known if v not in applied)
-    unknown = sorted(applied - set(known))
     if "renumbered_from" not in columns:  # numbered as before both backends shared one
         lacks = "its migrations are numbered the old way"
-    elif unknown:
-        raise StorageError(
-            f"{where} records migrations this version does not know: {unknown} "
-            "(a newer oncebox made it)"
-        )
     elif len(missing) == 1:
         lacks = f"migration {missing[0]:03d}"
     elif missing:
