@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 import oncebox
-from oncebox.errors import SchemaBehind
+from oncebox import Delivery
+from oncebox.errors import SchemaBehind, StorageError
 from oncebox.store.sqlfile import load_migrations, load_queries
 from oncebox.surfaces.cli import cli
 from schemas import NewDatabase, backend, new_database, path, rows, schema
@@ -110,3 +111,26 @@ def test_a_read_command_on_a_store_behind_is_one_line_and_exit_2(tmp_path: Path)
     migrated = subprocess.run([*ONCEBOX, "--db", url, "migrate"], capture_output=True, timeout=60)
     assert migrated.returncode == 0, migrated.stderr
     assert digest(url) != before
+
+
+def test_a_reader_reads_and_the_store_itself_refuses_it_a_write(shared_url: str) -> None:
+    box = oncebox.open(shared_url)
+    box.ingest("ussd", Delivery(b"H1|1|Kakuma1|MED|3|86|#89", key="rec1-1"))
+    box.ingest("ussd", Delivery(b"H1|1|Kakuma1|MED|9|86|#95", key="rec1-1"))
+    box.ingest("ussd", Delivery(b"H1|2|Kakuma1|MED|3|86|#00", key="rec1-2"))
+    box.create_token("t", ["ussd"], ["read"])
+    box.consumer("c", "ussd", "beginning")
+    box.close()
+    reader = oncebox.open(shared_url, read_only=True)
+    try:
+        assert reader.stats("ussd")["verdicts"]["conflict"] == 1
+        assert len(reader.dead_letters("ussd")) == 1
+        assert len(reader.quarantined("ussd", None, 10)) == 1
+        assert [t.name for t in reader.list_tokens()] == ["t"]
+        assert [s.consumer.name for s in reader.consumers()] == ["c"]
+        assert reader.lookup("ussd", "rec1-1") is not None
+        assert reader.triage("ussd")["headcount"] == 3
+        with pytest.raises(StorageError):  # not the engine's choice: the store's
+            reader.ingest("ussd", Delivery(b"H1|3|Kakuma1|MED|3|86|#00", key="rec1-3"))
+    finally:
+        reader.close()

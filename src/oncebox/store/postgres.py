@@ -229,6 +229,11 @@ class PostgresStore:
         self._relaxed = threading.local()
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
+        # Read only: every transaction of every connection is READ ONLY, so the server
+        # itself refuses a write, and the schema is checked instead of migrated.
+        self._connect_with: dict[str, Any] = {"autocommit": True}
+        if read_only:
+            self._connect_with["options"] = "-c default_transaction_read_only=on"
         reach(url)
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -237,7 +242,7 @@ class PostgresStore:
                 max_size=pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"autocommit": True},
+                kwargs=self._connect_with,
                 check=ConnectionPool.check_connection,
                 configure=self._note_server,
             )
@@ -320,7 +325,7 @@ class PostgresStore:
                         max_size=SCANNERS,
                         open=True,
                         timeout=30,
-                        kwargs={"autocommit": True},
+                        kwargs=self._connect_with,
                         check=ConnectionPool.check_connection,
                     )
                 except (psycopg.Error, PoolTimeout) as exc:

@@ -10,7 +10,7 @@ import click
 from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters, listing
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 from oncebox.surfaces.views import as_json, parse_when
 
@@ -49,9 +49,8 @@ class When(click.ParamType[float]):
     "--format",
     "shape",
     type=click.Choice(["json", "ndjson"]),
-    default="json",
-    show_default=True,
-    help="ndjson: the lines `oncebox ingest` reads, to re-deliver them after a fix.",
+    help="json (what is printed when piped), or ndjson: the lines `oncebox ingest` reads, "
+    "to re-deliver them after a fix [default: a table on a terminal, else json].",
 )
 @JSON
 @click.pass_context
@@ -65,7 +64,7 @@ def dead_letters(
     after: int,
     status: str | None,
     limit: int,
-    shape: str,
+    shape: str | None,
 ) -> None:
     """Invalid deliveries: the first 1,024 bytes of the kept copy, its length, SHA-256
     and the reason; oldest first, filtered, a page at a time (--after the last id
@@ -105,7 +104,11 @@ def dead_letters(
                 err=True,
             )
         return
-    show_pages(listing.letter_pages(box, names, query, limit), LETTERS)
+    pages = listing.letter_pages(box, names, query, limit)
+    if shape == "json":
+        emit_pages(pages)
+    else:
+        show_pages(pages, LETTERS)
 
 
 @dead_letters.command("show")

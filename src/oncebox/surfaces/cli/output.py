@@ -13,6 +13,7 @@ must not obey an escape sequence someone delivered.
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import unicodedata
@@ -31,6 +32,7 @@ from oncebox.surfaces.views import iso
 
 WIDEST = 60  # characters of one value shown in a table cell
 PANEL_WIDEST = 200  # ... and in a panel, which has the width to itself
+TABLE_ROWS = 1_000  # rows of a listing one table shows (a person pages on with --after)
 NARROWEST = 6  # a column is never made narrower than this to fit the terminal
 
 
@@ -234,12 +236,20 @@ def show(data: Any, shown: Sequence[Column] = (), title: str = "") -> None:
 
 
 def show_pages(pages: Iterator[list[dict[str, Any]]], shown: Sequence[Column]) -> None:
-    """A listing written a page at a time as JSON, or shown as one table (a listing is
-    bounded by its --limit, each row by the listing's cut)."""
+    """A listing written a page at a time as JSON, or shown as one table of at most
+    :data:`TABLE_ROWS` rows (each bounded by the listing's cut), read no further."""
     if wants_json():
         emit_pages(pages)
-    else:
-        table((row for page in pages for row in page), shown)
+        return
+    rows = itertools.islice((row for page in pages for row in page), TABLE_ROWS + 1)
+    shown_rows = list(rows)
+    table(shown_rows[:TABLE_ROWS], shown)
+    if len(shown_rows) > TABLE_ROWS:
+        last = shown_rows[TABLE_ROWS - 1].get("id")
+        click.echo(
+            f"oncebox: the first {TABLE_ROWS:,} shown; --after {last} for the next, or --json",
+            err=True,
+        )
 
 
 def _every_key(rows: list[Any]) -> list[Column]:
