@@ -130,7 +130,7 @@ class Context:
     "--json",
     "as_json",
     is_flag=True,
-    help="Print JSON even on a terminal (piped or redirected, commands always print JSON).",
+    help="Print JSON even on a terminal: what listings and shows print when piped.",
 )
 @click.version_option(oncebox.__version__, prog_name="oncebox")
 @click.pass_context
@@ -138,7 +138,7 @@ def cli(ctx: click.Context, db: str | None, config: str | None, as_json: bool) -
     """oncebox: exactly-once effects from at-least-once, out-of-order deliveries.
 
     On a terminal, listings print as tables and single items as panels; piped,
-    redirected or with --json, every command prints JSON.
+    redirected or with --json, they print JSON for scripts.
     """
     ctx.obj = Context(db, config, as_json)
     ctx.call_on_close(ctx.obj.close)

@@ -23,11 +23,16 @@ def _verdict(name: str) -> Callable[[Mapping[str, Any]], int]:
     return lambda row: int(row["verdicts"].get(name, 0))
 
 
+def _rejections(row: Mapping[str, Any]) -> dict[str, int]:
+    reasons = row["reasons"].items()
+    return {k.split(":", 1)[1]: v for k, v in reasons if k.startswith("rejected:")}
+
+
 STATS = columns(
     "inbox", "records",
     *((v, _verdict(v)) for v in ("accepted", "duplicate", "conflict", "rejected")),
     ("open conflicts", "quarantine_open"), ("dead letters", "dead_letters"),
-    ("reasons", lambda row: {k.split(":")[-1]: v for k, v in row["reasons"].items()}),
+    ("rejected by reason", _rejections),
 )  # fmt: skip
 
 
