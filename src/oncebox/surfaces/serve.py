@@ -144,7 +144,6 @@ def serve(
         click.echo(f"oncebox: console: {base}/console; {count} worker process{plural}", err=True)
 
     limits = Limits(header_timeout, body_timeout, max_connections)
-
     def make_app() -> Any:
         app = create_app(obj.box, private_key=key, unverified_budget=unverified_budget)
         return app if no_forward else alongside(app, obj.box, share=count)

@@ -151,6 +151,7 @@ class StoreCollector(Collector):
             value=self.group.deliveries,
         )
 
+
     def forwarding(self) -> Iterator[Metric]:
         """Each destination's backlog and oldest forward's age, and its attempts by
         outcome, from the store (every dispatcher's), for the inboxes the caller sees."""
@@ -171,7 +172,8 @@ class StoreCollector(Collector):
         )
         attempts = CounterMetricFamily(
             "oncebox_forward_attempts",
-            "Attempts at forwards, by destination and outcome (delivered, retry, dead, stale).",
+            "Attempts at forwards, by destination and outcome (delivered, retry, dead, "
+            "stale).",
             labels=["destination", "outcome"],
         )
         for standing in self.box.forwarding():
