@@ -189,7 +189,7 @@ def test_dead_letters_filter_page_and_download_as_ingest_lines(
         cli, ["--db", desk.db, "ingest", "ussd", str(tmp_path / "again.ndjson")]
     )
     assert result.exit_code == 0, result.output
-    again = [json.loads(line) for line in result.output.splitlines()]
+    again = [json.loads(line) for line in result.stdout.splitlines()]
     assert [d["reason"] for d in again] == ["bad_checksum"] * 40
     before = desk.box.dead_letters("ussd", reason="bad_checksum")
     assert len(before) == 40  # the same dead letters, one attempt more each

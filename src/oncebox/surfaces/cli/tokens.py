@@ -5,6 +5,11 @@ from __future__ import annotations
 import click
 
 from oncebox.surfaces.cli.base import Context, cli, emit
+from oncebox.surfaces.cli.output import JSON, columns, show
+
+TOKENS = columns("id", "name", "inboxes", "scopes", "hmac", ("created", "created_at"),
+                 ("expires", "expires_at"), ("last used", "last_used_at"),
+                 ("revoked", "revoked_at"))  # fmt: skip
 
 
 @cli.group()
@@ -45,10 +50,11 @@ def token_create(
 
 
 @token.command("list")
+@JSON
 @click.pass_obj
 def token_list(obj: Context) -> None:
     """Tokens with their inboxes, scopes and times (ISO 8601), never the secrets."""
-    emit([t.to_dict() for t in obj.reader.list_tokens()])
+    show([t.to_dict() for t in obj.reader.list_tokens()], TOKENS)
 
 
 @token.command("revoke")
