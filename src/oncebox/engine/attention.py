@@ -4,7 +4,7 @@ its silence (no delivery for longer than usual).
 "Longer than usual" is derived from the inbox's own traffic, so that no one has to set
 it per inbox: the mean gap between deliveries over the last day, times
 :data:`SILENCE_TIMES`, never under :data:`SILENCE_FLOOR` (a burst of deliveries would
-otherwise make a quiet minute an alarm); an inbox with no delivery in the last day, but
+otherwise make a quiet minute an alarm) and never over a day; an inbox with no delivery in the last day, but
 one before it, is silent; one that never took a delivery is not (nothing is usual yet).
 The console's overview orders the inboxes by this (docs/console.md#overview).
 """
@@ -49,7 +49,7 @@ def silent_after(deliveries_in_a_day: int) -> float:
     (:data:`DAY` when it took none: a day without any is silence)."""
     if deliveries_in_a_day <= 0:
         return float(DAY)
-    return max(float(SILENCE_FLOOR), SILENCE_TIMES * DAY / deliveries_in_a_day)
+    return min(float(DAY), max(float(SILENCE_FLOOR), SILENCE_TIMES * DAY / deliveries_in_a_day))
 
 
 def of(tx: Watching, name: str, inbox_id: int) -> Attention:
