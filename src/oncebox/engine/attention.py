@@ -6,7 +6,7 @@ it per inbox: the mean gap between deliveries over the last day, times
 :data:`SILENCE_TIMES`, never under :data:`SILENCE_FLOOR` (a burst of deliveries would
 otherwise make a quiet minute an alarm) and never over a day; an inbox with no delivery in the last day, but
 one before it, is silent; one that never took a delivery is not (nothing is usual yet).
-The console's overview orders the inboxes by this (docs/console.md#overview).
+The console's overview orders the inboxes by this (docs/console.md#pages).
 """
 
 from __future__ import annotations
