@@ -23,6 +23,7 @@ from test_console_desk import desk as desk  # the desk's day: conflicts, 60 dead
 pytestmark = pytest.mark.slow  # browsers: every test drives Chromium
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
+FIRST_COLUMN = "table.dead-letters tbody td:first-child"
 ISO_LOCAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+05:30$")  # ZONE is UTC+05:30
 
 
@@ -92,14 +93,14 @@ def test_dead_letters_count_by_reason_and_sort_and_pick_dates(
     assert reasons[0].startswith("bad_checksum 40 open of 40"), reasons
     assert any(r.startswith("bad_format") for r in reasons)
     # Newest first by default, oldest first a click away; the filters are kept.
-    ids = [int(i) for i in page.locator("table.dead-letters tbody td:first-child").all_inner_texts()]
+    ids = [int(i) for i in page.locator(FIRST_COLUMN).all_inner_texts()]
     assert ids == sorted(ids, reverse=True) and "newest first" in page.inner_text("#letters")
     with page.expect_navigation():
         counts.locator("a", has_text="bad_checksum").click()
     assert "reason=bad_checksum" in page.url and "inbox=ussd" in page.url
     with page.expect_navigation():
         page.click("a:text('Oldest first')")
-    ids = [int(i) for i in page.locator("table.dead-letters tbody td:first-child").all_inner_texts()]
+    ids = [int(i) for i in page.locator(FIRST_COLUMN).all_inner_texts()]
     assert ids == sorted(ids) and len(ids) == 40 and "order=oldest" in page.url
     assert page.input_value("input[name=reason]") == "bad_checksum"
     # Date pickers, no placeholder that reads like a value.

@@ -4,8 +4,9 @@ its silence (no delivery for longer than usual).
 "Longer than usual" is derived from the inbox's own traffic, so that no one has to set
 it per inbox: the mean gap between deliveries over the last day, times
 :data:`SILENCE_TIMES`, never under :data:`SILENCE_FLOOR` (a burst of deliveries would
-otherwise make a quiet minute an alarm) and never over a day; an inbox with no delivery in the last day, but
-one before it, is silent; one that never took a delivery is not (nothing is usual yet).
+otherwise make a quiet minute an alarm) and never over a day; an inbox with no
+delivery in the last day, but one before it, is silent; one that never took a delivery
+is not (nothing is usual yet).
 The console's overview orders the inboxes by this (docs/console.md#pages).
 """
 
