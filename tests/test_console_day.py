@@ -160,7 +160,7 @@ def test_every_row_button_is_on_a_420px_screen(browser: sync_api.Browser, desk: 
         for path in ["/dead-letters?inbox=ussd", "/quarantine", "/records?inbox=ussd", "/log"]:
             page.goto(f"{desk.url}/console{path}")
             assert page.evaluate("document.documentElement.scrollWidth") <= 420, path
-            buttons = page.locator("main button, table.cards td.actions a")
+            buttons = page.locator("main button, table.cards td.row-acts a")
             seen = 0
             for i in range(buttons.count()):
                 box = buttons.nth(i).bounding_box()
