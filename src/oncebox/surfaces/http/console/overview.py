@@ -175,10 +175,12 @@ class Asked:
     range: str
     every: int
     problem: str | None = None
+    inbox: str = ""  # one inbox asked for (?inbox=), kept by the refreshes
 
     @property
     def query(self) -> str:
-        return urlencode({"range": self.range, "every": self.every})
+        kept = {"range": self.range, "every": self.every}
+        return urlencode({**kept, "inbox": self.inbox} if self.inbox else kept)
 
 
 def asked(params: Any) -> Asked:
@@ -187,10 +189,12 @@ def asked(params: Any) -> Asked:
     chosen = params.get("range", DEFAULT_RANGE)
     every = params.get("every", "")
     seconds = min(600, max(2, int(every))) if every.isdigit() and len(every) < 6 else EVERY
+    inbox = params.get("inbox", "")[:200]
     if chosen not in RANGES:
         known = ", ".join(RANGES)
-        return Asked(DEFAULT_RANGE, seconds, f"unknown range {chosen[:40]!r}; known: {known}")
-    return Asked(chosen, seconds)
+        problem = f"unknown range {chosen[:40]!r}; known: {known}"
+        return Asked(DEFAULT_RANGE, seconds, problem, inbox)
+    return Asked(chosen, seconds, None, inbox)
 
 
 def _values(box: Oncebox, inboxes: list[str], ask: Asked) -> dict[str, Any]:
