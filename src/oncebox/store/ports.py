@@ -280,6 +280,10 @@ class Figures(Clock, Protocol):
         """Sizes a stats view needs: records, tombstones, quarantine, dead letters, ..."""
         ...
 
+    def last_delivery(self, inbox_id: int) -> float | None:
+        """When the inbox last took a delivery (any verdict), or None: never."""
+        ...
+
     def retention_overrides(self, inbox_id: int) -> list[tuple[float, str, float]]: ...
 
     def log_pending_count(self) -> int:

@@ -168,6 +168,15 @@ GROUP BY verdict, reason;
 SELECT hour, verdict, sum(n) FROM verdict_counts WHERE inbox_id = ? AND hour >= ?
 GROUP BY hour, verdict ORDER BY hour, verdict;
 
+-- name: last_delivery
+-- When the inbox last took a delivery, whatever its verdict: a record's or a quarantine
+-- row's last arrival, or a dead letter's; NULL when it never took one.
+SELECT max(t) FROM (
+  SELECT max(last_seen) AS t FROM records WHERE inbox_id = :inbox
+  UNION ALL SELECT max(last_seen) FROM quarantine WHERE inbox_id = :inbox
+  UNION ALL SELECT max(received_at) FROM dead_letters WHERE inbox_id = :inbox
+) AS arrivals;
+
 -- name: inbox_figures
 -- An inbox's figures (oncebox.store.sqltx.inboxes.FIGURES, in order), then the greatest
 -- lateness its dropped tombstones had counted, which the store weighs against the

@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import SESSION_SECONDS, Sessions
-from oncebox.surfaces.http.console import acting, html, outbound, routes, session, tokens
+from oncebox.surfaces.http.console import acting, day, html, outbound, routes, session, tokens
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.http.console.session import MAX_FORM, Console, signed_in
 from oncebox.surfaces.http.problems import on_http_error
@@ -49,6 +49,7 @@ def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = Non
     service = getattr(app.state, "service", None)
     readers = service.readers if service is not None else Readers()
     app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key, readers)
+    app.include_router(day.router)  # before routes: /dead-letters/counts.part
     app.include_router(routes.router)
     app.include_router(acting.router)
     app.include_router(outbound.router)

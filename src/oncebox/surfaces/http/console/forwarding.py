@@ -206,6 +206,10 @@ def deliveries(
         found=found,
         here=home(name),
         asked=ask.fields,
+        times={
+            "since": getattr(ask.chosen, "since", None),
+            "until": getattr(ask.chosen, "until", None),
+        },
         kept=kept,
         problems=ask.problems,
         rows=rows,

@@ -140,6 +140,7 @@ def page(box: Oncebox, who: Session, covered: list[str], ask: Asked) -> str:
         search_bytes=SEARCH_BYTES,
         problems=ask.problems,
         listing=listing,
+        times={"since": ask.query.since, "until": ask.query.until},
     )
 
 
