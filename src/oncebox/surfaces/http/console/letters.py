@@ -18,8 +18,9 @@ from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import InvalidOperation, UnknownValue
 from oncebox.surfaces import letters
+from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console.html import BASE, ENV, content_text, render
-from oncebox.surfaces.views import iso, parse_when
+from oncebox.surfaces.views import iso
 
 PAGE = 50
 HEAD_SHOWN = 600  # characters of a kept head shown in the table
@@ -41,22 +42,16 @@ class Asked:
 
 
 def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
-    fields = {name: params.get(name, "").strip()[:1024] for name in FILTERS}
+    fields = asking.fields_of(params, FILTERS)
     problems = []
     try:
         search_term(fields["search"])
     except InvalidOperation as exc:
         problems.append(f"search: {exc}")
-    times: dict[str, float | None] = {"since": None, "until": None}
-    for name in times:
-        if fields[name]:
-            try:
-                times[name] = parse_when(fields[name])
-            except ValueError as exc:
-                problems.append(f"{name}: {exc}")
+    times = asking.times_of(fields, problems)
     if fields["order"] and fields["order"] not in ORDERS:
         problems.append(f"unknown order {fields['order'][:40]!r}; known: {', '.join(ORDERS)}")
-    after = int(fields["after"]) if fields["after"].isdigit() and len(fields["after"]) < 19 else 0
+    after = asking.after_of(fields)
     inboxes = [fields["inbox"]] if fields["inbox"] in covered else covered
     query = letters.Query(
         fields["reason"] or None,
