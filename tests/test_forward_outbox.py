@@ -250,7 +250,7 @@ def test_every_listing_path_finds_what_a_filter_over_all_of_them_finds(
     make_box: BoxFactory, clock: ManualClock
 ) -> None:
     # A record's forwards, and a destination's failed or dead, are read through their
-    # own indexes (migration 022); the rest walk the table. Each must agree with a plain
+    # own indexes (migration 023); the rest walk the table. Each must agree with a plain
     # filter over every forward, however the filters combine.
     box = forwarding_box(make_box, retry=["0s", "10s"], circuit_failures=100)
     box.ingest_batch("ussd", [frame(n) for n in range(1, 7)])

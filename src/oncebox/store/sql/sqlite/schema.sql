@@ -336,7 +336,7 @@ CREATE INDEX forwards_due ON forwards (destination, next_at)
 CREATE INDEX forwards_heads ON forwards (destination, order_key, id)
     WHERE order_key IS NOT NULL AND status IN ('pending', 'failed');
 -- Listings of the failing and the dead by destination (an operator's): the only ones
--- that need an index, and none is written as a forward is queued (migration 022).
+-- that need an index, and none is written as a forward is queued (migration 023).
 CREATE INDEX forwards_failing ON forwards (destination, status, id)
     WHERE status IN ('failed', 'dead');
 -- A record's forwards.

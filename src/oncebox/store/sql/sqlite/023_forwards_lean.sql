@@ -1,4 +1,4 @@
--- Migration 22 (SQLite): a forward written with its record costs one index entry less.
+-- Migration 23 (SQLite): a forward written with its record costs one index entry less.
 -- Listing by destination and status had an index over every forward, written in the
 -- deciding transaction for each; the listings that need one are of the failing and the
 -- dead (an operator's, a few among many): the pending are found through forwards_due,
