@@ -105,6 +105,21 @@ class PostgresTx(SqlTx):
     def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
         self._conn = conn
         self._clock = clock
+        self.deferred = False  # its commit will not wait for the WAL flush
+        self.relaxed = False  # ... and needs no later durable commit to cover it
+
+    def defer(self) -> None:
+        """Commit without waiting for the WAL flush (settable until the commit)."""
+        if not self.deferred:
+            self._run("defer_durability")
+            self.deferred = True
+
+    def relax(self) -> bool:
+        """Counts only: the commit need not wait for the disk, nor be covered by a
+        durable commit after it (a server restart may lose it, which counts allow)."""
+        self.defer()
+        self.relaxed = True
+        return True
 
     def now(self) -> float:
         if self._clock is not None:
@@ -210,6 +225,7 @@ class PostgresStore:
 
     dialect = "postgres"
     single_writer = False  # many writers at once: the sealer stays off their path
+    relaxes_late = True  # SET LOCAL synchronous_commit holds until the commit
 
     def __init__(
         self, url: str, clock: Callable[[], float] | None = None, pool_size: int = 8
@@ -345,10 +361,11 @@ class PostgresStore:
             try:
                 with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
                     if not durable:
-                        tx._run("defer_durability")
+                        tx.defer()
                     result = work(tx)
                     server = self._servers.get(tx._conn)
-                self._covered(server, durable)
+                if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
+                    self._covered(server, durable)
                 return result
             except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.
@@ -358,6 +375,16 @@ class PostgresStore:
                     self._relaxed.server = None
                 raise
         raise StorageUnavailable(f"gave up after {RETRIES} conflicting attempts; retry later")
+
+    def relaxed(self, work: Callable[[Tx], T]) -> T:
+        """``work`` relaxed from the start (:meth:`PostgresTx.relax`); the engine relaxes
+        late instead, once a decision knows it wrote only counts."""
+
+        def relaxing(tx: Tx) -> T:
+            tx.relax()
+            return work(tx)
+
+        return self.atomic(relaxing)
 
     @contextmanager
     def _migrating(self) -> Iterator[PostgresTx]:
