@@ -89,22 +89,20 @@ def commit_sealed(
     instead of ``work``) found the write was nothing but counts. A ``watched`` write (an
     ingest) passes the crash harness's points after its commit and after its seal
     (:mod:`oncebox.engine.crashpoints`)."""
-    if light is not None and not store.relaxes_late:
-        result = _chosen_up_front(store, light, seal)
-        _reach(watched, crashpoints.AFTER_COMMIT)
-        _reach(watched, crashpoints.AFTER_SEAL)
-        return result, None
     relaxed = [False]
 
     def run(tx: Tx, together: bool) -> T:
         if light is None:
             return work(tx, together)
         result = light.work(tx, together, None)
-        relaxed[0] = light.counted(result) and tx.relax()
+        relaxed[0] = light.counted(result) and tx.relax()  # False where it began flushed
         return result
 
     if not seal or store.single_writer:
-        result = store.atomic(lambda tx: run(tx, seal))
+        if light is not None and not store.relaxes_late:
+            result = _chosen_up_front(store, light, seal)
+        else:
+            result = store.atomic(lambda tx: run(tx, seal))
         _reach(watched, crashpoints.AFTER_COMMIT)
         _reach(watched, crashpoints.AFTER_SEAL)
         return result, None
@@ -119,11 +117,11 @@ def commit_sealed(
 
 
 def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
-    """Where a transaction's level is fixed before it begins (SQLite, one writer: the
-    log entries go in the transaction). Begin at the level ``light.likely`` guesses; a
-    work at the wrong one refuses before writing (it holds the write lock, so what it
-    read is what it would have written against), and runs again at the other. If the
-    store changed in between, a third run takes the flush whatever it writes."""
+    """Where a transaction's level is fixed before it begins (SQLite) and no seal follows
+    its commit. Begin at the level ``light.likely`` guesses; a work at the wrong one
+    refuses before writing (it holds the write lock, so what it read is what it would
+    have written against), and runs again at the other. If the store changed in
+    between, a third run takes the flush whatever it writes."""
 
     def relaxed() -> T:
         return store.relaxed(lambda tx: light.work(tx, seal, True))
