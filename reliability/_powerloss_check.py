@@ -36,6 +36,8 @@ class Findings:
     """Anomalies by category; each entry says what was wrong."""
 
     found: dict[str, list[str]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    # Not an anomaly: duplicates acked after the last flush whose counts the cut took back.
+    counts_taken_back: int = 0
 
     def add(self, category: str, what: str) -> None:
         self.found[category].append(what)
@@ -400,6 +402,10 @@ def acked(snap: Snapshot, reports: list[dict[str, Any]], findings: Findings) -> 
         if flushed(report):  # its flush made every count before it durable
             duplicates.update(since)
             since.clear()
+    for rid, n in (duplicates + since).items():
+        record = snap.records.get(rid)
+        counted = record["seen_count"] - 1 if record else 0
+        findings.counts_taken_back += max(0, n - counted)
     for rid, n in duplicates.items():
         record = snap.records[rid]
         if record["seen_count"] - 1 < n:

@@ -611,6 +611,11 @@ class Summary:
         )
         p(f"operations until the cut: {sum(calls)} calls ({by_kind})")
         p(f"acked results checked: {sum(r.acked for r in rs)}")
+        taken = [r.findings.counts_taken_back for r in rs]
+        p(
+            f"acked duplicates whose counts a cut took back (allowed: acked after the last "
+            f"flush): {sum(taken)} (in {sum(1 for t in taken if t)} runs)"
+        )
         p(
             f"faults: {len(rs)} power cuts; unsynced sectors {faults.sectors}: reverted "
             f"{faults.reverted}, latest write {faults.latest}, older write {faults.older}; "
