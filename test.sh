@@ -36,4 +36,8 @@ fi
 # The documentation site: a broken link, anchor or include fails the build.
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo and an ingest
-exec .venv/bin/python -m pytest -q "$@"
+# On several workers (pytest-xdist): most of the suite's time is spent waiting on processes,
+# servers, fsyncs and a browser, so four workers beat two CPUs. A module's tests stay on one
+# worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
+# them in this process, one after another.
+exec .venv/bin/python -m pytest -q -n "${ONCEBOX_TEST_WORKERS:-4}" --dist loadscope "$@"

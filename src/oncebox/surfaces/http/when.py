@@ -21,11 +21,12 @@ WHEN_SCHEMA = WithJsonSchema(
 )
 
 
-def seconds(name: str, when: str | None) -> float | None:
-    """A query's time as unix seconds (None: not given); one that does not read is 422."""
+def seconds(name: str, when: str | None, where: str = "query") -> float | None:
+    """A time from the query (or a body: ``where``) as unix seconds (None: not given);
+    one that does not read is 422, named by where it was."""
     if when is None:
         return None
     try:
         return parse_when(when)
     except ValueError as exc:
-        raise ProblemError(422, "validation", f"query.{name}: {exc}") from None
+        raise ProblemError(422, "validation", f"{where}.{name}: {exc}") from None

@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import SESSION_SECONDS, Sessions
-from oncebox.surfaces.http.console import acting, html, routes, session
+from oncebox.surfaces.http.console import acting, html, outbound, routes, session
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.http.console.session import MAX_FORM, Console, signed_in
 from oncebox.surfaces.http.problems import on_http_error
@@ -49,6 +49,7 @@ def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = Non
     app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key, readers)
     app.include_router(routes.router)
     app.include_router(acting.router)
+    app.include_router(outbound.router)
     app.mount(
         f"{BASE}/static",
         Static(packages=[("oncebox.surfaces.http.console", "static")]),

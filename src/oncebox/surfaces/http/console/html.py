@@ -31,6 +31,7 @@ NAV = (
     ("Triage", "/triage"),
     ("Quarantine", "/quarantine"),
     ("Dead letters", "/dead-letters"),
+    ("Forwarding", "/forwarding"),
     ("Work keys", "/work"),
     ("Log", "/log"),
 )

@@ -166,7 +166,7 @@ def _steps(timeline: list[TimelineEntry], logged: set[int]) -> list[Step]:
 
 def record_page(who: Session, view: RecordView, **more: object) -> str:
     """A record's page; ``more`` goes to ``record_more.html``, where other parts show
-    what they keep about the record (none yet)."""
+    what they keep about the record (its forwards: :func:`.forwarding.on_record`)."""
     record = view.record
     content = record.content
     cut = content is not None and len(content) > LISTED.content

@@ -22,7 +22,15 @@ from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.choices import RESOLUTIONS
 from oncebox.surfaces.http.auth import SignInRefused, sign_in
-from oncebox.surfaces.http.console import acting, letters, pages, quarantine, records, triage
+from oncebox.surfaces.http.console import (
+    acting,
+    forwarding,
+    letters,
+    pages,
+    quarantine,
+    records,
+    triage,
+)
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import (
@@ -240,7 +248,8 @@ async def record_page(record_id: int, who: Viewer, svc: Served) -> Response:
     view = await _record(record_id, who, svc)
     if view is None:
         return refused(who, f"No record {record_id} in your inboxes.", 404)
-    return h.respond(records.record_page(who, view))
+    more = await svc.readers.run(forwarding.on_record, svc.box, record_id)
+    return h.respond(records.record_page(who, view, **more))
 
 
 @router.get("/records/{record_id}/content")

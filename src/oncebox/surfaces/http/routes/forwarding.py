@@ -20,8 +20,8 @@ from oncebox.surfaces.http.openapi import AUTHENTICATED, errors
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.shapes import shaped
 from oncebox.surfaces.http.strictbody import StrictJSONRoute
-from oncebox.surfaces.http.when import WHEN, WHEN_SCHEMA
-from oncebox.surfaces.views import as_json, parse_when
+from oncebox.surfaces.http.when import WHEN, WHEN_SCHEMA, seconds
+from oncebox.surfaces.views import as_json
 
 TAG = {
     "name": "forwarding",
@@ -160,15 +160,6 @@ def _forward(svc: Service, who: Caller, forward_id: int) -> tuple[Forward, list[
     return forward, attempts
 
 
-def _when(name: str, text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return parse_when(text)
-    except ValueError as exc:
-        raise ProblemError(422, "validation", f"{name}: {exc}") from None
-
-
 @router.get(
     "/v1/forwarding",
     response_model=DestinationListOut,
@@ -209,7 +200,7 @@ def list_deliveries(
     accepted (`since`, `until`); `status=dead` lists the outbound dead letters."""
     _standing(svc, who, destination)
     chosen = ForwardFilter(destination, ForwardStatus(status) if status else None,
-                           _when("query.since", since), _when("query.until", until))  # fmt: skip
+                           seconds("since", since), seconds("until", until))  # fmt: skip
     rows = svc.box.forwards(chosen, after, limit)
     return ForwardListOut(
         deliveries=[ForwardOut(**as_json(f)) for f in rows],
@@ -296,8 +287,8 @@ def retry_many(destination: Destination, who: Authed, svc: Served, asked: RetryI
     chosen = ForwardFilter(
         destination,
         ForwardStatus(asked.status),
-        _when("body.since", asked.since),
-        _when("body.until", asked.until),
+        seconds("since", asked.since, "body"),
+        seconds("until", asked.until, "body"),
     )
     return RetriedOut(
         destination=destination, retried=svc.box.retry_forwards(chosen, who.token.name)
