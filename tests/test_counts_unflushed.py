@@ -8,6 +8,10 @@ seals an ingest ran and the transactions the store relaxed.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +22,11 @@ import pytest
 
 import oncebox
 from conftest import INBOXES, POSTGRES, SESSION
+from helpers import event
 from oncebox import Delivery, ManualClock
 from oncebox.engine import durability, sealing
 from oncebox.store.postgres import PostgresTx
+from serveproc import ONCEBOX, create_token, get, serving
 
 
 class SyncCounter(apsw.VFS):
@@ -152,3 +158,42 @@ def test_a_duplicate_of_an_unsealed_record_keeps_the_flush(
     assert sealer.seal() == 1
     decision, n = waited(lambda: box.ingest("ussd", text.encode(), key=frame_id))
     assert str(decision.verdict) == "duplicate" and n == 0
+
+
+@pytest.mark.slow
+def test_counts_acked_by_a_real_service_and_the_cli_survive_a_process_crash(
+    tmp_path: Path,
+) -> None:
+    """End to end: duplicates acknowledged without a flush by ``oncebox serve`` (through
+    its group commit) and by ``oncebox ingest`` are all counted after the server is
+    killed with SIGKILL: a process crash loses nothing, counts included."""
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    env = {**os.environ, "ONCEBOX_DB": url}
+    lines = "".join(json.dumps(event(f"n-{i}")) + "\n" for i in range(5))
+    (tmp_path / "events.ndjson").write_text(lines)
+
+    def ingest() -> list[dict[str, Any]]:
+        done = subprocess.run(
+            [*ONCEBOX, "ingest", "listing", str(tmp_path / "events.ndjson")],
+            capture_output=True, text=True, env=env, check=True,
+        )  # fmt: skip
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    assert {d["verdict"] for d in ingest()} == {"accepted"}
+    assert {d["verdict"] for d in ingest()} == {"duplicate"}
+    secret = create_token(url, "write")
+    with serving(url, "--workers", "1") as served:
+        target = f"{served.base}/v1/inboxes/listing/deliveries"
+        for i in range(20):
+            status, _, body = get(target, secret, json.dumps(event(f"n-{i % 5}")).encode())
+            answer = json.loads(body)
+            assert status == 200 and answer["verdict"] == "duplicate" and answer["may_ack"]
+        served.proc.send_signal(signal.SIGKILL)
+        served.proc.wait(timeout=30)
+    stats = subprocess.run(
+        [*ONCEBOX, "stats", "listing"], capture_output=True, text=True, env=env, check=True
+    )
+    [listing] = json.loads(stats.stdout)
+    # Both counts of each duplicate: its record's seen count and the verdict counter.
+    assert listing["duplicates"] == 5 + 20
+    assert listing["verdicts"] == {"accepted": 5, "duplicate": 5 + 20}
