@@ -333,9 +333,9 @@ def split_transactions() -> None:
 
     @contextlib.contextmanager
     def autocommit(
-        store: sqlite.SQLiteStore, begin: str, durable: bool = True, relaxed: bool = False
+        store: sqlite.SQLiteStore, begin: str, durable: bool = True
     ) -> Iterator[sqlite.SQLiteTx]:
-        yield sqlite.SQLiteTx(store._connect(), store._clock, relaxed)
+        yield sqlite.SQLiteTx(store._connect(), store._clock, not durable)
 
     sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]
 

@@ -124,7 +124,7 @@ def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
     between, a third run takes the flush whatever it writes."""
 
     def relaxed() -> T:
-        return store.relaxed(lambda tx: light.work(tx, seal, True))
+        return store.atomic(lambda tx: light.work(tx, seal, True), durable=False)
 
     def flushed() -> T:
         return store.atomic(lambda tx: light.work(tx, seal, False))

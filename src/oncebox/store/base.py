@@ -61,7 +61,7 @@ class Tx(
         is counts that a power cut may take back (never a record, an effect, a dead letter,
         a log entry or a lease). Returns whether it will: PostgreSQL can relax a
         transaction at any point before its commit; SQLite fixes a transaction's level
-        before it begins, so there only one begun by :meth:`Store.relaxed` will."""
+        before it begins, so there only one begun with ``durable=False`` will."""
         ...
 
 
@@ -83,7 +83,7 @@ class Store(Protocol):
     """True when a write transaction can stop waiting for the disk at any point before
     its commit (:meth:`Tx.relax`; PostgreSQL's ``SET LOCAL synchronous_commit``); False
     when the level is fixed before it begins (SQLite's ``PRAGMA synchronous``), so a
-    transaction that may commit relaxed must begin as one (:meth:`relaxed`)."""
+    transaction that may commit relaxed must begin as one (``atomic(..., durable=False)``)."""
 
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         """Run ``work`` in a write transaction, again from the start if the backend or
@@ -95,16 +95,10 @@ class Store(Protocol):
         answers nobody before it: both backends append to one sequential log (SQLite's
         WAL, PostgreSQL's WAL), so that flush covers this commit too. On PostgreSQL only
         on the same server run: if the server restarted in between, the durable commit
-        raises :class:`oncebox.errors.StorageUnavailable` instead.
+        raises :class:`oncebox.errors.StorageUnavailable` instead. Or for a work that
+        writes nothing but counts and raises :class:`WrongLevel` before it would write
+        anything else (where the level is chosen up front, :attr:`relaxes_late` False).
         """
-        ...
-
-    def relaxed(self, work: Callable[[Tx], T]) -> T:
-        """Run ``work`` in a write transaction that commits without waiting for the disk
-        (:meth:`Tx.relax` answers True in it). Only for a work that writes nothing but
-        counts, and that raises :class:`WrongLevel` before it writes anything else; that
-        exception rolls the transaction back and reaches the caller, who runs the work
-        again on the flushed path."""
         ...
 
     def transaction(self) -> AbstractContextManager[Tx]:

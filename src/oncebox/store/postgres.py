@@ -105,20 +105,14 @@ class PostgresTx(SqlTx):
     def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
         self._conn = conn
         self._clock = clock
-        self.deferred = False  # its commit will not wait for the WAL flush
-        self.relaxed = False  # ... and needs no later durable commit to cover it
-
-    def defer(self) -> None:
-        """Commit without waiting for the WAL flush (settable until the commit)."""
-        if not self.deferred:
-            self._run("defer_durability")
-            self.deferred = True
+        # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
+        self.deferred = self.relaxed = False
 
     def relax(self) -> bool:
-        """Counts only: the commit need not wait for the disk, nor be covered by a
-        durable commit after it (a server restart may lose it, which counts allow)."""
-        self.defer()
-        self.relaxed = True
+        """Counts only: a server restart may lose them, so nothing need cover the commit."""
+        if not self.deferred:
+            self._run("defer_durability")
+        self.deferred = self.relaxed = True
         return True
 
     def now(self) -> float:
@@ -361,7 +355,8 @@ class PostgresStore:
             try:
                 with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
                     if not durable:
-                        tx.defer()
+                        tx._run("defer_durability")
+                        tx.deferred = True
                     result = work(tx)
                     server = self._servers.get(tx._conn)
                 if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
@@ -375,16 +370,6 @@ class PostgresStore:
                     self._relaxed.server = None
                 raise
         raise StorageUnavailable(f"gave up after {RETRIES} conflicting attempts; retry later")
-
-    def relaxed(self, work: Callable[[Tx], T]) -> T:
-        """``work`` relaxed from the start (:meth:`PostgresTx.relax`); the engine relaxes
-        late instead, once a decision knows it wrote only counts."""
-
-        def relaxing(tx: Tx) -> T:
-            tx.relax()
-            return work(tx)
-
-        return self.atomic(relaxing)
 
     @contextmanager
     def _migrating(self) -> Iterator[PostgresTx]:

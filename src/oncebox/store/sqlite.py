@@ -10,7 +10,7 @@ every write transaction is ``BEGIN IMMEDIATE`` so it takes the write lock up fro
 never fails half-way on a lock upgrade. One connection per thread, never shared.
 
 A transaction that writes nothing but counts (a duplicate's) may commit at
-``synchronous=NORMAL`` (:meth:`SQLiteStore.relaxed`): in WAL mode its frames reach the
+``synchronous=NORMAL`` (``atomic(..., durable=False)``): in WAL mode its frames reach the
 WAL file at commit, so a process crash loses nothing, and only a power cut before the
 next flush (any later FULL commit's, or a checkpoint's, on any connection: they sync the
 whole WAL) can take them back. SQLite will not change the level inside a transaction,
@@ -135,7 +135,7 @@ class SQLiteTx(SqlTx):
         return float(self._clock())
 
     def relax(self) -> bool:
-        """Only a transaction begun relaxed is: the level cannot change inside one."""
+        """Only one begun relaxed (``durable=False``): the level cannot change inside."""
         return self._relaxed
 
     def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
@@ -265,14 +265,6 @@ class SQLiteStore:
         with self._transaction("BEGIN IMMEDIATE", durable) as tx:
             return work(tx)
 
-    def relaxed(self, work: Callable[[Tx], T]) -> T:
-        """``work`` in a transaction begun at ``synchronous=NORMAL``, holding the write
-        lock from the start like any other (so what it reads cannot change before it
-        writes). Its work raises :class:`~oncebox.store.base.WrongLevel` before writing
-        more than counts; that rolls it back and reaches the caller."""
-        with self._transaction("BEGIN IMMEDIATE", durable=False, relaxed=True) as tx:
-            return work(tx)
-
     def reading(self) -> AbstractContextManager[SQLiteTx]:
         # A deferred transaction: one consistent snapshot that never takes the write lock.
         return self._transaction("BEGIN DEFERRED")
@@ -295,9 +287,7 @@ class SQLiteStore:
                 conn.set_progress_handler(None)
 
     @contextmanager
-    def _transaction(
-        self, begin: str, durable: bool = True, relaxed: bool = False
-    ) -> Iterator[SQLiteTx]:
+    def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
         conn = self._connect()
         level = self._synchronous if durable else "NORMAL"
         if self._local.level != level:
@@ -313,7 +303,7 @@ class SQLiteStore:
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         try:
-            yield SQLiteTx(conn, self._clock, relaxed)
+            yield SQLiteTx(conn, self._clock, not durable)
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
