@@ -90,7 +90,9 @@ def test_split_transactions_are_caught_half_applied(template: Path, workdir: Pat
 
 
 def test_sealing_apart_is_caught_unsealed(template: Path, workdir: Path) -> None:
-    summary = powerloss.campaign("TWO_TX", 40, SEED, 6, 24, template, workdir, jobs=2)
+    # 80 cuts: with the workload's batches of duplicates (issue 24) the first 40 happen
+    # to miss the window (9 records apart in 5 of these 80).
+    summary = powerloss.campaign("TWO_TX", 80, SEED, 6, 24, template, workdir, jobs=2)
     assert not summary.harness_failures, details(summary)
     apart, runs = summary.anomalies("unsealed")
     assert apart > 0 and runs > 0, "a seal in its own transaction must be seen apart"
