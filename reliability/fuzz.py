@@ -131,7 +131,8 @@ def print_fuzz(result: FuzzResult) -> None:
     print(
         f"  {s.target}: {s.executions:,} executions ({result.engine}, {result.seeds} seed "
         f"inputs, {result.seconds:.0f} s, {rate:,.0f}/s); crashes {s.crashes}; hangs "
-        f"(over {targets.HANG_SECONDS:.0f} s) {s.hangs}; slowest input {s.slowest * 1000:.0f} ms"
+        f"(over {targets.HANG_SECONDS:.0f} s of CPU) {s.hangs}; slowest input "
+        f"{s.slowest * 1000:.0f} ms of CPU"
     )
     print(f"    outcomes: {top}")
     if result.libfuzzer:

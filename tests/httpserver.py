@@ -22,7 +22,7 @@ def serving(app: Any) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # generous: a busy machine, never a wait
     while not server.started:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.005)

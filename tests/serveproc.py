@@ -66,7 +66,7 @@ def get(url: str, secret: str | None = None, body: bytes | None = None) -> tuple
 def serving(
     url: str,
     *args: str,
-    started: float = 30.0,
+    started: float = 120.0,
     env: Mapping[str, str] | None = None,
     stderr: IO[bytes] | None = None,
 ) -> Iterator[Served]:

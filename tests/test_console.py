@@ -275,14 +275,14 @@ def test_operator_resolves_a_conflict_in_the_browser(page: sync_api.Page, served
 @pytest.mark.slow
 def test_wrong_or_insufficient_tokens_cannot_sign_in(page: sync_api.Page, served: Served) -> None:
     reader = served.box.create_token("reader", ["*"], ["read"]).secret
+    writer_only = served.box.create_token("writer", ["*"], ["write"]).secret
     signing = served.box.create_token("signer", ["*"], ["operator"], hmac=True).secret
     revoked = served.box.create_token("gone", ["*"], ["operator"]).secret
     served.box.revoke_token("gone")
     cases = [
         ("obx_not-a-real-token", 401, "Unknown or revoked token."),
         (revoked, 401, "Unknown or revoked token."),
-        (served.writer, 403, "lacks the operator scope"),
-        (reader, 403, "lacks the operator scope"),
+        (writer_only, 403, "lacks the read scope"),  # a read token signs in, read-only
         (signing, 403, "signs its requests"),
     ]
     for secret, status, message in cases:

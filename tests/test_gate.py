@@ -242,7 +242,7 @@ def test_a_token_revoked_while_its_body_arrives_is_refused_in_the_turn(
             revoked.set()
             response = answer.result()
     assert response.status_code == 401, response.text
-    assert response.json()["detail"] == "unknown or revoked token"
+    assert response.json()["detail"] == "unknown, revoked or expired token"
     assert counted.seen["authenticate"] == 1
     assert box.stats("ussd")["records"] == 0
 

@@ -41,7 +41,7 @@ class Served:
     def client(self, secret: str | None = None) -> httpx.Client:
         token = self.secret if secret is None else secret
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
 
 
 @pytest.fixture

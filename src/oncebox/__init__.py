@@ -23,6 +23,7 @@ from oncebox.errors import (
     OnceboxError,
     StorageError,
     StorageUnavailable,
+    TokenExpired,
     UnknownInbox,
     UnsafeSQLite,
 )
@@ -57,7 +58,9 @@ def open(
     ``seal=False`` defers sealing records into the log to :meth:`Oncebox.recover`.
     ``read_only=True`` (what the CLI's read commands use) declares no inbox and recovers
     nothing: it reads the inboxes the store already has, configured as given where they
-    are named, and an SQLite file that does not exist is an error, not a new store.
+    are named, and an SQLite file that does not exist is an error, not a new store; a
+    store whose schema is older than this version is an error too
+    (:class:`~oncebox.errors.SchemaBehind`), never upgraded by reading.
     """
     specs: list[InboxSpec] = list(inboxes) if inboxes is not None else []
     if config is not None:
@@ -76,7 +79,8 @@ def open(
                 f"no store at {path}: a command that only reads never makes one "
                 "(check --db, $ONCEBOX_DB or the config's store)"
             )
-    return Oncebox(open_store(url, clock=clock), specs, seal=seal, read_only=read_only)
+    store = open_store(url, clock=clock, read_only=read_only)
+    return Oncebox(store, specs, seal=seal, read_only=read_only)
 
 
 __all__ = [
@@ -105,6 +109,7 @@ __all__ = [
     "Step",
     "StorageError",
     "StorageUnavailable",
+    "TokenExpired",
     "UnknownInbox",
     "UnsafeSQLite",
     "Verdict",

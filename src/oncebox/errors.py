@@ -26,6 +26,16 @@ class StorageError(OnceboxError):
     """The store failed; nothing was decided, so the delivery must not be acknowledged."""
 
 
+class SchemaBehind(StorageError):
+    """The store's schema is older than this version of oncebox, and the store was opened
+    only to read: reading never upgrades it (a command that writes, or ``oncebox
+    migrate``, does)."""
+
+    def __init__(self, message: str | None = None, missing: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
 class StorageUnavailable(StorageError):
     """The store is busy or unreachable; retrying later is safe."""
 
@@ -66,6 +76,10 @@ class ApplyError(OnceboxError):
 
 class NotFound(OnceboxError):
     """No such item."""
+
+
+class TokenExpired(OnceboxError):
+    """The API token has expired; it is refused everywhere from its expiry on."""
 
 
 class InvalidOperation(OnceboxError):

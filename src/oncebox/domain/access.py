@@ -18,10 +18,12 @@ class TokenRow:
     hmac_key: str | None
     created_at: float
     revoked_at: float | None
+    expires_at: float | None  # None: never
+    last_used_at: float | None  # kept to the minute (see engine.tokens.TOUCH_EVERY)
 
 
 @dataclass(frozen=True)
 class SessionRow(TokenRow):
-    """A live console session: the token it belongs to, and when it ends."""
+    """A live console session: the token it belongs to, and when the session ends."""
 
-    expires_at: float
+    session_ends: float

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 class DeadLetterFilter:
     """Which dead letters to list: each unset filter lets any through. ``since`` and
     ``until`` are server-clock seconds; ``search`` is bytes the stored head contains;
-    ``after`` is the last id of the page before; ``status``: open, replayed or archived."""
+    ``after`` is the last id of the page before; ``status``: open, replayed or archived;
+    ``newest``: newest first (``after``, when set, is then the lowest id shown before)."""
 
     reason: str | None = None
     since: float | None = None
@@ -18,6 +19,7 @@ class DeadLetterFilter:
     search: bytes | None = None
     after: int = 0
     status: str | None = None
+    newest: bool = False
 
 
 @dataclass(frozen=True)

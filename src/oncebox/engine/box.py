@@ -25,7 +25,15 @@ from oncebox.engine.operators import Operators
 from oncebox.engine.reads import Reads
 from oncebox.engine.reconciler import Reader, Reconciler
 from oncebox.engine.step import migrations_of
-from oncebox.errors import ApplyError, ConfigError, InvalidOperation, NotFound, UnknownInbox
+from oncebox.engine.token_times import LastUsed
+from oncebox.errors import (
+    ApplyError,
+    ConfigError,
+    InvalidOperation,
+    NotFound,
+    StorageError,
+    UnknownInbox,
+)
 from oncebox.formats import Delivery
 from oncebox.logtext import escaped
 from oncebox.store.base import Declaring, Store, T, Tx
@@ -49,6 +57,8 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         self._news = threading.Condition()  # told when this process sealed something
         self._listeners: list[Callable[[], None]] = []
         self._light: dict[str, bool] = {}  # inbox -> whether its last batch was only counts
+        self._last_used = LastUsed()  # when tokens were last used: kept to the minute
+        self._read_only = read_only
         if read_only:
             self.recovered_at_open = 0
             self._attach(inboxes)
@@ -191,7 +201,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
             light=light,
         )
         self._light[inbox] = counted(decided.walk)
-        # Only now has everything the decisions wrote committed durably.
+        # Only now has everything the decisions wrote committed durably (counts aside).
         self._sealed()
         decisions = decided.decisions(positions)
         alert(decisions)
@@ -329,17 +339,36 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         scopes: Sequence[str] = ("write",),
         *,
         hmac: bool = False,
+        expires: str | None = None,
+        actor: str | None = None,
     ) -> tokens.Created:
         """A new API token for ``inboxes`` (declared names, or ``["*"]``) and ``scopes``
-        (read, write, operator). The secret is in the result and nowhere else."""
+        (read, write, operator, admin), expiring ``expires`` (``"30d"`` from now, or an
+        ISO 8601 time; None: never). The secret is in the result and nowhere else."""
         for name_ in inboxes:
             if name_ != tokens.ALL_INBOXES:
                 self.inbox(name_)
-        return self.write(lambda tx: tokens.create(tx, name, inboxes, scopes, hmac))
+        return self.write(lambda tx: tokens.create(tx, name, inboxes, scopes, hmac, expires, actor))
 
-    def revoke_token(self, name_or_id: str) -> None:
+    def revoke_token(self, name_or_id: str, actor: str | None = None) -> None:
         """Revoke a live token by name (or id); it fails authentication from now on."""
-        self.write(lambda tx: tokens.revoke(tx, str(name_or_id)))
+        self.write(lambda tx: tokens.revoke(tx, str(name_or_id), actor))
+
+    def authenticate(self, secret: str) -> tokens.Token | None:
+        """The live token whose secret this is, or None; raises
+        :class:`~oncebox.engine.token_times.TokenExpired` for an expired one. A use is
+        kept as the token's last use, written at most once a minute per token."""
+        with self.store.reading() as tx:
+            token, now = tokens.authenticate(tx, secret), tx.now()
+        if token is None or self._read_only:
+            return token
+        if self._last_used.due(token.id, token.last_used_at, now):
+            cutoff = now - self._last_used.every
+            try:
+                self.store.atomic(lambda tx: tx.touch_token(token.id, now, cutoff))
+            except StorageError as exc:  # a use is not refused for its bookkeeping
+                logger.warning("token %s: last use not kept: %s", token.id, exc)
+        return token
 
     # -- health ------------------------------------------------------------------------
     def probe(self) -> None:

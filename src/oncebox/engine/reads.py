@@ -28,7 +28,7 @@ from oncebox.domain import (
     Revision,
     WorkItem,
 )
-from oncebox.engine import audit, log, tokens
+from oncebox.engine import attention, audit, journal, log, tokens
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.inboxes import format_duration
@@ -106,6 +106,20 @@ class Reads(ABC):
         with self.store.reading() as tx:
             return tx.log_entries(start, start + limit)
 
+    def log_page(
+        self,
+        wanted: journal.LogFilter,
+        limit: int = 50,
+        *,
+        before: int | None = None,
+        after: int | None = None,
+    ) -> journal.LogPage:
+        """A page of log entries, newest first, matching ``wanted``: below seq ``before``
+        (default: the newest), or just above seq ``after``; each page reads at most
+        :data:`~oncebox.engine.journal.SCAN` entries (:mod:`oncebox.engine.journal`)."""
+        with self.store.reading() as tx:
+            return journal.page(tx, wanted, limit, before=before, after=after)
+
     def quarantined(
         self,
         inbox: str | None = None,
@@ -145,8 +159,10 @@ class Reads(ABC):
         after: int = 0,
         preview: Preview | None = None,
         status: str | None = None,
+        newest: bool = False,
     ) -> list[DeadLetter]:
-        """Dead letters in id order, filtered by inbox, reason, time received (server
+        """Dead letters in id order (``newest``: newest first, the page below id
+        ``after``), filtered by inbox, reason, time received (server
         clock, ``since <= t < until``) and bytes their kept head contains, the page
         after id ``after``, and ``status`` (open, replayed, archived); with a ``preview``,
         shown cut as :meth:`quarantined` says. An unknown status or reason is an
@@ -156,7 +172,9 @@ class Reads(ABC):
         range, so it has :data:`SEARCH_SECONDS` to finish (:class:`ReadTimedOut`)."""
         inbox_id = self.inbox(inbox).row.id if inbox else None
         needle = search_term(search)
-        filters = DeadLetterFilter(reason, since, until, needle, after, check_status(status))
+        filters = DeadLetterFilter(
+            reason, since, until, needle, after, check_status(status), newest
+        )
         budget = SEARCH_SECONDS if needle else None
         try:
             with self.store.scanning(budget) as tx:
@@ -253,6 +271,21 @@ class Reads(ABC):
                 by_hour[hour][verdict] = by_hour[hour].get(verdict, 0) + n
         return [(hour * 3600, counts) for hour, counts in by_hour.items()]
 
+    def attention(self, inbox: str) -> attention.Attention:
+        """What the inbox needs from an operator now: open conflicts, open dead letters,
+        and whether it went silent (:mod:`oncebox.engine.attention` says when)."""
+        active = self.inbox(inbox)
+        with self.store.reading() as tx:
+            return attention.of(tx, active.name, active.row.id)
+
+    def triage_sites(self, inbox: str) -> list[tuple[str, float | None]]:
+        """Each site of a triage inbox with its last delivery (server-clock seconds)."""
+        active = self.inbox(inbox)
+        if active.row.apply != "triage":
+            raise InvalidOperation(f"inbox {inbox} keeps no triage ledger")
+        with self.store.reading() as tx:
+            return triage.sites(tx, active.row.id)
+
     def triage(self, inbox: str) -> dict[str, Any]:
         """The headcount ledger: totals per site and need, and the priority ranking; and
         beside each total what counting every arrival would have given (a retransmitted
@@ -294,10 +327,6 @@ class Reads(ABC):
     def list_tokens(self) -> list[tokens.Token]:
         with self.store.reading() as tx:
             return tokens.listing(tx)
-
-    def authenticate(self, secret: str) -> tokens.Token | None:
-        with self.store.reading() as tx:
-            return tokens.authenticate(tx, secret)
 
     def seal_lag(self) -> int:
         """Log events queued by committed writes and not sealed yet."""

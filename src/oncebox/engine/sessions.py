@@ -7,9 +7,12 @@ cannot stretch its age (there is no age in it to rewrite), signing out ends the 
 for every copy of the cookie, and revoking the token ends all of its sessions at once:
 the lookup only finds a session whose token is live, and revocation drops its rows.
 
-Who may sign in is decided here too (:func:`refusal`): a token with the ``operator``
-scope that does not sign its requests (a browser cannot sign, and letting such a token
-in would drop the protection its owner asked for).
+Who may sign in is decided here too (:func:`refusal`): a token with the ``read`` scope
+(which ``operator`` and ``admin`` imply) that does not sign its requests (a browser cannot
+sign, and letting such a token in would drop the protection its owner asked for). What
+a session may do follows from its token: only an operator's acts (:attr:`Session.may_act`),
+only an admin's manages tokens (:attr:`Session.may_manage_tokens`). A token's expiry
+ends its sessions: the lookup finds none past it.
 """
 
 from __future__ import annotations
@@ -35,11 +38,22 @@ class Session:
     csrf: str
     expires_at: float
 
+    @property
+    def may_act(self) -> bool:
+        """Whether any form that changes something is this session's to send: a
+        read-only session (a ``read`` token) sees everything its inboxes hold, and acts
+        on nothing."""
+        return self.token.has(Scope.OPERATOR)
+
+    @property
+    def may_manage_tokens(self) -> bool:
+        return self.token.has(Scope.ADMIN)
+
 
 def refusal(token: Token) -> str | None:
     """Why this token may not sign in to the console, or None."""
-    if not token.has(Scope.OPERATOR):
-        return "this token lacks the operator scope the console needs"
+    if not token.has(Scope.READ):
+        return "this token lacks the read scope the console needs"
     if token.signs:
         return "this token signs its requests (HMAC); a browser cannot, use an unsigned one"
     return None
@@ -88,7 +102,7 @@ class Sessions:
         token = from_row(row)
         if refusal(token) is not None:
             return None
-        return Session(token, _csrf(session_id), row.expires_at)
+        return Session(token, _csrf(session_id), row.session_ends)
 
     def end(self, session_id: str) -> None:
         """Sign out: the session is gone for every copy of its cookie."""

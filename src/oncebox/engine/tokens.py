@@ -7,7 +7,12 @@ a leaked database does not leak credentials. Each token names the inboxes it may
 - ``write``: deliver, take and release leases;
 - ``read``: views (quarantine, dead letters, work keys, proofs, checkpoints, metrics);
 - ``operator``: resolve quarantine rows and send work keys back from review; it implies
-  ``read``, since an operator must see what they resolve.
+  ``read``, since an operator must see what they resolve;
+- ``admin``: manage tokens (the console's tokens page); it implies ``operator`` and is
+  only for every inbox (``*``), since tokens are no one inbox's business.
+
+A token may expire (:mod:`.token_times`): from then on it is refused everywhere, with the
+reason said (:class:`TokenExpired`), and its console sessions end.
 
 A token created with an HMAC key must also sign every request (:func:`check_signature`;
 the signed string is :func:`signing_message`).
@@ -31,7 +36,8 @@ from typing import Any
 
 from oncebox.domain import TokenRow
 from oncebox.engine import log
-from oncebox.errors import InvalidOperation, NotFound, OnceboxError
+from oncebox.engine.token_times import expired, expiry, iso
+from oncebox.errors import InvalidOperation, NotFound, OnceboxError, TokenExpired
 from oncebox.store.base import Access, Store
 
 PREFIX = "obx_"
@@ -44,6 +50,11 @@ class Scope(StrEnum):
     READ = "read"
     WRITE = "write"
     OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+# What each scope also grants: an operator must see what they resolve, an admin acts too.
+IMPLIED = {Scope.OPERATOR: {Scope.READ}, Scope.ADMIN: {Scope.OPERATOR, Scope.READ}}
 
 
 @dataclass(frozen=True)
@@ -57,13 +68,15 @@ class Token:
     hmac_key: str | None
     created_at: float
     revoked_at: float | None
+    expires_at: float | None = None  # None: never
+    last_used_at: float | None = None
 
     @property
     def signs(self) -> bool:
         return self.hmac_key is not None
 
     def has(self, scope: Scope) -> bool:
-        return scope in self.scopes or (scope is Scope.READ and Scope.OPERATOR in self.scopes)
+        return scope in self.scopes or any(scope in IMPLIED.get(s, ()) for s in self.scopes)
 
     def covers(self, inbox: str) -> bool:
         return ALL_INBOXES in self.inboxes or inbox in self.inboxes
@@ -79,8 +92,10 @@ class Token:
             "inboxes": list(self.inboxes),
             "scopes": sorted(s.value for s in self.scopes),
             "hmac": self.signs,
-            "created_at": self.created_at,
-            "revoked_at": self.revoked_at,
+            "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+            "last_used_at": iso(self.last_used_at),
+            "revoked_at": iso(self.revoked_at),
         }
 
 
@@ -109,6 +124,8 @@ def from_row(row: TokenRow) -> Token:
         row.hmac_key,
         row.created_at,
         row.revoked_at,
+        row.expires_at,
+        row.last_used_at,
     )
 
 
@@ -129,31 +146,40 @@ def check_request(
         ) from None
     if not chosen:
         raise InvalidOperation("a token needs at least one scope")
+    if Scope.ADMIN in chosen and wanted != [ALL_INBOXES]:
+        raise InvalidOperation("the admin scope is for every inbox: give --inbox '*' alone")
     return wanted, chosen
 
 
 def create(
-    tx: Access, name: str, inboxes: Iterable[str], scopes: Iterable[str], with_hmac: bool
+    tx: Access,
+    name: str,
+    inboxes: Iterable[str],
+    scopes: Iterable[str],
+    with_hmac: bool,
+    expires: str | None = None,
+    actor: str | None = None,
 ) -> Created:
+    """A new token; ``expires`` as :func:`.token_times.expiry` reads it, on the server
+    clock; ``actor``: who made it, for the log (None: the store's owner, from the CLI)."""
     wanted, chosen = check_request(name, inboxes, scopes)
     secret = PREFIX + secrets.token_urlsafe(32)
     key = secrets.token_urlsafe(32) if with_hmac else None
     now = tx.now()
+    ends = expiry(expires, now)
     token_id = tx.insert_token(
-        name, secret_hash(secret), json.dumps(wanted), json.dumps(chosen), key, now
+        name, secret_hash(secret), json.dumps(wanted), json.dumps(chosen), key, now, ends
     )
     if token_id is None:
         raise InvalidOperation(f"a live token named {name!r} exists; revoke it first")
     # Credential changes are part of the audit trail; the log never sees a secret.
-    log.event(
-        tx,
-        "token",
-        {"name": name, "id": token_id, "inboxes": wanted, "scopes": chosen, "hmac": with_hmac},
-    )
-    return Created(Token(token_id, name, tuple(wanted), frozenset(chosen), key, now, None), secret)
+    said = {"name": name, "id": token_id, "inboxes": wanted, "scopes": chosen, "hmac": with_hmac}
+    log.event(tx, "token", {**said, "expires_at": iso(ends), "actor": actor})
+    made = Token(token_id, name, tuple(wanted), frozenset(chosen), key, now, None, ends)
+    return Created(made, secret)
 
 
-def revoke(tx: Access, name_or_id: str) -> None:
+def revoke(tx: Access, name_or_id: str, actor: str | None = None) -> None:
     """Revoke a token; its console sessions end with it (they would fail their lookup,
     which asks for a live token, anyway: this drops the rows)."""
     revoked = tx.revoke_token(name_or_id, tx.now())
@@ -161,7 +187,7 @@ def revoke(tx: Access, name_or_id: str) -> None:
         raise NotFound(f"no live token named {name_or_id!r}")
     for token_id in revoked:
         tx.end_token_sessions(token_id)
-    log.event(tx, "token_revoke", {"token": name_or_id})
+    log.event(tx, "token_revoke", {"token": name_or_id, "actor": actor})
 
 
 def listing(tx: Access) -> list[Token]:
@@ -169,7 +195,8 @@ def listing(tx: Access) -> list[Token]:
 
 
 def authenticate(tx: Access, secret: str) -> Token | None:
-    """The live token whose secret this is, or None.
+    """The live token whose secret this is, or None; raises :class:`TokenExpired`
+    for one past its expiry (so that its holder is told why).
 
     The lookup is by the secret's SHA-256 (an index probe that reveals nothing useful
     about the secret), then the stored hash is compared in constant time anyway.
@@ -182,18 +209,24 @@ def authenticate(tx: Access, secret: str) -> Token | None:
         return None
     if row.revoked_at is not None:
         return None
+    if expired(row.expires_at, tx.now()):
+        raise TokenExpired(f"token {row.name!r} expired at {iso(row.expires_at)}")
     return from_row(row)
 
 
 def still_live(store: Store, digests: Collection[bytes]) -> set[bytes]:
     """Those of ``digests`` (:func:`secret_hash` of secrets :func:`authenticate` took a
-    moment ago) whose tokens are still live, in one read: for a caller that must refuse
-    a token revoked since (the HTTP group commit, as each turn begins)."""
+    moment ago) whose tokens are still live (not revoked, not expired), in one read: for
+    a caller that must refuse a token revoked or expired since (the HTTP group commit, as
+    each turn begins)."""
     with store.reading() as tx:
+        now = tx.now()
         return {
             digest
             for digest in digests
-            if (row := tx.token_by_hash(digest)) is not None and row.revoked_at is None
+            if (row := tx.token_by_hash(digest)) is not None
+            and row.revoked_at is None
+            and not expired(row.expires_at, now)
         }
 
 

@@ -41,20 +41,24 @@ def sqlite_path(url: str) -> str:
     return url
 
 
-def open_store(url: str, clock: Callable[[], float] | None = None) -> Store:
+def open_store(
+    url: str, clock: Callable[[], float] | None = None, read_only: bool = False
+) -> Store:
     """A store by URL: ``sqlite:///path.db`` (the default) or ``postgresql://...``.
 
     ``clock`` replaces the server clock for tests and demos. Without it, SQLite reads the
-    host's clock and PostgreSQL the database's ``clock_timestamp()``.
+    host's clock and PostgreSQL the database's ``clock_timestamp()``. ``read_only``: the
+    schema is checked, never migrated (:class:`~oncebox.errors.SchemaBehind` when it
+    lags), and SQLite's connections cannot write.
     """
     if url.startswith(("postgresql://", "postgres://")):
         from oncebox.store.postgres import PostgresStore
 
-        return PostgresStore(url, clock=clock)
+        return PostgresStore(url, clock=clock, read_only=read_only)
     from oncebox.store.sqlite import SQLiteStore
 
     path, options = sqlite_options(url)
-    return SQLiteStore(path, clock=clock, **options)
+    return SQLiteStore(path, clock=clock, read_only=read_only, **options)
 
 
 __all__ = ["Store", "Tx", "open_store", "sqlite_options", "sqlite_path"]

@@ -119,6 +119,10 @@ class Store(Protocol):
         each once per store, in order, in its own transaction."""
         ...
 
+    def schema_version(self) -> int:
+        """The store's last migration applied."""
+        ...
+
     def now(self) -> float:
         """The server clock, in seconds since the epoch."""
         ...

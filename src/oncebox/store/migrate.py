@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from oncebox.errors import StorageError
+from oncebox.errors import SchemaBehind, StorageError
 from oncebox.store.sqlfile import Query, load_migrations, load_queries, load_schema
 
 # Before both backends numbered their migrations alike, each counted its own: a store
@@ -78,6 +78,40 @@ def migrate(begin: Begin, backend: str, now: Callable[[], float]) -> None:
             renumber(tx, backend)
         applied = {int(version) for version, _ in tx.all(q["migrations_applied"])}
     _apply(begin, migrations, applied, q["migrations_applied"], q["record_migration"], (), now)
+
+
+def check_current(read: Begin, backend: str, where: str) -> None:
+    """For a store opened only to read: that its schema is the one this version makes,
+    changing nothing. Raises :class:`SchemaBehind` naming the migrations it lacks (and
+    what upgrades it), or StorageError for a database that holds no store at all."""
+    q = load_queries(backend)
+    known = [version for version, _ in load_migrations(backend)]
+    with read() as tx:
+        columns = {str(column) for (column,) in tx.all(q["schema_version_columns"])}
+        applied = (
+            {int(version) for version, _ in tx.all(q["migrations_applied"])} if columns else set()
+        )
+    if not columns:
+        raise StorageError(
+            f"{where} is not an oncebox store (no schema): a command that only reads never "
+            "makes one (check --db, $ONCEBOX_DB or the config's store)"
+        )
+    # As migrating does, a number this version does not know (a newer oncebox's) is left
+    # alone: only what this version needs and the store lacks is refused.
+    missing = tuple(v for v in known if v not in applied)
+    if "renumbered_from" not in columns:  # numbered as before both backends shared one
+        lacks = "its migrations are numbered the old way"
+    elif len(missing) == 1:
+        lacks = f"migration {missing[0]:03d}"
+    elif missing:
+        lacks = f"migrations {missing[0]:03d} to {missing[-1]:03d}"
+    else:
+        return
+    raise SchemaBehind(
+        f"{where} needs an upgrade ({lacks}), and a command that only reads never changes "
+        "the store: run `oncebox migrate` (or any command that writes) first",
+        missing,
+    )
 
 
 def renumber(tx: Migrating, backend: str) -> None:

@@ -280,6 +280,10 @@ class Figures(Clock, Protocol):
         """Sizes a stats view needs: records, tombstones, quarantine, dead letters, ..."""
         ...
 
+    def last_delivery(self, inbox_id: int) -> float | None:
+        """When the inbox last took a delivery (any verdict), or None: never."""
+        ...
+
     def retention_overrides(self, inbox_id: int) -> list[tuple[float, str, float]]: ...
 
     def log_pending_count(self) -> int:
@@ -335,6 +339,7 @@ class Access(Events, Clock, Protocol):
         scopes: str,
         hmac_key: str | None,
         now: float,
+        expires_at: float | None = None,
     ) -> int | None:
         """The new token's id, or None when a live token already has that name."""
         ...  # fmt: skip
@@ -348,6 +353,11 @@ class Access(Events, Clock, Protocol):
         no such live token)."""
         ...
 
+    def touch_token(self, token_id: int, now: float, unless_since: float) -> None:
+        """Keep ``now`` as when the token was last used, unless the kept time is at or
+        after ``unless_since`` already."""
+        ...
+
     def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
         """Record a signed request's first use until ``expires_at``; False if it was
         already used and that use has not expired (a replay)."""
@@ -358,7 +368,8 @@ class Access(Events, Clock, Protocol):
         ...
 
     def session_token(self, id_hash: bytes, now: float) -> SessionRow | None:
-        """The session's token, if the session has not expired and the token is live."""
+        """The session's token, if neither the session nor the token has expired and the
+        token is not revoked."""
         ...
 
     def end_session(self, id_hash: bytes) -> None: ...

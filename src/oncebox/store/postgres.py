@@ -40,7 +40,7 @@ from oncebox.errors import (
     StorageUnavailable,
 )
 from oncebox.store.base import T, Tx
-from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.pgreach import reach
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -222,7 +222,11 @@ class PostgresStore:
     relaxes_late = True  # SET LOCAL synchronous_commit holds until the commit
 
     def __init__(
-        self, url: str, clock: Callable[[], float] | None = None, pool_size: int = 8
+        self,
+        url: str,
+        clock: Callable[[], float] | None = None,
+        pool_size: int = 8,
+        read_only: bool = False,
     ) -> None:
         self.url = url
         # Only tests and demos pass a clock; otherwise the database's clock decides.
@@ -235,6 +239,11 @@ class PostgresStore:
         self._relaxed = threading.local()
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
+        # Read only: every transaction of every connection is READ ONLY, so the server
+        # itself refuses a write, and the schema is checked instead of migrated.
+        self._connect_with: dict[str, Any] = {"autocommit": True}
+        if read_only:
+            self._connect_with["options"] = "-c default_transaction_read_only=on"
         reach(url)
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -243,7 +252,7 @@ class PostgresStore:
                 max_size=pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"autocommit": True},
+                kwargs=self._connect_with,
                 check=ConnectionPool.check_connection,
                 configure=self._note_server,
             )
@@ -251,7 +260,10 @@ class PostgresStore:
         except (psycopg.Error, PoolTimeout) as exc:
             raise _storage_error(exc) from exc
         try:
-            self._migrate()
+            if read_only:  # checked, never migrated: reading changes nothing
+                check_current(self.reading, self.dialect, "the database")
+            else:
+                self._migrate()
         except BaseException:
             self._pool.close()
             raise
@@ -323,7 +335,7 @@ class PostgresStore:
                         max_size=SCANNERS,
                         open=True,
                         timeout=30,
-                        kwargs={"autocommit": True},
+                        kwargs=self._connect_with,
                         check=ConnectionPool.check_connection,
                     )
                 except (psycopg.Error, PoolTimeout) as exc:

@@ -39,7 +39,7 @@ from oncebox.errors import (
     UnsafeSQLite,
 )
 from oncebox.store.base import T, Tx
-from oncebox.store.migrate import migrate, migrate_step
+from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.sqlfile import load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 
@@ -197,6 +197,7 @@ class SQLiteStore:
         clock: Callable[[], float] | None = None,
         vfs: str | None = None,
         synchronous: str = "FULL",
+        read_only: bool = False,
     ) -> None:
         check_sqlite_version(apsw.sqlite_lib_version())
         if synchronous.upper() not in SYNCHRONOUS_MODES:
@@ -210,12 +211,18 @@ class SQLiteStore:
         self._connections: list[apsw.Connection] = []
         self._lock = threading.Lock()
         self._memory = path == ":memory:"
+        # Read only: connections SQLite itself refuses to write with, and the schema
+        # checked instead of migrated, so the file stays as it is, byte for byte.
+        self._read_only = read_only and not self._memory
         if self._memory:
             # One private in-memory database shared by this store's connections (the
             # memdb VFS shares a "/name" between connections of one process, with locking).
             self._uri = f"file:/oncebox-{uuid.uuid4().hex}?vfs=memdb"
         try:
-            self._migrate()
+            if self._read_only:
+                check_current(self.reading, self.dialect, path)
+            else:
+                self._migrate()
         except BaseException:
             self.close()
             raise
@@ -231,10 +238,12 @@ class SQLiteStore:
             if self._memory:
                 flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI
                 conn = apsw.Connection(self._uri, flags=flags)
+            elif self._read_only:
+                conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READONLY, vfs=self._vfs)
             else:
                 conn = apsw.Connection(self.path, vfs=self._vfs)
             conn.set_busy_handler(_busy_handler())
-            if not self._memory:
+            if not self._memory and not self._read_only:
                 mode = conn.execute("PRAGMA journal_mode=WAL").get
                 if str(mode).lower() != "wal":
                     raise StorageError(f"{self.path}: cannot switch to WAL (got {mode})")

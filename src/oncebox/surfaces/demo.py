@@ -341,7 +341,7 @@ def load_demo_traffic(box: oncebox.Oncebox) -> str:
         engine_log.setLevel(level)
     if any(t.name == "demo" and t.revoked_at is None for t in box.list_tokens()):
         box.revoke_token("demo")
-    return box.create_token("demo", ["*"], ["read", "write", "operator"]).secret
+    return box.create_token("demo", ["*"], ["read", "write", "operator", "admin"]).secret
 
 
 def _demo_session(box: oncebox.Oncebox) -> None:

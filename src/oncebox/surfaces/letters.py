@@ -37,6 +37,7 @@ class Query:
     search: str | None = None
     after: int = 0
     status: str | None = None
+    newest: bool = False  # newest first (a page: below id ``after``, when set)
 
 
 def checked(box: Oncebox, inboxes: Sequence[str], query: Query) -> DeadLetterFilter:
@@ -75,9 +76,10 @@ def page(
             after=query.after,
             preview=preview,
             status=query.status,
+            newest=query.newest,
         )
         found += [(name, row) for row in rows]
-    found.sort(key=lambda pair: pair[1].id)
+    found.sort(key=lambda pair: pair[1].id, reverse=query.newest)
     return found[:limit]
 
 
@@ -91,7 +93,7 @@ def pages(
 ) -> Iterator[list[tuple[str, DeadLetter]]]:
     """Up to ``limit`` dead letters in pages of ``size``, each page read on its own (a
     search, too, a page at a time, each in its own budget)."""
-    after, sent = query.after, 0
+    after, sent, query = query.after, 0, replace(query, newest=False)
     while sent < limit:
         want = min(size, limit - sent)
         batch = page(box, inboxes, replace(query, after=after), want, preview)
@@ -130,7 +132,7 @@ def lines(
     """Up to ``limit`` downloadable dead letters as NDJSON lines (each ending in a
     newline), reading a page at a time; the ids of those without a line are appended
     to ``left_out`` as the download goes."""
-    after, sent = query.after, 0
+    after, sent, query = query.after, 0, replace(query, newest=False)
     while sent < limit:
         batch = page(box, inboxes, replace(query, after=after), PAGE, preview=None)
         if not batch:

@@ -165,4 +165,11 @@ def view(tx: StepTx, inbox_id: int) -> dict[str, Any]:
     }
 
 
+def sites(tx: StepTx, inbox_id: int) -> list[tuple[str, float | None]]:
+    """(site, last delivery) per site in the ledger: when a record of that site last
+    arrived (None once retention dropped them all), so a desk sees a site gone quiet."""
+    rows = tx.all(_q(tx, "ledger_sites"), (inbox_id,))
+    return [(str(site), None if at is None else float(at)) for site, at in rows]
+
+
 TRIAGE = Triage()

@@ -68,6 +68,10 @@ class InboxesSql(SqlBase):
         figures["max_lateness_seconds"] = lateness
         return figures
 
+    def last_delivery(self, inbox_id: int) -> float | None:
+        at = self._one("last_delivery", {"inbox": inbox_id})[0]
+        return None if at is None else float(at)
+
     def probe_write(self, now: float) -> None:
         self._run("probe_write", (repr(now),))
 

@@ -42,8 +42,10 @@ class TokensSql(SqlBase):
         scopes: str,
         hmac_key: str | None,
         now: float,
+        expires_at: float | None = None,
     ) -> int | None:
-        row = self._one("insert_token", (name, secret_hash, inboxes, scopes, hmac_key, now))
+        params = (name, secret_hash, inboxes, scopes, hmac_key, now, expires_at)
+        row = self._one("insert_token", params)
         return int(row[0]) if row else None
 
     def token_by_hash(self, secret_hash: bytes) -> TokenRow | None:
@@ -56,6 +58,9 @@ class TokensSql(SqlBase):
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
         return [int(row[0]) for row in self._all("revoke_token", (now, name_or_id, name_or_id))]
 
+    def touch_token(self, token_id: int, now: float, unless_since: float) -> None:
+        self._run("touch_token", (now, token_id, unless_since))
+
     def claim_signature(self, signature: str, now: float, expires_at: float) -> bool:
         self._run("forget_signatures", (now,))
         return self._one("claim_signature", (signature, expires_at, now)) is not None
@@ -64,7 +69,7 @@ class TokensSql(SqlBase):
         self._run("insert_session", (id_hash, token_id, now, expires_at))
 
     def session_token(self, id_hash: bytes, now: float) -> SessionRow | None:
-        row = self._row("session_token", (id_hash, now), SessionRow)
+        row = self._row("session_token", (id_hash, now, now), SessionRow)
         return _bytes_hash(row) if row else None
 
     def end_session(self, id_hash: bytes) -> None:

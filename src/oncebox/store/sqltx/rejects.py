@@ -94,6 +94,9 @@ class RejectsSql(SqlBase):
         params = {"inbox": inbox_id, "limit": limit, "reason": f.reason, "since": f.since,
                   "until": f.until, "search": f.search, "after": f.after, "status": f.status,
                   **_cut(preview)}  # fmt: skip
+        if f.newest:  # a page down from the one before (from the newest: from the top)
+            params["before"] = f.after or 2**63 - 1
+            return self._rows("list_dead_letters_newest", params, DeadLetter)
         return self._rows("list_dead_letters", params, DeadLetter)
 
     def get_dead_letter(self, letter_id: int) -> DeadLetter | None:

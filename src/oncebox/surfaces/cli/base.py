@@ -56,23 +56,32 @@ def emit_pages(pages: Iterator[list[dict[str, Any]]]) -> None:
 
 
 class Context:
-    def __init__(self, db: str | None, config: str | None) -> None:
+    def __init__(self, db: str | None, config: str | None, json: bool = False) -> None:
         self.db = db
         self.config = config
+        self.json = json  # JSON even on a terminal (surfaces/cli/output.py)
         self._box: oncebox.Oncebox | None = None
         self._reader: oncebox.Oncebox | None = None
 
-    def _open(self, read_only: bool) -> oncebox.Oncebox:
+    def _open(self, read_only: bool, declare: bool = True) -> oncebox.Oncebox:
         config = self.config
         if config is None and Path("oncebox.toml").exists():
             config = "oncebox.toml"
         if config is None:
-            return oncebox.open(self.db or DEFAULT_DB, read_only=read_only)
+            none: list[oncebox.InboxSpec] | None = None if declare else []
+            return oncebox.open(self.db or DEFAULT_DB, inboxes=none, read_only=read_only)
         # The store: --db, else the config's own store, else the default (a config that
         # declares inboxes only must not leave serve without one).
-        configured, inboxes = load_config(config)
+        configured, declared = load_config(config)
         url = self.db or configured or DEFAULT_DB
-        return oncebox.open(url, inboxes=inboxes, read_only=read_only)
+        return oncebox.open(url, inboxes=declared if declare else [], read_only=read_only)
+
+    def upgraded(self) -> oncebox.Oncebox:
+        """The store with its schema brought up to date and no inbox declared (what
+        ``oncebox migrate`` opens)."""
+        self.close()
+        self._box = self._open(read_only=False, declare=False)
+        return self._box
 
     @property
     def box(self) -> oncebox.Oncebox:
@@ -117,11 +126,21 @@ class Context:
     help="TOML file declaring inboxes [env ONCEBOX_CONFIG; default ./oncebox.toml "
     "if present, else the built-in inboxes ussd, listing and feed]",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON even on a terminal: what listings and shows print when piped.",
+)
 @click.version_option(oncebox.__version__, prog_name="oncebox")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, config: str | None) -> None:
-    """oncebox: exactly-once effects from at-least-once, out-of-order deliveries."""
-    ctx.obj = Context(db, config)
+def cli(ctx: click.Context, db: str | None, config: str | None, as_json: bool) -> None:
+    """oncebox: exactly-once effects from at-least-once, out-of-order deliveries.
+
+    On a terminal, listings print as tables and single items as panels; piped,
+    redirected or with --json, they print JSON for scripts.
+    """
+    ctx.obj = Context(db, config, as_json)
     ctx.call_on_close(ctx.obj.close)
 
 

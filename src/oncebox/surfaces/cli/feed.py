@@ -12,7 +12,13 @@ import click
 from oncebox.engine.feed import PAGE_MAX, FeedPage, Standing
 from oncebox.engine.following import WAIT_MAX
 from oncebox.surfaces.cli.base import Context, cli, default_actor, emit
+from oncebox.surfaces.cli.output import JSON, columns, show
 from oncebox.surfaces.views import as_json
+
+CONSUMERS = columns(
+    "name", "inbox", "position", "holder", ("lease expires", "lease_expires_at"),
+    ("lag", "lag_entries"), ("lag s", "lag_seconds"), ("updated", "updated_at"),
+)  # fmt: skip
 
 
 def _start(value: str) -> str | int:
@@ -87,10 +93,11 @@ def _shown(standing: Standing) -> dict[str, object]:
 
 
 @consumers.command("list")
+@JSON
 @click.pass_obj
 def consumers_list(obj: Context) -> None:
     """Every consumer: its cursor, its holder, and its lag in entries and seconds."""
-    emit([_shown(s) for s in obj.reader.consumers()])
+    show([_shown(s) for s in obj.reader.consumers()], CONSUMERS)
 
 
 @consumers.command("create")
@@ -115,10 +122,11 @@ def consumers_create(obj: Context, name: str, inbox: str, start: str) -> None:
 
 @consumers.command("show")
 @click.argument("name")
+@JSON
 @click.pass_obj
 def consumers_show(obj: Context, name: str) -> None:
     """One consumer: its cursor, its holder and its lag."""
-    emit(_shown(obj.box.consumer_standing(name)))
+    show(_shown(obj.reader.consumer_standing(name)))
 
 
 @consumers.command("drop")

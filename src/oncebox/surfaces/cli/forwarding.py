@@ -13,10 +13,24 @@ import click
 from oncebox.domain.forwarding import ForwardFilter, ForwardStatus
 from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
 from oncebox.surfaces.cli.letters import When
+from oncebox.surfaces.cli.output import JSON, columns, panel, show, table, wants_json
 from oncebox.surfaces.forwarding.shown import forward_json, standing_json
 from oncebox.surfaces.workers import run_workers
 
 STATUSES = [s.value for s in ForwardStatus]
+DESTINATIONS = columns(
+    "name", "inbox", "state", ("paused", "paused_at"), "backlog",
+    ("oldest pending s", "oldest_pending_seconds"), "dead", ("sent 24h", "delivered_24h"),
+    ("failed 24h", "failed_24h"), ("success", "success_rate"),
+)  # fmt: skip
+FORWARDS = columns(
+    "id", "destination", ("record", "record_id"), ("rev", "revision"), "status", "attempts",
+    ("next", "next_at"), ("accepted", "created_at"), "last_error",
+)  # fmt: skip
+ATTEMPTS = columns(
+    "number", "at", "outcome", "status", ("latency s", "latency"), "error", ("next", "next_at"),
+    "dispatcher",
+)  # fmt: skip
 
 
 @cli.command()
@@ -85,11 +99,12 @@ def forwarding() -> None:
 
 
 @forwarding.command("list")
+@JSON
 @click.pass_obj
 def forwarding_list(obj: Context) -> None:
     """Every destination: paused or not, its circuit, backlog, oldest pending age, dead
     letters and success rate over the last day."""
-    emit([standing_json(s) for s in obj.box.forwarding()])
+    show([standing_json(s) for s in obj.box.forwarding()], DESTINATIONS)
 
 
 @forwarding.command("deliveries")
@@ -99,6 +114,7 @@ def forwarding_list(obj: Context) -> None:
 @click.option("--until", type=When(), help="Accepted before.")
 @click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1000))
+@JSON
 @click.pass_obj
 def forwarding_deliveries(
     obj: Context,
@@ -114,16 +130,22 @@ def forwarding_deliveries(
     Example: oncebox forwarding deliveries ledger --status dead --since 2030-01-15
     """
     chosen = ForwardFilter(destination, ForwardStatus(status) if status else None, since, until)
-    emit([forward_json(f) for f in obj.box.forwards(chosen, after, limit)])
+    show([forward_json(f) for f in obj.box.forwards(chosen, after, limit)], FORWARDS)
 
 
 @forwarding.command("show")
 @click.argument("forward_id", type=click.IntRange(1))
+@JSON
 @click.pass_obj
 def forwarding_show(obj: Context, forward_id: int) -> None:
     """One forward and every attempt at it (status, latency, the answer's first 1 KiB,
     the error, when the next one is due)."""
-    emit(forward_json(*obj.box.forward(forward_id)))
+    shown = forward_json(*obj.box.forward(forward_id))
+    if wants_json():
+        emit(shown)
+        return
+    panel(shown, title=f"forward {forward_id}", leave_out=("attempts_made",))
+    table(shown["attempts_made"], ATTEMPTS, title="attempts")
 
 
 @forwarding.command("pause")

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from typing import IO
 
@@ -18,6 +19,7 @@ import oncebox
 from oncebox.engine.inboxes import parse_duration
 from oncebox.formats import Overflow
 from oncebox.surfaces.cli.base import Context, cli, emit, fail
+from oncebox.surfaces.cli.output import tally
 from oncebox.surfaces.lines import bounded_lines, delivery_from_line, line_bound, oversize_line
 
 PROGRESS_FROM_BYTES = 1_000_000
@@ -53,7 +55,8 @@ def _lines(stream: IO[bytes], size: int | None, bound: int) -> Iterator[bytes | 
 )
 @click.pass_obj
 def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
-    """Deliver NDJSON lines to INBOX; print one decision per line as JSON.
+    """Deliver NDJSON lines to INBOX; print one decision per line as JSON, and at the
+    end a count of them on stderr (accepted, duplicate, conflict, rejected by reason).
 
     \b
     Line forms (one delivery per line):
@@ -78,26 +81,39 @@ def ingest(obj: Context, inbox: str, source: str, batch: int) -> None:
             fail(f"cannot read {source}: {exc.strerror}")
     out = sys.stdout
     pending: list[oncebox.Delivery] = []
-    with stream:
-        for line in _lines(stream, size, bound):
-            if isinstance(line, Overflow):
-                pending.append(oversize_line(codec, line))
-            elif line.strip():
-                pending.append(delivery_from_line(codec.name, line))
-            else:
-                continue
-            if len(pending) >= batch:
-                _decide(box, inbox, pending, out)
-                pending = []
-        if pending:
-            _decide(box, inbox, pending, out)
+    verdicts: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    try:
+        with stream:
+            for line in _lines(stream, size, bound):
+                if isinstance(line, Overflow):
+                    pending.append(oversize_line(codec, line))
+                elif line.strip():
+                    pending.append(delivery_from_line(codec.name, line))
+                else:
+                    continue
+                if len(pending) >= batch:
+                    _decide(box, inbox, pending, out, verdicts, reasons)
+                    pending = []
+            if pending:
+                _decide(box, inbox, pending, out, verdicts, reasons)
+    finally:  # stopped part way too: what was decided is decided, and said
+        click.echo(tally(verdicts, reasons), err=True)
 
 
 def _decide(
-    box: oncebox.Oncebox, inbox: str, pending: list[oncebox.Delivery], out: IO[str]
+    box: oncebox.Oncebox,
+    inbox: str,
+    pending: list[oncebox.Delivery],
+    out: IO[str],
+    verdicts: Counter[str],
+    reasons: Counter[str],
 ) -> None:
     for decision in box.ingest_all(inbox, pending):
         out.write(json.dumps(decision.to_dict(), separators=(",", ":")) + "\n")
+        verdicts[str(decision.verdict)] += 1
+        if decision.reason:
+            reasons[f"{decision.verdict}:{decision.reason}"] += 1
     out.flush()
 
 

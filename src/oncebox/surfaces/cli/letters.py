@@ -11,7 +11,13 @@ from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters, listing
 from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
+from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 from oncebox.surfaces.views import as_json, parse_when
+
+LETTERS = columns(
+    "id", "inbox", "reason", "status", ("received", "received_at"), "key", ("head", "head"),
+    "detail", ("tries", "attempts"), keep=("reason", "status"),
+)  # fmt: skip
 
 
 class When(click.ParamType[float]):
@@ -43,10 +49,10 @@ class When(click.ParamType[float]):
     "--format",
     "shape",
     type=click.Choice(["json", "ndjson"]),
-    default="json",
-    show_default=True,
-    help="ndjson: the lines `oncebox ingest` reads, to re-deliver them after a fix.",
+    help="json (what is printed when piped), or ndjson: the lines `oncebox ingest` reads, "
+    "to re-deliver them after a fix [default: a table on a terminal, else json].",
 )
+@JSON
 @click.pass_context
 def dead_letters(
     ctx: click.Context,
@@ -58,7 +64,7 @@ def dead_letters(
     after: int,
     status: str | None,
     limit: int,
-    shape: str,
+    shape: str | None,
 ) -> None:
     """Invalid deliveries: the first 1,024 bytes of the kept copy, its length, SHA-256
     and the reason; oldest first, filtered, a page at a time (--after the last id
@@ -98,18 +104,23 @@ def dead_letters(
                 err=True,
             )
         return
-    emit_pages(listing.letter_pages(box, names, query, limit))
+    pages = listing.letter_pages(box, names, query, limit)
+    if shape == "json":
+        emit_pages(pages)
+    else:
+        show_pages(pages, LETTERS)
 
 
 @dead_letters.command("show")
 @click.argument("letter_id", type=click.IntRange(1))
+@JSON
 @click.pass_obj
-def show(obj: Context, letter_id: int) -> None:
+def letter_show(obj: Context, letter_id: int) -> None:
     """One dead letter with all of its kept head (a listing shows its first 1,024 bytes)."""
     found = obj.reader.get_dead_letter(letter_id)
     if found is None:
         fail(f"no dead letter {letter_id}")
-    emit(as_json(found[1], inbox=found[0]))
+    show(as_json(found[1], inbox=found[0]))
 
 
 REFUSED_AGAIN = 3  # the exit status of a replay refused again (the dead letter stays open)

@@ -15,6 +15,7 @@ from oncebox.engine.proofs import verify_consistency_document, verify_inclusion_
 from oncebox.engine.reconciler import default_worker_name
 from oncebox.engine.sealing import Sealer
 from oncebox.engine.segment_check import verify_segment
+from oncebox.errors import SchemaBehind
 from oncebox.surfaces.cli.base import Context, cli, emit, fail, read_bytes, read_json
 
 
@@ -49,6 +50,24 @@ def verify(obj: Context, against: str | None) -> None:
 def recover(obj: Context) -> None:
     """Seal every committed record the log does not cover (also done at every open)."""
     emit({"recovered": obj.box.recovered_at_open + obj.box.recover()})
+
+
+@cli.command()
+@click.pass_obj
+def migrate(obj: Context) -> None:
+    """Bring the store's schema up to date with this version of oncebox, and nothing
+    else: no inbox is declared. Commands that only read never upgrade a store; they ask
+    for this first. Prints the schema version and the migrations it applied.
+
+    Example: oncebox --db sqlite:///intake.db migrate
+    """
+    try:
+        obj.reader  # noqa: B018 (opened to read: the schema checked, nothing written)
+        lacked: tuple[int, ...] = ()
+    except SchemaBehind as behind:
+        lacked = behind.missing
+    box = obj.upgraded()
+    emit({"schema_version": box.store.schema_version(), "applied": list(lacked)})
 
 
 @cli.command()

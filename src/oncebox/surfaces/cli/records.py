@@ -3,14 +3,37 @@ that happened to it, and everything kept under one delivery key."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import click
 
 from oncebox.engine.finding import ORDERS, Order
 from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import records
-from oncebox.surfaces.cli.base import Context, cli, emit, emit_pages, fail
+from oncebox.surfaces.cli.base import Context, cli, fail
 from oncebox.surfaces.cli.letters import When
+from oncebox.surfaces.cli.output import JSON, columns, panel, show, show_pages, table, wants_json
+
+
+def _about(row: Mapping[str, Any]) -> str:
+    if row.get("quarantine_id") is not None:
+        return f"quarantine {row['quarantine_id']}"
+    if row.get("dead_letter_id") is not None:
+        return f"dead letter {row['dead_letter_id']}"
+    return ""
+
+
+RECORDS = columns(
+    "id", "identity", "key", ("rev", "revision"), "first_seen", ("seen", "seen_count"),
+    ("log", "log_seq"), ("content", "content"),
+)  # fmt: skip
+TIMELINE = columns(
+    "at", "what", ("record", "record_id"), ("rev", "revision"), ("about", _about),
+    ("log", "log_position"), "by", "count", "detail",
+    keep=("what",),
+)  # fmt: skip
 
 
 @cli.command("records")
@@ -26,6 +49,7 @@ from oncebox.surfaces.cli.letters import When
     "--order", type=click.Choice(ORDERS), default=Order.NEWEST.value, show_default=True,
     help="By when each was first seen.",
 )  # fmt: skip
+@JSON
 @click.pass_obj
 def records_list(
     obj: Context,
@@ -55,11 +79,12 @@ def records_list(
     except InvalidOperation as exc:
         fail(f"--search: {exc}")
     query = records.Query(key, identity, since, until, search, after, order)
-    emit_pages(records.pages(obj.box, inbox, query, limit))
+    show_pages(records.pages(obj.reader, inbox, query, limit), RECORDS)
 
 
 @cli.command("record")
 @click.argument("record_id", type=click.IntRange(1))
+@JSON
 @click.pass_obj
 def record(obj: Context, record_id: int) -> None:
     """One record whole, with all that happened to it: its revisions, duplicates and
@@ -69,15 +94,21 @@ def record(obj: Context, record_id: int) -> None:
 
     Example: oncebox record 17
     """
-    view = obj.box.record_view(record_id)
+    view = obj.reader.record_view(record_id)
     if view is None:
         fail(f"no record {record_id}")
-    emit(records.view_json(view))
+    shown = records.view_json(view)
+    if wants_json():
+        show(shown)
+        return
+    panel(shown["record"], title=f"record {record_id} of {shown['inbox']}")
+    table(shown["timeline"], TIMELINE, title="timeline")
 
 
 @cli.command("lookup")
 @click.argument("inbox")
 @click.argument("key")
+@JSON
 @click.pass_obj
 def lookup(obj: Context, inbox: str, key: str) -> None:
     """Everything kept under one delivery key, across records, quarantine and dead
@@ -86,4 +117,9 @@ def lookup(obj: Context, inbox: str, key: str) -> None:
 
     Example: oncebox lookup ussd gw-123
     """
-    emit(records.lookup_json(obj.box.lookup(inbox, key)))
+    shown = records.lookup_json(obj.reader.lookup(inbox, key))
+    if wants_json():
+        show(shown)
+        return
+    arrived = "arrived" if shown["arrived"] else "nothing arrived"
+    table(shown["timeline"], TIMELINE, title=f"{inbox} key {key}: {arrived}")

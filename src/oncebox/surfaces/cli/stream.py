@@ -14,6 +14,7 @@ import click
 
 from oncebox.errors import OnceboxError
 from oncebox.surfaces.cli.base import cli
+from oncebox.surfaces.cli.output import tally
 from oncebox.surfaces.consume import (
     DEFAULT_BLOCK_MS,
     DEFAULT_CLAIM_IDLE_MS,
@@ -81,7 +82,8 @@ def consume(
     \b
     Entry fields: body (the bytes as received) with optional key, snapshot_id,
     device_time, delivery_id and lease_token; or line (an `ingest` NDJSON line).
-    Prints a JSON summary: counts by verdict, acked, left pending.
+    Prints a JSON summary: counts by verdict, acked, left pending; and on stderr the
+    count in one line, as ingest does.
 
     \b
     Example:
@@ -138,6 +140,7 @@ def consume(
     except redis.exceptions.RedisError as exc:
         raise OnceboxError(f"redis: {exc}") from exc
     click.echo(json.dumps(result, indent=2))
+    click.echo(tally(result["verdicts"], result["reasons"], "consumed"), err=True)
 
 
 def _added_up(each: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,8 +10,15 @@ from rich.console import Console
 from oncebox.engine.reconciler import Outcome, run_workers
 from oncebox.engine.views import LISTED
 from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.surfaces.cli.output import JSON, columns, show
 from oncebox.surfaces.readers import CommandReader
 from oncebox.surfaces.views import work_key_json
+
+WORK = columns(
+    ("key", lambda row: "/".join(row["key"].values())), "generation",
+    ("applied", "applied_generation"), "dirty", "failures", ("review", "in_review"),
+    ("claimed by", "claimed_by"), ("last error", "last_error"),
+)  # fmt: skip
 
 
 @cli.command()
@@ -94,12 +101,13 @@ def work() -> None:
 @click.option("--inbox", default="listing", show_default=True)
 @click.option("--dirty", is_flag=True, help="Only dirty keys.")
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1))
+@JSON
 @click.pass_obj
 def work_list(obj: Context, inbox: str, dirty: bool, limit: int) -> None:
     """Work keys in key order with their generations, documents and failures; a
     document over 2,048 characters is left out (`work show` gives it whole)."""
     rows = obj.reader.work_keys(inbox, limit=limit, dirty=dirty, preview=LISTED)
-    emit([work_key_json(row) for row in rows])
+    show([work_key_json(row) for row in rows], WORK)
 
 
 @work.command("show")
@@ -107,22 +115,24 @@ def work_list(obj: Context, inbox: str, dirty: bool, limit: int) -> None:
 @click.argument("sku")
 @click.argument("marketplace_id")
 @click.option("--inbox", default="listing", show_default=True)
+@JSON
 @click.pass_obj
 def work_show(obj: Context, seller_id: str, sku: str, marketplace_id: str, inbox: str) -> None:
     """One work key, its document whole."""
     found = obj.reader.work_key(inbox, (seller_id, sku, marketplace_id))
     if found is None:
         fail(f"no work key {seller_id}/{sku}/{marketplace_id} in {inbox}")
-    emit(work_key_json(found))
+    show(work_key_json(found))
 
 
 @work.command("review")
 @click.option("--inbox", default="listing", show_default=True)
 @click.option("--limit", default=1000, show_default=True, type=click.IntRange(1))
+@JSON
 @click.pass_obj
 def work_review(obj: Context, inbox: str, limit: int) -> None:
     """Keys that kept failing and wait for an operator, with their last error."""
-    emit([work_key_json(row) for row in obj.box.reconciler(inbox).review(limit, LISTED)])
+    show([work_key_json(row) for row in obj.box.reconciler(inbox).review(limit, LISTED)], WORK)
 
 
 @work.command("retry")

@@ -9,7 +9,7 @@ route) looks it up and keeps it in the request's ASGI scope, and every later que
 **What a route needs** is declared at the route, ``@needs(Scope.READ, on_inbox=True)``,
 and read by the head check, the route's dependency (:data:`Authed`) and the OpenAPI
 ``security``; a route without one is public. Refusals come in one order: 401 (no token,
-an unknown or revoked one, a bad or replayed signature), then 403 (the scope, the path's
+an unknown, revoked or expired one, a bad or replayed signature), then 403 (the scope, the path's
 inbox), then the route's own; a row found by id in an inbox the token does not cover is
 answered 404, as an absent one is (:meth:`Caller.found`).
 
@@ -23,13 +23,11 @@ that a stream of deliveries costs no lookup each; what it remembers only keeps b
 Any other route looks its token up for the request unless the head check just did, and a
 delivery takes the remembered one, because its group commit turn checks it again:
 
-**Revocation.** A delivery is decided in a turn a while after its head was checked (its
-body arrives, it waits for its batch), so the turn asks again, in one read for all its
-requests (:func:`in_turn`), whether each token is still live, by its secret's digest; a
-token revoked before a turn starts is refused in it. That rather than a second lookup:
-the head check must come before the body is read and the turn after, and so a delivery
-costs at most one lookup and a turn one indexed read per token, shared by its requests.
-A webhook sender's signed time is checked again in the turn, against the server clock.
+**Revocation and expiry.** A delivery is decided in a turn after its head was checked,
+so the turn asks again, in one read for all its requests (:func:`in_turn`), whether each
+token is live (not revoked, not expired): at most one lookup a delivery, one indexed read
+a token a turn. A webhook sender's signed time is checked again in the turn. An expired
+token's 401 says so; a lookup keeps the token's last use (at most a write a minute).
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ from oncebox.engine.sessions import Session, Sessions
 from oncebox.engine.sessions import refusal as sign_in_refusal
 from oncebox.engine.tokens import ReplayGuard, Token
 from oncebox.engine.tokens import Scope as TokenScope
-from oncebox.errors import OnceboxError
+from oncebox.errors import OnceboxError, TokenExpired
 from oncebox.formats import Delivery, Unverified
 from oncebox.surfaces.http import problems
 from oncebox.surfaces.http.problems import ProblemError
@@ -134,6 +132,7 @@ class _LookedUp:
     token: Token | None  # the live token it named
     digest: bytes = b""  # its secret's SHA-256
     fresh: bool = True  # looked up for this request (False: the head's cache)
+    why: str = "unknown or revoked token"  # the 401's reason when there is no token
 
 
 class Gate:
@@ -176,12 +175,16 @@ class Gate:
             if known is not None and known[0] > time.monotonic():
                 found = _LookedUp(True, known[1], digest, fresh=False)
             else:
-                token = await run_in_threadpool(self.box.authenticate, secret)
+                token, why = None, _LookedUp.why
+                try:
+                    token = await run_in_threadpool(self.box.authenticate, secret)
+                except TokenExpired as exc:  # refused, and told why
+                    why = str(exc)
                 if token is not None:
                     if len(self._live) >= self.cache_size:
                         self._live.clear()
                     self._live[digest] = (time.monotonic() + self.cache_seconds, token)
-                found = _LookedUp(True, token, digest)
+                found = _LookedUp(True, token, digest, why=why)
         scope[LOOKED_UP_KEY] = found
         return found
 
@@ -301,7 +304,7 @@ def in_turn(box: Oncebox, credentials: Sequence[Caller | Sender | None]) -> list
     checked: list[Checked] = []
     for each in credentials:
         if isinstance(each, Caller) and each.digest not in live:
-            checked.append(unauthorized("unknown or revoked token"))
+            checked.append(unauthorized("unknown, revoked or expired token"))
         elif isinstance(each, Sender):
             try:
                 checked.append(each.delivery(now))
@@ -344,15 +347,17 @@ async def session(scope: Scope, cookie: str | None, sessions: Sessions) -> Sessi
     """The live console session a request's cookie names, looked up once per request."""
     if SESSION_KEY not in scope:
         scope[SESSION_KEY] = await run_in_threadpool(sessions.find, cookie) if cookie else None
-    found: Session | None = scope[SESSION_KEY]
-    return found
+    return scope[SESSION_KEY]  # type: ignore[no-any-return]
 
 
 async def sign_in(box: Oncebox, sessions: Sessions, secret: str, previous: str | None) -> str:
     """A new console session for the token a person typed (its id, for the cookie);
     the browser's previous session ends, so that signing in again replaces it."""
     secret = secret.strip()
-    token = await run_in_threadpool(box.authenticate, secret) if secret else None
+    try:
+        token = await run_in_threadpool(box.authenticate, secret) if secret else None
+    except TokenExpired as exc:
+        raise SignInRefused(401, f"Refused: {exc}.") from None
     if token is None:
         raise SignInRefused(401, "Unknown or revoked token.")
     why = sign_in_refusal(token)
@@ -379,7 +384,7 @@ def _live(found: _LookedUp) -> Token:
     if not found.given:
         raise unauthorized(SEND_TOKEN)
     if found.token is None:
-        raise unauthorized("unknown or revoked token")
+        raise unauthorized(found.why)
     return found.token
 
 

@@ -168,6 +168,15 @@ GROUP BY verdict, reason;
 SELECT hour, verdict, sum(n) FROM verdict_counts WHERE inbox_id = ? AND hour >= ?
 GROUP BY hour, verdict ORDER BY hour, verdict;
 
+-- name: last_delivery
+-- When the inbox last took a delivery, whatever its verdict: a record's or a quarantine
+-- row's last arrival, or a dead letter's; NULL when it never took one.
+SELECT max(t) FROM (
+  SELECT max(last_seen) AS t FROM records WHERE inbox_id = :inbox
+  UNION ALL SELECT max(last_seen) FROM quarantine WHERE inbox_id = :inbox
+  UNION ALL SELECT max(received_at) FROM dead_letters WHERE inbox_id = :inbox
+) AS arrivals;
+
 -- name: inbox_figures
 -- An inbox's figures (oncebox.store.sqltx.inboxes.FIGURES, in order), then the greatest
 -- lateness its dropped tombstones had counted, which the store weighs against the
@@ -301,17 +310,19 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- name: insert_token
 -- DO NOTHING on the live-name index: a name already in use returns no row.
-INSERT INTO api_tokens (name, secret_hash, inboxes, scopes, hmac_key, created_at)
-VALUES (?, ?, ?, ?, ?, ?)
+INSERT INTO api_tokens (name, secret_hash, inboxes, scopes, hmac_key, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id;
 
 -- name: token_by_hash
-SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
+       expires_at, last_used_at
 FROM api_tokens WHERE secret_hash = ?;
 
 -- name: list_tokens
-SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
+       expires_at, last_used_at
 FROM api_tokens ORDER BY id;
 
 -- name: revoke_token
@@ -319,6 +330,12 @@ FROM api_tokens ORDER BY id;
 UPDATE api_tokens SET revoked_at = ?
 WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?)
 RETURNING id;
+
+-- name: touch_token
+-- When a token was last used; a no-op while the kept time is newer than the cutoff, so
+-- that processes racing on one token write it once.
+UPDATE api_tokens SET last_used_at = ?
+WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?);
 
 -- name: forget_signatures
 DELETE FROM seen_signatures WHERE expires_at <= ?;
@@ -336,10 +353,12 @@ VALUES (?, ?, ?, ?);
 
 -- name: session_token
 -- A session that has not expired, with its token, only while the token is live.
+-- A token's own expiry ends its sessions too: one past it finds nothing.
 SELECT t.id, t.name, t.secret_hash, t.inboxes, t.scopes, t.hmac_key, t.created_at,
-       t.revoked_at, s.expires_at
+       t.revoked_at, t.expires_at, t.last_used_at, s.expires_at AS session_ends
 FROM console_sessions s JOIN api_tokens t ON t.id = s.token_id
-WHERE s.id_hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL;
+WHERE s.id_hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL
+  AND (t.expires_at IS NULL OR t.expires_at > ?);
 
 -- name: end_session
 DELETE FROM console_sessions WHERE id_hash = ?;

@@ -111,6 +111,28 @@ WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
   AND id > %(after)s
 ORDER BY id LIMIT %(limit)s;
 
+-- name: list_dead_letters_newest
+-- list_dead_letters newest first: before is the last id of the page before.
+SELECT id, inbox_id, reason, left(detail, %(text)s::int) AS detail,
+       substring(head FROM 1 FOR %(head)s::int) AS head, length, sha256,
+       left(key, %(text)s::int) AS key, received_at,
+       left(device_time, %(text)s::int) AS device_time,
+       left(snapshot_id, %(text)s::int) AS snapshot_id,
+       left(delivery_id, %(text)s::int) AS delivery_id, signature, replayed_at, replayed_by,
+       replay_verdict, octet_length(head) AS kept, status, attempts,
+       left(last_reason, %(text)s::int) AS last_reason, last_tried, archived_at,
+       left(archived_by, %(text)s::int) AS archived_by,
+       left(archive_note, %(text)s::int) AS archive_note
+FROM dead_letters
+WHERE (%(inbox)s::bigint IS NULL OR inbox_id = %(inbox)s)
+  AND (%(reason)s::text IS NULL OR reason = %(reason)s)
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(since)s::float8 IS NULL OR received_at >= %(since)s)
+  AND (%(until)s::float8 IS NULL OR received_at < %(until)s)
+  AND (%(search)s::bytea IS NULL OR position(%(search)s::bytea IN head) > 0)
+  AND id < %(before)s
+ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
        snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict,

@@ -277,10 +277,12 @@ CREATE TABLE api_tokens (
     name        text NOT NULL,
     secret_hash bytea NOT NULL UNIQUE,
     inboxes     text NOT NULL,   -- JSON array of inbox names, or ["*"]
-    scopes      text NOT NULL,   -- JSON array of read | write | operator
+    scopes      text NOT NULL,   -- JSON array of read | write | operator | admin
     hmac_key    text,            -- request-signing key, kept in the store when asked for
     created_at  double precision NOT NULL,
-    revoked_at  double precision
+    revoked_at  double precision,
+    expires_at  double precision,          -- NULL: never; refused from then on
+    last_used_at double precision          -- written at most once a minute per token
 );
 CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
 

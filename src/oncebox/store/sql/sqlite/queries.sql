@@ -86,6 +86,27 @@ WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :re
   AND id > :after
 ORDER BY id LIMIT :limit;
 
+-- name: list_dead_letters_newest
+-- list_dead_letters newest first: before is the last id of the page before.
+SELECT id, inbox_id, reason, substr(detail, 1, :text) AS detail,
+       CASE WHEN length(head) <= :head THEN head
+            ELSE substr(head, 1, :head) END AS head,
+       length, sha256, substr(key, 1, :text) AS key,
+       received_at, substr(device_time, 1, :text) AS device_time,
+       substr(snapshot_id, 1, :text) AS snapshot_id,
+       substr(delivery_id, 1, :text) AS delivery_id, signature, replayed_at, replayed_by,
+       replay_verdict, length(head) AS kept, status, attempts,
+       substr(last_reason, 1, :text) AS last_reason, last_tried, archived_at,
+       substr(archived_by, 1, :text) AS archived_by,
+       substr(archive_note, 1, :text) AS archive_note
+FROM dead_letters
+WHERE (:inbox IS NULL OR inbox_id = :inbox) AND (:reason IS NULL OR reason = :reason)
+  AND (:status IS NULL OR status = :status)
+  AND (:since IS NULL OR received_at >= :since) AND (:until IS NULL OR received_at < :until)
+  AND (:search IS NULL OR instr(head, CAST(:search AS BLOB)) > 0)
+  AND id < :before
+ORDER BY id DESC LIMIT :limit;
+
 -- name: get_dead_letter
 SELECT id, inbox_id, reason, detail, head, length, sha256, key, received_at, device_time,
        snapshot_id, delivery_id, signature, replayed_at, replayed_by, replay_verdict,

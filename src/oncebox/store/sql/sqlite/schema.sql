@@ -257,10 +257,12 @@ CREATE TABLE api_tokens (
     name        TEXT NOT NULL,
     secret_hash BLOB NOT NULL UNIQUE,
     inboxes     TEXT NOT NULL,   -- JSON array of inbox names, or ["*"]
-    scopes      TEXT NOT NULL,   -- JSON array of read | write | operator
+    scopes      TEXT NOT NULL,   -- JSON array of read | write | operator | admin
     hmac_key    TEXT,            -- request-signing key, kept in the store when asked for
     created_at  REAL NOT NULL,
-    revoked_at  REAL
+    revoked_at  REAL,
+    expires_at  REAL,          -- NULL: never; refused from then on
+    last_used_at REAL          -- written at most once a minute per token
 );
 CREATE UNIQUE INDEX api_tokens_live_name ON api_tokens (name) WHERE revoked_at IS NULL;
 

@@ -5,12 +5,14 @@ its siblings) rendered by a Jinja2 template (``templates/``, through :mod:`.html
 escapes every value); the routes (:mod:`.routes`) take the session and CSRF checks as
 dependencies (:mod:`.session`); the stylesheet is a static file (``static/console.css``).
 
-Sign-in and scopes. A person signs in with an API token that has the ``operator`` scope
-(which implies ``read``); the console shows and acts on the inboxes that token covers,
-and nothing else. Tokens that sign their requests (HMAC) cannot sign in: a browser
-cannot sign. The full log (entries) is shown only to tokens that cover every inbox,
-since entries of one inbox are not another inbox's business; the checkpoint and verify
-are for all. The session itself is kept on the server (:mod:`.session`).
+Sign-in and scopes. A person signs in with an API token that has the ``read`` scope
+(``operator`` and ``admin`` imply it); the console shows the inboxes that token covers,
+and nothing else; it acts on them only for an ``operator`` (a ``read`` token's session is
+read-only), and manages tokens only for an ``admin`` (:mod:`.tokens`). Tokens that sign
+their requests (HMAC) cannot sign in: a browser cannot sign. The full log (entries) is
+shown only to tokens that cover every inbox, since entries of one inbox are not another
+inbox's business; the checkpoint is for all. The session itself is kept on the server
+(:mod:`.session`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import SESSION_SECONDS, Sessions
-from oncebox.surfaces.http.console import acting, html, outbound, routes, session
+from oncebox.surfaces.http.console import acting, day, html, outbound, routes, session, tokens
 from oncebox.surfaces.http.console.html import BASE
 from oncebox.surfaces.http.console.session import MAX_FORM, Console, signed_in
 from oncebox.surfaces.http.problems import on_http_error
@@ -47,9 +49,11 @@ def mount_console(app: FastAPI, box: Oncebox, *, private_key: bytes | None = Non
     service = getattr(app.state, "service", None)
     readers = service.readers if service is not None else Readers()
     app.state.console = Console(box, Sessions(box.store, SESSION_SECONDS), private_key, readers)
+    app.include_router(day.router)  # before routes: /dead-letters/counts.part
     app.include_router(routes.router)
     app.include_router(acting.router)
     app.include_router(outbound.router)
+    app.include_router(tokens.router)
     app.mount(
         f"{BASE}/static",
         Static(packages=[("oncebox.surfaces.http.console", "static")]),

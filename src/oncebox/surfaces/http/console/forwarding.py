@@ -20,8 +20,9 @@ from oncebox.engine.forwarding import Standing
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import NotFound
+from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console.html import BASE, content_text, render
-from oncebox.surfaces.views import iso, parse_when
+from oncebox.surfaces.views import iso
 
 PAGE = 50
 FILTERS = ("status", "since", "until", "after")
@@ -125,18 +126,12 @@ class Asked:
 
 
 def asked(destination: str, params: Mapping[str, str]) -> Asked:
-    fields = {name: params.get(name, "").strip()[:1024] for name in FILTERS}
+    fields = asking.fields_of(params, FILTERS)
     problems = []
     if fields["status"] and fields["status"] not in STATUSES:
         problems.append(f"status: {fields['status'][:64]!r} is none of {', '.join(STATUSES)}")
-    times: dict[str, float | None] = {"since": None, "until": None}
-    for name in times:
-        if fields[name]:
-            try:
-                times[name] = parse_when(fields[name])
-            except ValueError as exc:
-                problems.append(f"{name}: {exc}")
-    after = int(fields["after"]) if fields["after"].isdigit() and len(fields["after"]) < 19 else 0
+    times = asking.times_of(fields, problems)
+    after = asking.after_of(fields)
     if problems:
         return Asked(fields, None, after, problems)
     status = ForwardStatus(fields["status"]) if fields["status"] else None
@@ -206,6 +201,10 @@ def deliveries(
         found=found,
         here=home(name),
         asked=ask.fields,
+        times={
+            "since": getattr(ask.chosen, "since", None),
+            "until": getattr(ask.chosen, "until", None),
+        },
         kept=kept,
         problems=ask.problems,
         rows=rows,

@@ -40,7 +40,8 @@ BASE = "/console"
 STATIC = f"{BASE}/static"
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; "
-    "script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",

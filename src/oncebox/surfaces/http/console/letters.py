@@ -8,7 +8,7 @@ the query is :class:`oncebox.surfaces.letters.Query`, the same the API and the C
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 from oncebox.domain import DeadLetter, LetterStatus
@@ -18,13 +18,15 @@ from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import InvalidOperation, UnknownValue
 from oncebox.surfaces import letters
-from oncebox.surfaces.http.console.html import BASE, content_text, render
-from oncebox.surfaces.views import iso, parse_when
+from oncebox.surfaces.http.console import asking
+from oncebox.surfaces.http.console.html import BASE, ENV, content_text, render
+from oncebox.surfaces.views import iso
 
 PAGE = 50
 HEAD_SHOWN = 600  # characters of a kept head shown in the table
-FILTERS = ("inbox", "reason", "status", "since", "until", "search", "after")
+FILTERS = ("inbox", "reason", "status", "since", "until", "search", "order", "after")
 BULK = ("replay", "archive")
+ORDERS = ("newest", "oldest")  # newest first by default
 
 
 @dataclass(frozen=True)
@@ -36,23 +38,20 @@ class Asked:
     query: letters.Query
     inboxes: list[str]
     problems: list[str]
+    times: dict[str, float | None] = field(default_factory=dict)  # since, until as read
 
 
 def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
-    fields = {name: params.get(name, "").strip()[:1024] for name in FILTERS}
+    fields = asking.fields_of(params, FILTERS)
     problems = []
     try:
         search_term(fields["search"])
     except InvalidOperation as exc:
         problems.append(f"search: {exc}")
-    times: dict[str, float | None] = {"since": None, "until": None}
-    for name in times:
-        if fields[name]:
-            try:
-                times[name] = parse_when(fields[name])
-            except ValueError as exc:
-                problems.append(f"{name}: {exc}")
-    after = int(fields["after"]) if fields["after"].isdigit() and len(fields["after"]) < 19 else 0
+    times = asking.times_of(fields, problems)
+    if fields["order"] and fields["order"] not in ORDERS:
+        problems.append(f"unknown order {fields['order'][:40]!r}; known: {', '.join(ORDERS)}")
+    after = asking.after_of(fields)
     inboxes = [fields["inbox"]] if fields["inbox"] in covered else covered
     query = letters.Query(
         fields["reason"] or None,
@@ -61,8 +60,9 @@ def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
         fields["search"] or None,
         after,
         fields["status"] or None,
+        fields["order"] != "oldest",
     )
-    return Asked(fields, query, inboxes, problems)
+    return Asked(fields, query, inboxes, problems, times)
 
 
 def filtered(fields: Mapping[str, str], **changed: str) -> str:
@@ -135,12 +135,53 @@ def _listing(box: Oncebox, who: Session, ask: Asked) -> Listing:
         paging.append((f"{BASE}/dead-letters.ndjson?{query}", download, "download"))
     else:
         paging.append((None, "Choose one inbox to download its lines.", "muted"))
+    first = "newest first" if ask.query.newest else "oldest first"
+    other = "oldest" if ask.query.newest else "newest"
+    paging.insert(0, (_link(ask.fields, order=other, after=""), f"{other.capitalize()} first", ""))
     said = (
-        f"{len(found)} dead letter{'s' if len(found) != 1 else ''}, oldest first"
+        f"{len(found)} dead letter{'s' if len(found) != 1 else ''}, {first}"
         + (f", ids {found[0][1].id} to {found[-1][1].id}" if found else "")
         + (f", received since {iso(ask.query.since)}" if ask.query.since else "")
     )
     return Listing(said, rows, paging)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The chosen inboxes' dead letters: totals by status, and by reason (each a link
+    to the page filtered by it), the most open first."""
+
+    total: int
+    by_status: list[tuple[str, int, str]]  # status, how many, link
+    by_reason: list[tuple[str, int, int, str]]  # reason, open, all, link
+
+
+def counts(box: Oncebox, ask: Asked) -> Counts:
+    statuses: dict[str, int] = {s.value: 0 for s in LetterStatus}
+    reasons: dict[str, list[int]] = {}
+    for name in ask.inboxes:
+        for (status, reason), n in box.dead_letter_counts(name).items():
+            statuses[status] = statuses.get(status, 0) + n
+            seen = reasons.setdefault(reason, [0, 0])
+            seen[0] += n if status == "open" else 0
+            seen[1] += n
+    by_reason = [
+        (reason, opened, every, filtered(ask.fields, reason=reason))
+        for reason, (opened, every) in sorted(reasons.items(), key=lambda r: (-r[1][0], r[0]))
+    ]
+    by_status = [(st, n, filtered(ask.fields, status=st)) for st, n in statuses.items()]
+    return Counts(sum(statuses.values()), by_status, by_reason)
+
+
+def counts_part(box: Oncebox, ask: Asked) -> str:
+    """The counts alone, as the page has them (for ``static/live.js``)."""
+    return ENV.get_template("letter_counts.html").render(
+        counts=counts(box, ask), asked=ask.fields, asked_query=_query(ask)
+    )
+
+
+def _query(ask: Asked) -> str:
+    return urlencode({k: v for k, v in ask.fields.items() if v and k != "after"})
 
 
 @dataclass(frozen=True)
@@ -195,7 +236,9 @@ def page(
         listing=listing,
         preview=preview,
         banner_kind=kind,
-        asked_query=urlencode({k: v for k, v in ask.fields.items() if v and k != "after"}),
+        asked_query=_query(ask),
+        counts=counts(box, ask),
+        times=ask.times,
         statuses=[s.value for s in LetterStatus],
         operator=any(who.token.allows(Scope.OPERATOR, n) for n in ask.inboxes),
     )

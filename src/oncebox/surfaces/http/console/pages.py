@@ -1,91 +1,27 @@
-"""The console's overview, work keys and log pages: each one or two engine calls, its
+"""The console's work keys and log pages: each one or two engine calls, its
 figures gathered as plain values and rendered by its template (no rule lives here).
-Triage, quarantine and dead letters have modules of their own."""
+The overview, triage, quarantine and dead letters have modules of their own."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from oncebox.domain import LogEntry, WorkItem
 from oncebox.engine.box import Oncebox
+from oncebox.engine.journal import LOG_STEPS, LogFilter
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.engine.views import LISTED
-from oncebox.surfaces.http.console.html import render
-from oncebox.surfaces.views import iso
+from oncebox.errors import UnknownValue
+from oncebox.surfaces.http.console.html import BASE, render
 
-HOURS = 24
 WORK_ROWS = 500  # keys shown in review, and dirty, per inbox
-VERDICTS = ("accepted", "duplicate", "conflict", "rejected")
-History = list[tuple[int, dict[str, int]]]
+LOG_PAGE = 50  # log entries a page shows
 Fact = tuple[str, Any, str]  # label, value, how it is shown: "text", "code", "name", "when"
-
-# The chart's geometry, in SVG units: one column per hour.
-COLUMN, BAR, TALL, EVERY = 24, 18, 100, 3
-
-
-@dataclass(frozen=True)
-class Bar:
-    verdict: str
-    x: int
-    y: float
-    tall: float
-
-
-@dataclass(frozen=True)
-class Hour:
-    label: str  # the hour's tooltip: its start and its counts
-    bars: list[Bar]
-
-
-@dataclass(frozen=True)
-class Chart:
-    """Stacked bars per hour on a scale of 0 to the page's peak (the same for every
-    inbox on the page), and the hours labelled below it (every third, in UTC)."""
-
-    hours: list[Hour]
-    labels: list[str]
-    width: int
-    tall: int = TALL
-    bar: int = BAR
-    verdicts: tuple[str, ...] = VERDICTS
-
-
-def chart(history: History, peak: int) -> Chart:
-    peak = max(peak, 1)
-    hours = []
-    for i, (start, counts) in enumerate(history):
-        label = f"{iso(start)}: " + (
-            ", ".join(f"{v} {counts[v]}" for v in VERDICTS if counts.get(v)) or "nothing"
-        )
-        bars, y = [], float(TALL)
-        for verdict in VERDICTS:
-            n = counts.get(verdict, 0)
-            if n:
-                tall = max(1.0, n * TALL / peak)
-                y -= tall
-                bars.append(Bar(verdict, i * COLUMN + 3, y, tall))
-        hours.append(Hour(label, bars))
-    labels = [iso(start) or "" for start, _ in history[::EVERY]]
-    return Chart(hours, labels, COLUMN * len(history))
-
-
-@dataclass(frozen=True)
-class InboxFigures:
-    name: str
-    stats: dict[str, Any]
-    history: Chart
-
-
-def overview(box: Oncebox, who: Session, inboxes: list[str]) -> str:
-    histories = {name: box.verdict_history(name, HOURS) for name in inboxes}
-    peak = max(
-        [sum(counts.values()) for history in histories.values() for _, counts in history] + [1]
-    )
-    shown = [InboxFigures(n, box.stats(n), chart(histories[n], peak)) for n in inboxes]
-    return render("overview.html", who, "Overview", inboxes=shown, peak=peak, VERDICTS=VERDICTS)
 
 
 # -- work keys --------------------------------------------------------------------------------
@@ -152,9 +88,68 @@ class Verified:
     facts: list[Fact]
 
 
+LOG_FILTERS = ("step", "actor", "inbox")
+
+
+@dataclass(frozen=True)
+class LogAsked:
+    """The log page's filters as sent (shown back) and its cursor (``before`` or
+    ``after``, a seq; neither: the newest page)."""
+
+    fields: dict[str, str]
+    before: int | None = None
+    after: int | None = None
+
+    def link(self, **cursor: int) -> str:
+        kept = {k: v for k, v in self.fields.items() if v}
+        kept.update({k: str(v) for k, v in cursor.items()})
+        return f"{BASE}/log" + (f"?{urlencode(kept)}" if kept else "")
+
+
+def log_asked(params: Mapping[str, str]) -> LogAsked:
+    fields = {name: params.get(name, "").strip()[:200] for name in LOG_FILTERS}
+
+    def seq(name: str) -> int | None:
+        text = params.get(name, "")
+        return int(text) if text.isdigit() and len(text) < 19 else None
+
+    return LogAsked(fields, seq("before"), seq("after"))
+
+
+@dataclass(frozen=True)
+class LogListing:
+    lines: list[LogLine]
+    said: str
+    paging: list[tuple[str | None, str, str]]
+
+
+def _listing(box: Oncebox, ask: LogAsked) -> LogListing:
+    f = ask.fields
+    wanted = LogFilter(f["step"] or None, f["actor"] or None, f["inbox"] or None)
+    found = box.log_page(wanted, LOG_PAGE, before=ask.before, after=ask.after)
+    paging: list[tuple[str | None, str, str]] = []
+    if found.newer is not None:
+        paging.append((ask.link(), "Newest", ""))
+        paging.append((ask.link(after=found.newer), "Newer", ""))
+    if found.older is not None:
+        paging.append((ask.link(before=found.older), "Older", ""))
+    said = f"{len(found.entries)} entr{'ies' if len(found.entries) != 1 else 'y'}, newest first"
+    if found.read is not None and any(f.values()):
+        said += f"; matching among entries {found.read[0]} to {found.read[1]} of {found.size}"
+    elif found.entries:
+        said += f": {found.entries[-1].seq} to {found.entries[0].seq} of {found.size}"
+    return LogListing([line(x) for x in found.entries], said, paging)
+
+
 def log(
-    box: Oncebox, who: Session, private_key: bytes | None, verified: Verified | None = None
-) -> str:
+    box: Oncebox,
+    who: Session,
+    private_key: bytes | None,
+    verified: Verified | None = None,
+    ask: LogAsked | None = None,
+) -> tuple[str, int]:
+    """The page, and its status: 400 when a filter names an unknown step."""
+    ask = ask if ask is not None else LogAsked(dict.fromkeys(LOG_FILTERS, ""))
     point = box.checkpoint(private_key)
     facts: list[Fact] = [
         ("origin", point.origin, "code"),
@@ -164,11 +159,18 @@ def log(
         ("signed", f"yes, key {point.key_id}" if point.signature else "no (no key)", "text"),
         ("waiting to be sealed", box.seal_lag(), "text"),
     ]
-    entries = None
+    listing, problem = None, None
     if "*" in who.token.inboxes:
-        start = max(1, point.tree_size - 24)
-        entries = [line(x) for x in reversed(box.log_entries(start, 25))]
-    return render("log.html", who, "Log", checkpoint=facts, verified=verified, entries=entries)
+        try:
+            listing = _listing(box, ask)
+        except UnknownValue as exc:
+            problem = str(exc)
+    shown = render(
+        "log.html", who, "Log", checkpoint=facts, verified=verified, listing=listing,
+        problem=problem, asked=ask.fields, steps=LOG_STEPS,
+        inboxes=[a.name for a in box.inboxes],
+    )  # fmt: skip
+    return shown, 400 if problem else 200
 
 
 def verification(result: dict[str, Any]) -> Verified:

@@ -22,13 +22,13 @@ from oncebox.engine.sessions import Session
 from oncebox.engine.views import LISTED
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import records
+from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console.html import BASE, content_text, render
 from oncebox.surfaces.http.console.pages import LogLine, line
-from oncebox.surfaces.views import iso, parse_when
+from oncebox.surfaces.views import iso
 
 PAGE = 50
 SHOWN = 400  # characters of a content shown in the table
-TEXT_MAX = 1024  # characters of a filter kept from the form
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Asked:
 
 def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
     names = ("inbox", "key", "identity", "search", "since", "until", "order", "after")
-    fields = {name: params.get(name, "").strip()[:TEXT_MAX] for name in names}
+    fields = asking.fields_of(params, names)
     problems = []
     try:
         search_term(fields["search"])
@@ -56,14 +56,8 @@ def asked(params: Mapping[str, str], covered: list[str]) -> Asked:
                 digest_of(fields[name], name)
         except InvalidOperation as exc:
             problems.append(f"{name}: {exc}")
-    times: dict[str, float | None] = {"since": None, "until": None}
-    for name in times:
-        if fields[name]:
-            try:
-                times[name] = parse_when(fields[name])
-            except ValueError as exc:
-                problems.append(f"{name}: {exc}")
-    after = int(fields["after"]) if fields["after"].isdigit() and len(fields["after"]) < 19 else 0
+    times = asking.times_of(fields, problems)
+    after = asking.after_of(fields)
     order = fields["order"] if fields["order"] in ORDERS else Order.NEWEST.value
     inbox = fields["inbox"] if fields["inbox"] in covered else (covered[0] if covered else None)
     fields["inbox"], fields["order"] = inbox or "", order
@@ -140,6 +134,7 @@ def page(box: Oncebox, who: Session, covered: list[str], ask: Asked) -> str:
         search_bytes=SEARCH_BYTES,
         problems=ask.problems,
         listing=listing,
+        times={"since": ask.query.since, "until": ask.query.until},
     )
 
 

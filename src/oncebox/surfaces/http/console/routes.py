@@ -113,12 +113,6 @@ async def signout(request: Request, who: Current, svc: Served) -> Response:
 
 
 # -- pages ------------------------------------------------------------------------------------
-@router.get("")
-async def overview(request: Request, who: Viewer, svc: Served) -> Response:
-    page = await run_in_threadpool(pages.overview, svc.box, who, svc.chosen(who, request))
-    return h.respond(page)
-
-
 @router.get("/triage")
 async def triage_inboxes(who: Viewer, svc: Served) -> Response:
     names = svc.triage_inboxes(who)
@@ -324,11 +318,6 @@ async def work(request: Request, who: Viewer, svc: Served) -> Response:
     return h.respond(await run_in_threadpool(pages.work, svc.box, who, chosen, banner))
 
 
-@router.get("/log")
-async def log(who: Viewer, svc: Served) -> Response:
-    return h.respond(await run_in_threadpool(pages.log, svc.box, who, svc.private_key))
-
-
 # -- forms that act ---------------------------------------------------------------------------
 @router.post("/quarantine/{quarantine_id}/resolve")
 async def resolve(quarantine_id: int, form: Actor, svc: Served) -> Response:
@@ -362,11 +351,3 @@ async def retry(form: Actor, svc: Served) -> Response:
     except OnceboxError as exc:
         return refused(who, f"Not retried: {exc}", 409)
     return _done("/work?retried=1")
-
-
-@router.post("/log/verify")
-async def verify(form: Actor, svc: Served) -> Response:
-    result = await run_in_threadpool(svc.box.verify)
-    shown = pages.verification(result.to_dict())
-    page = await run_in_threadpool(pages.log, svc.box, form.who, svc.private_key, shown)
-    return h.respond(page)

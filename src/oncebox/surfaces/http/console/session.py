@@ -7,6 +7,10 @@ random session id, never a credential. A page asked for without a live session a
 with the sign-in form (:class:`SignedOut`); a form posted without one, or without the
 session's CSRF value, is refused before anything runs (:class:`Refused`).
 
+Read-only. A session whose token has only the ``read`` scope sees every page of its
+inboxes and acts on nothing: :data:`Actor` refuses it (403) before any form runs, so a
+route cannot forget to, and the pages render no form for it (``who.may_act``).
+
 CSRF. Every form that changes something (resolve, retry, verify, sign-out) carries the
 session's CSRF value: HMAC-SHA256 keyed by the session's secret id, so it is tied to this
 one sign-in and cannot be computed without the cookie. The sign-in form itself carries a
@@ -136,6 +140,8 @@ class Acting:
 async def acting(request: Request, who: Current) -> Acting:
     if who is None:
         raise Refused(401, "You are not signed in.", None)
+    if not who.may_act:  # the one place a read-only session is kept from acting
+        raise Refused(403, "This session is read-only: its token has no operator scope.", who)
     fields = await read_form(request)
     check_csrf(who, fields)
     return Acting(who, fields)

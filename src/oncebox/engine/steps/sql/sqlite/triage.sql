@@ -30,3 +30,10 @@ WHERE l.inbox_id = ? GROUP BY l.site, l.need ORDER BY l.site, l.need;
 -- name: ledger_ranking
 SELECT record_id, site, need, headcount, pri FROM triage_ledger
 WHERE inbox_id = ? ORDER BY pri DESC, headcount DESC, record_id;
+
+-- name: ledger_sites
+-- Each site's last delivery: the latest arrival of a record its rows came from (NULL
+-- once retention dropped them all).
+SELECT l.site, max(r.last_seen)
+FROM triage_ledger l LEFT JOIN records r ON r.id = l.record_id
+WHERE l.inbox_id = ? GROUP BY l.site ORDER BY l.site;

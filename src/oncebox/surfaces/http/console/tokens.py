@@ -1,0 +1,130 @@
+"""The console's tokens page: for a session whose token has the ``admin`` scope only.
+
+It lists every token (name, scopes, inboxes, created, expires, last used, revoked),
+creates one with scopes, inboxes and an expiry, and revokes one. A new token's secret is
+shown once, on the page the creating form answers with (never kept, never redirected
+to, never cached), and nowhere again. Creating and revoking are forms like any other
+(:data:`~.session.Actor`: a live session, its CSRF value, not read-only), logged with
+the admin's token name as the actor. No rule lives here: the engine checks names,
+scopes, inboxes and expiry (:mod:`oncebox.engine.tokens`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import RedirectResponse, Response
+
+from oncebox.engine.sessions import Session
+from oncebox.engine.token_times import state
+from oncebox.engine.tokens import Created, Scope, Token
+from oncebox.errors import OnceboxError
+from oncebox.surfaces.http.console import html as h
+from oncebox.surfaces.http.console.html import BASE, HEADERS
+from oncebox.surfaces.http.console.session import Actor, Console, Refused, Served, Viewer
+
+router = APIRouter(prefix=BASE, include_in_schema=False)
+TITLE = "Tokens"
+_SPLIT = re.compile(r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class Row:
+    """A token as the page lists it."""
+
+    token: Token
+    state: str  # live, expired or revoked
+
+    @property
+    def scopes(self) -> str:
+        return ", ".join(sorted(s.value for s in self.token.scopes))
+
+    @property
+    def inboxes(self) -> str:
+        return ", ".join(self.token.inboxes)
+
+
+def _admin(who: Session) -> Session:
+    if not who.may_manage_tokens:
+        raise Refused(403, "Tokens are managed by a token with the admin scope.", who)
+    return who
+
+
+def _rows(svc: Console) -> list[Row]:
+    now = svc.box.store.now()  # the server clock decides what has expired
+    listed = reversed(svc.box.list_tokens())  # newest first
+    return [Row(t, state(t.revoked_at, t.expires_at, now)) for t in listed]
+
+
+async def _page(
+    svc: Console,
+    who: Session,
+    status: int = 200,
+    *,
+    created: Created | None = None,
+    banner: str | None = None,
+    kind: str = "ok",
+    asked: dict[str, str] | None = None,
+) -> Response:
+    rows = await run_in_threadpool(_rows, svc)
+    return h.page(
+        "tokens.html",
+        who,
+        TITLE,
+        status,
+        rows=rows,
+        created=created,
+        banner=banner,
+        banner_kind=kind,
+        asked=asked or {},
+        scopes=[s.value for s in Scope],
+        inboxes=["*", *(a.name for a in svc.box.inboxes)],
+    )
+
+
+@router.get("/tokens")
+async def tokens_page(who: Viewer, svc: Served, revoked: str | None = None) -> Response:
+    _admin(who)
+    banner = None if revoked is None else await run_in_threadpool(_revoked, svc, revoked)
+    return await _page(svc, who, banner=banner)
+
+
+def _revoked(svc: Console, asked: str) -> str | None:
+    """What the revoking form did, read back from the store (not the query's words)."""
+    for token in svc.box.list_tokens():
+        if str(token.id) == asked and token.revoked_at is not None:
+            return f"Token {token.name} revoked."
+    return None
+
+
+@router.post("/tokens")
+async def create(form: Actor, svc: Served) -> Response:
+    """Answers with the page itself: the one place the new secret is shown."""
+    who, fields = _admin(form.who), form.fields
+    name = fields.get("name", "").strip()
+    scopes = [s.value for s in Scope if fields.get(f"scope_{s.value}")]
+    inboxes = [part for part in _SPLIT.split(fields.get("inboxes", "")) if part]
+    expires = fields.get("expires", "").strip() or None
+    try:
+        created = await run_in_threadpool(
+            lambda: svc.box.create_token(
+                name, inboxes, scopes, expires=expires, actor=who.token.name
+            )
+        )
+    except OnceboxError as exc:
+        return await _page(svc, who, 422, banner=f"Not created: {exc}", kind="bad", asked=fields)
+    said = f"Token {created.token.name} created. Copy its secret now: it is not shown again."
+    return await _page(svc, who, 201, created=created, banner=said)
+
+
+@router.post("/tokens/{token_id}/revoke")
+async def revoke(token_id: int, form: Actor, svc: Served) -> Response:
+    who = _admin(form.who)
+    try:
+        await run_in_threadpool(svc.box.revoke_token, str(token_id), who.token.name)
+    except OnceboxError as exc:
+        return await _page(svc, who, 404, banner=f"Not revoked: {exc}", kind="bad")
+    return RedirectResponse(f"{BASE}/tokens?revoked={token_id}", status_code=303, headers=HEADERS)
