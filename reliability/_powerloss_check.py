@@ -8,6 +8,12 @@ compare the store with what the crashed child reported as ``may_ack``: each of t
 must have survived. Where the child sealed inline on SQLite, one more structural check:
 every record carries its log entry and nothing waits in the seal queue (a record and
 its seal commit together, so no cut can part them).
+
+Counts are the exception the store allows: a transaction that writes nothing but a
+duplicate's counts commits without a flush, so a cut may take back the counts acked
+since the last flushed commit, and only those. A duplicate acked before a later flushed
+commit returned must still be counted ("lost" otherwise), and no count may exceed the
+deliveries of its identity made up to the cut ("overcounted").
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 
 Key = tuple[str, str, str]
-CATEGORIES = ("integrity", "lost", "half", "twice", "uncovered", "unsealed")
+CATEGORIES = ("integrity", "lost", "half", "twice", "uncovered", "unsealed", "overcounted")
 
 
 @dataclass
@@ -29,6 +36,8 @@ class Findings:
     """Anomalies by category; each entry says what was wrong."""
 
     found: dict[str, list[str]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    # Not an anomaly: duplicates acked after the last flush whose counts the cut took back.
+    counts_taken_back: int = 0
 
     def add(self, category: str, what: str) -> None:
         self.found[category].append(what)
@@ -55,6 +64,9 @@ class Snapshot:
     verdicts: Counter[tuple[int, str]]
     log: dict[int, tuple[str, dict[str, Any]]]
     pending: list[tuple[str, dict[str, Any], int | None]]
+    # The record (revision) each entry seals: an accept names it in its state as well, a
+    # resolution that accepted a newcomer only here.
+    sealing: dict[int, int | None] = field(default_factory=dict)
 
 
 def integrity(conn: apsw.Connection) -> str | None:
@@ -150,6 +162,7 @@ def load(conn: apsw.Connection) -> Snapshot:
             (step, json.loads(state), rid)
             for step, state, rid in rows("SELECT step, state, record_id FROM log_pending")
         ],
+        sealing={seq: rid for seq, rid in rows("SELECT seq, record_id FROM log")},
     )
 
 
@@ -305,13 +318,46 @@ def unsealed(snap: Snapshot, findings: Findings) -> None:
         findings.add("unsealed", f"{step} event queued, not sealed: record {rid}, {state}")
 
 
+def flushed(report: dict[str, Any]) -> bool:
+    """Whether the reported call returned only after a flushed commit: it wrote more
+    than counts (a record, a newcomer, a dead letter, a resolution, a completion, seals)."""
+    if report["op"] in ("resolve", "complete"):
+        return True
+    if report["op"] == "seal":
+        return bool(report["positions"])
+    return any(
+        d["may_ack"] and d["verdict"] in ("accepted", "conflict", "rejected")
+        for d in report.get("decisions", [])
+    )
+
+
+def counts_bounded(
+    snap: Snapshot, delivered: Mapping[str, int], findings: Findings
+) -> None:
+    """No count above the truth: a record's seen count, or a newcomer's, is at most the
+    deliveries of its identity made up to the cut (the call in flight included)."""
+    for rid, record in snap.records.items():
+        made = delivered.get(record["identity"], 0)
+        if record["seen_count"] > made:
+            findings.add(
+                "overcounted", f"record {rid} seen {record['seen_count']} times, {made} sent"
+            )
+    for qid, row in snap.quarantine.items():
+        record = snap.records.get(row["record_id"])
+        made = delivered.get(record["identity"], 0) if record else 0
+        if row["seen_count"] > made:
+            findings.add("overcounted", f"quarantine {qid} seen {row['seen_count']}, {made} sent")
+
+
 def acked(snap: Snapshot, reports: list[dict[str, Any]], findings: Findings) -> int:
-    """Every ``may_ack`` decision the child reported must have survived; returns how many."""
+    """Every ``may_ack`` decision the child reported must have survived; returns how many.
+    A duplicate's count only if a flushed commit returned after it (see the module)."""
 
     def lost(what: str) -> None:
         findings.add("lost", what)
 
-    duplicates: Counter[int] = Counter()
+    duplicates: Counter[int] = Counter()  # acked before a later flush: durable
+    since: Counter[int] = Counter()  # acked since the last flush: a cut may take them back
     conflicts: Counter[int] = Counter()
     count = 0
     for report in reports:
@@ -332,7 +378,7 @@ def acked(snap: Snapshot, reports: list[dict[str, Any]], findings: Findings) -> 
                 if entry is None or entry[1].get("record") != d["record_id"]:
                     lost(f"record {d['record_id']}'s seal at {d['log_position']} is gone")
             if verdict == "duplicate":
-                duplicates[d["record_id"]] += 1
+                since[d["record_id"]] += 1
             elif verdict == "conflict":
                 conflicts[d["quarantine_id"]] += 1
             elif verdict == "rejected" and d["dead_letter_id"] not in snap.dead_letters:
@@ -351,13 +397,22 @@ def acked(snap: Snapshot, reports: list[dict[str, Any]], findings: Findings) -> 
         elif op == "seal":
             count += 1
             for rid, seq in report["positions"].items():
-                entry = snap.log.get(int(seq))
-                if entry is None or entry[1].get("record") != int(rid):
+                if snap.sealing.get(int(seq)) != int(rid):
                     lost(f"seal of record {rid} at {seq} is gone")
+        if flushed(report):  # its flush made every count before it durable
+            duplicates.update(since)
+            since.clear()
+    for rid, n in (duplicates + since).items():
+        record = snap.records.get(rid)
+        counted = record["seen_count"] - 1 if record else 0
+        findings.counts_taken_back += max(0, n - counted)
     for rid, n in duplicates.items():
         record = snap.records[rid]
         if record["seen_count"] - 1 < n:
-            lost(f"record {rid} counts {record['seen_count'] - 1} duplicates, {n} were acked")
+            lost(
+                f"record {rid} counts {record['seen_count'] - 1} duplicates, {n} were acked "
+                f"before a flushed commit"
+            )
     for qid, n in conflicts.items():
         row = snap.quarantine.get(qid)
         if row is None or row["seen_count"] < n:

@@ -20,13 +20,22 @@ Where a variant seals inline, the SQLite writer appends its log entries inside t
 deciding transaction, so a record and its seal commit together: after any cut, no
 record may lack its log entry and nothing may wait in the seal queue ("unsealed").
 
-Three negative controls show that the figures can fail. ``synchronous=NORMAL`` does not
+Duplicates are counted without a flush (a transaction that writes nothing but counts
+commits at ``synchronous=NORMAL``), so a cut may take back the counts acked since the
+last flushed commit, and nothing else: a duplicate acked before a later flushed commit
+returned must still be counted, and no count may exceed the deliveries made of its
+identity up to the cut. The workload sends duplicates alone, in batches of duplicates
+only, and mixed with new deliveries.
+
+Four negative controls show that the figures can fail. ``synchronous=NORMAL`` does not
 sync the WAL at commit: it must show acked-but-lost commits. A mutant store whose every
 statement commits on its own (no ``BEGIN``/``COMMIT``, only in the crashing child) must
 show half-applied transactions. A mutant that decides and seals in two transactions, as
 the core did before the lean ingest (the store claims to let several writers in, so the
 decision commits unflushed and a durable seal follows), must show records committed
-without their seal. If any shows nothing, the harness is broken.
+without their seal. A mutant that commits every ingest as relaxed as a duplicate's counts
+(records, their effects and seals included) must show acked records lost. If any shows
+nothing, the harness is broken.
 
     .venv/bin/python reliability/powerloss.py --runs 2000
 
@@ -71,6 +80,7 @@ from _powerloss_check import (
     Findings,
     Snapshot,
     acked,
+    counts_bounded,
     integrity,
     load,
     structure,
@@ -97,6 +107,7 @@ MODES = {
     "NORMAL": ("NORMAL", "negative control: synchronous=NORMAL"),
     "AUTOCOMMIT": ("FULL", "negative control: every statement its own transaction"),
     "TWO_TX": ("FULL", "negative control: the decision and its seal in two transactions"),
+    "RELAX_ALL": ("FULL", "negative control: every ingest committed as relaxed as counts"),
 }
 LABELS = {
     "integrity": "integrity failures",
@@ -105,6 +116,7 @@ LABELS = {
     "twice": "applied twice",
     "uncovered": "log not covering records after recovery",
     "unsealed": "records committed apart from their seal (inline sealing)",
+    "overcounted": "counts above the deliveries made",
 }
 
 
@@ -167,12 +179,12 @@ def plan(variant: int, steps: int = STEPS) -> list[Step]:
         return ("ussd", text.encode(), frame_id)
 
     kinds = ["frame", "dup_frame", "conflict_frame", "event", "dup_event", "conflict_event"]
-    kinds += ["bad", "batch", "resolve", "seal", "work"]
+    kinds += ["bad", "batch", "resolve", "seal", "work", "dups"]
     # Odd variants defer sealing to explicit seal steps, so those drain real queues.
-    weights = [4, 2, 1, 4, 2, 1, 1, 1, 1, 1 if inline_seal(variant) else 3, 1]
+    weights = [4, 2, 1, 4, 2, 1, 1, 1, 1, 1 if inline_seal(variant) else 3, 1, 2]
     for _ in range(steps):
         kind = rng.choices(kinds, weights)[0]
-        if kind in ("dup_frame", "conflict_frame") and not frames:
+        if kind in ("dup_frame", "conflict_frame", "dups") and not frames:
             kind = "frame"
         if kind in ("dup_event", "conflict_event", "work") and not events:
             kind = "event"
@@ -207,6 +219,8 @@ def plan(variant: int, steps: int = STEPS) -> list[Step]:
                 resend_frame() if frames and rng.random() < 0.4 else new_frame() for _ in range(3)
             )
             out.append(Step("batch", batch))
+        elif kind == "dups":  # a batch of duplicates only: its counts commit unflushed
+            out.append(Step("batch", tuple(resend_frame() for _ in range(3))))
         elif kind == "resolve":
             inbox = conflicts.pop(0)
             out.append(Step("resolve", inbox=inbox, action=rng.choice(("keep", "accept"))))
@@ -218,6 +232,23 @@ def plan(variant: int, steps: int = STEPS) -> list[Step]:
                 Step("work", key=(event["seller_id"], event["sku"], event["marketplace_id"]))
             )
     return out
+
+
+def identity_of(inbox: str, body: bytes, key: str | None) -> str:
+    """The identity the store keys a delivery by: the frame id, or the listing event's
+    (source, subscription, notification id)."""
+    if inbox == "ussd":
+        return str(key)
+    event = json.loads(body)
+    parts = [event["source"], event["subscription"], event["notification_id"]]
+    return json.dumps(parts, separators=(",", ":"))
+
+
+def delivered(variant: int, steps: int, made: int) -> Counter[str]:
+    """Deliveries of each identity in the first ``made`` steps: the truth no count may
+    exceed."""
+    ran = plan(variant, steps)[:made]
+    return Counter(identity_of(*delivery) for step in ran for delivery in step.deliveries)
 
 
 def decision_facts(decision: oncebox.Decision) -> dict[str, Any]:
@@ -304,7 +335,7 @@ def split_transactions() -> None:
     def autocommit(
         store: sqlite.SQLiteStore, begin: str, durable: bool = True
     ) -> Iterator[sqlite.SQLiteTx]:
-        yield sqlite.SQLiteTx(store._connect(), store._clock)
+        yield sqlite.SQLiteTx(store._connect(), store._clock, not durable)
 
     sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]
 
@@ -317,6 +348,18 @@ def seal_apart() -> None:
     from oncebox.store import sqlite
 
     sqlite.SQLiteStore.single_writer = False  # type: ignore[misc]
+
+
+def relax_everything() -> None:
+    """The mutant of the fourth negative control: every ingest is taken for one that
+    writes nothing but counts, so records, their effects and seals commit at
+    ``synchronous=NORMAL`` like a duplicate's counts. Only the crashing child runs it,
+    to show the harness sees acked records lost when the relaxation reaches them."""
+    from oncebox.engine import box, decide
+
+    decide.heavier = lambda *args: False  # type: ignore[assignment]
+    decide.counted = lambda walk: True  # type: ignore[assignment]
+    box.counted = lambda walk: True  # type: ignore[assignment]
 
 
 def checkpoint_often(conn: apsw.Connection) -> None:
@@ -342,6 +385,8 @@ def child(spec: RunSpec, db: Path, report_path: Path) -> NoReturn:
             split_transactions()
         elif spec.mode == "TWO_TX":
             seal_apart()
+        elif spec.mode == "RELAX_ALL":
+            relax_everything()
         clock = ManualClock(START)
         box = oncebox.open(
             store_url(db, MODES[spec.mode][0], VFS_NAME),
@@ -404,6 +449,8 @@ def inspect(spec: RunSpec, db: Path, reports: list[dict[str, Any]], result: RunR
     if inline_seal(spec.variant):
         unsealed(snap, findings)
     result.acked = acked(snap, reports, findings)
+    # The steps that ran: each reported, and the one the cut hit.
+    counts_bounded(snap, delivered(spec.variant, spec.steps, len(reports) + 1), findings)
     try:
         restart(spec, db, snap, findings)
     except oncebox.OnceboxError as exc:
@@ -564,6 +611,11 @@ class Summary:
         )
         p(f"operations until the cut: {sum(calls)} calls ({by_kind})")
         p(f"acked results checked: {sum(r.acked for r in rs)}")
+        taken = [r.findings.counts_taken_back for r in rs]
+        p(
+            f"acked duplicates whose counts a cut took back (allowed: acked after the last "
+            f"flush): {sum(taken)} (in {sum(1 for t in taken if t)} runs)"
+        )
         p(
             f"faults: {len(rs)} power cuts; unsynced sectors {faults.sectors}: reverted "
             f"{faults.reverted}, latest write {faults.latest}, older write {faults.older}; "
@@ -620,6 +672,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--two-tx-runs", type=int, default=100, help="runs of the mutant that seals apart"
     )
+    parser.add_argument(
+        "--relax-all-runs", type=int, default=100, help="runs of the mutant relaxing every ingest"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--variants", type=int, default=VARIANTS)
     parser.add_argument("--steps", type=int, default=STEPS)
@@ -638,6 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("NORMAL", args.control_runs),
             ("AUTOCOMMIT", args.mutant_runs),
             ("TWO_TX", args.two_tx_runs),
+            ("RELAX_ALL", args.relax_all_runs),
         ):
             if runs:
                 started = time.monotonic()
@@ -654,7 +710,12 @@ def verdict(summaries: dict[str, Summary]) -> int:
         return 3
     broken = [
         f"{MODES[mode][1]} showed no {LABELS[category]}"
-        for mode, category in (("NORMAL", "lost"), ("AUTOCOMMIT", "half"), ("TWO_TX", "unsealed"))
+        for mode, category in (
+            ("NORMAL", "lost"),
+            ("AUTOCOMMIT", "half"),
+            ("TWO_TX", "unsealed"),
+            ("RELAX_ALL", "lost"),
+        )
         if mode in summaries and summaries[mode].anomalies(category)[0] == 0
     ]
     if broken:

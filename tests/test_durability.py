@@ -113,18 +113,29 @@ def test_a_new_record_costs_one_wal_flush_and_is_sealed(
     assert box.verify().ok and box.verify().uncovered == []
 
 
-def test_a_duplicate_and_a_batch_also_cost_one_flush(
+def test_a_duplicate_costs_no_flush_and_a_batch_with_a_new_record_one(
     counted: tuple[oncebox.Oncebox, SyncCounter],
 ) -> None:
+    """Counts need no flush (issue 24): a transaction that writes nothing but a
+    duplicate's counts commits without syncing the WAL; one with a new record still
+    costs the one flush it always did. Each way round, whatever the last batch was."""
     box, vfs = counted
     frame_id, text = SESSION[0]
     box.ingest("ussd", text.encode(), key=frame_id)
     decision, syncs = _wal_syncs(vfs, lambda: box.ingest("ussd", text.encode(), key=frame_id))
-    assert str(decision.verdict) == "duplicate" and syncs == 1
+    assert str(decision.verdict) == "duplicate" and decision.may_ack and syncs == 0
+    again = [oncebox.Delivery(body=text.encode(), key=frame_id)] * 3
+    decisions, syncs = _wal_syncs(vfs, lambda: box.ingest_batch("ussd", again))
+    assert {str(d.verdict) for d in decisions} == {"duplicate"} and syncs == 0
     batch = [oncebox.Delivery(body=t.encode(), key=f) for f, t in SESSION]
     decisions, syncs = _wal_syncs(vfs, lambda: box.ingest_batch("ussd", batch))
     assert [str(d.verdict) for d in decisions] == ["duplicate", "accepted", "accepted"]
     assert syncs == 1
+    decisions, syncs = _wal_syncs(vfs, lambda: box.ingest_batch("ussd", batch))
+    assert {str(d.verdict) for d in decisions} == {"duplicate"} and syncs == 0
+    with box.store.reading() as tx:
+        seen = tx.execute("SELECT seen_count FROM records WHERE identity = ?", (frame_id,))
+    assert seen == [(1 + 1 + 3 + 1 + 1,)]
 
 
 def test_with_a_live_dedicated_sealer_the_decision_still_flushes(

@@ -46,7 +46,8 @@ def test_a_duplicate_touches_its_record_and_a_counter_only(
     figures: dict[str, dict[str, dict[str, float]]], codec: str
 ) -> None:
     duplicate = figures[codec]["single duplicate"]
-    assert duplicate["transactions"] == 1.0 and duplicate["syncs"] <= 1.1
+    # Counts need no flush (issue 24): only a WAL checkpoint now and then syncs.
+    assert duplicate["transactions"] == 1.0 and duplicate["syncs"] <= 0.05
     assert duplicate["pages"] <= 2.0
     assert duplicate["statements"] <= 6
 

@@ -11,9 +11,10 @@ from oncebox.domain import Decision, Inbox, Quarantined, Resolution
 from oncebox.engine import leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolving, resolve
 from oncebox.engine.apply import BUILT_IN, apply_name
+from oncebox.engine.counting import counted
 from oncebox.engine.decide import decide_batch
 from oncebox.engine.decision import unapplied
-from oncebox.engine.durability import commit_sealed
+from oncebox.engine.durability import Light, commit_sealed
 from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
 from oncebox.engine.forwarding import Forwarding
@@ -55,6 +56,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         self._inboxes: dict[str, ActiveInbox] = {}
         self._news = threading.Condition()  # told when this process sealed something
         self._listeners: list[Callable[[], None]] = []
+        self._light: dict[str, bool] = {}  # inbox -> whether its last batch was only counts
         self._last_used = LastUsed()  # when tokens were last used: kept to the minute
         self._read_only = read_only
         if read_only:
@@ -184,13 +186,22 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         active = self.inbox(inbox)
         codec, check = active.codec, active.check
         items = [prepare(codec, d, check) for d in deliveries]
+        # A batch of nothing but duplicates commits without waiting for the disk; where
+        # the store must know before it begins (SQLite), the inbox's last batch guesses.
+        light = Light(
+            lambda tx, together, only: decide_batch(tx, active, items, together, counts_only=only),
+            lambda decided: counted(decided.walk),
+            self._light.get(inbox, True),
+        )
         decided, positions = commit_sealed(
             self.store,
-            lambda tx, together: decide_batch(tx, active, items, seal=together),
+            lambda tx, together: light.work(tx, together, None),
             self.seal_inline,
             watched=True,
+            light=light,
         )
-        # Only now has everything the decisions wrote committed durably.
+        self._light[inbox] = counted(decided.walk)
+        # Only now has everything the decisions wrote committed durably (counts aside).
         self._sealed()
         decisions = decided.decisions(positions)
         alert(decisions)

@@ -41,12 +41,13 @@ from oncebox.domain import (
 )
 from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
+from oncebox.engine.counting import counted, heavier
 from oncebox.engine.decision import classify, decision_of
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
 from oncebox.engine.step import Change
 from oncebox.errors import RetryTransaction
 from oncebox.formats import Invalid, Oversize
-from oncebox.store.base import Deciding, Outbox, Sealing, StepTx
+from oncebox.store.base import Deciding, Outbox, Sealing, StepTx, WrongLevel
 from oncebox.store.letters import Retrying
 
 
@@ -174,6 +175,7 @@ def decide_batch(
     items: Sequence[Prepared],
     seal: bool,
     again: replay.Replay = replay.LINES,
+    counts_only: bool | None = None,
 ) -> Decided:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
@@ -182,6 +184,7 @@ def decide_batch(
     another writer changed a record this batch read (possible on PostgreSQL only); the
     store then runs the whole work again. A delivery that names a dead letter of this
     inbox delivers it again (``again`` says who and why; see :mod:`oncebox.engine.replay`).
+    ``counts_only`` True / False: :class:`WrongLevel`, nothing written, unless it is / isn't.
     """
     inbox_id = inbox.row.id
     idents = [item.ident for item in items if item.ident is not None]
@@ -201,7 +204,10 @@ def decide_batch(
     else:
         now = tx.now()
     wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
-    stored = tx.find_records(inbox_id, list(dict.fromkeys(wanted)))
+    distinct = list(dict.fromkeys(wanted))
+    stored = tx.find_records(inbox_id, distinct)
+    if counts_only is not None and counts_only == heavier(items, stored, fenced):
+        raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
     unknown = len({ident for ident in wanted if ident not in stored})
     retried = replay.held(tx, inbox_id, items)
     walk = Walk(stored, tx.reserve_record_ids(unknown) if unknown else (), retried)
@@ -212,6 +218,8 @@ def decide_batch(
             walk.reject(index, item)
         else:
             walk.decide(index, item, now)
+    if counts_only and not counted(walk):  # a delivery again from a dead letter
+        raise WrongLevel("the batch would write more than counts")
     return _write(tx, inbox, walk, now, seal, again)
 
 

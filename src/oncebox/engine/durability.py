@@ -21,41 +21,123 @@ says how, per backend:
 
 A store opened with ``seal=False`` defers sealing to :meth:`oncebox.Oncebox.recover`: its
 writes then commit durably on their own.
+
+**Counts need no flush.** A write that turns out to be nothing but counts (a duplicate's
+seen count and last seen, a late replay's, the verdict counters) commits without waiting
+for the disk and is acknowledged at once (:class:`Light`): a process crash loses nothing
+of it, and a power cut (a server crash on PostgreSQL) can only take back counts made
+since the last flush, never a record, an effect, a dead letter, a log entry or a lease.
+What it decided against must already be durable, which is why a duplicate is counted
+this way only when its record is sealed (on PostgreSQL a record is visible between its
+relaxed commit and its seal's flush). PostgreSQL relaxes the transaction once the
+decision knows (``SET LOCAL synchronous_commit``). SQLite cannot change the level
+inside a transaction, so a write begins at the level its caller guesses (an ingest: the
+one its inbox's last batch in this process needed), and the decision, which holds the
+write lock, refuses before it writes if the guess was wrong; it then runs at the other.
+
+Why not commit relaxed on SQLite and sync afterwards where the decision wrote more than
+counts? SQLite has no call that syncs the WAL alone: it would take a second, durable
+write transaction after every accepted delivery (more pages, and a lock taken twice),
+and between the two commits other connections (the feed, forwarders, the console) would
+already see a record that a power cut could still take back, which on SQLite nothing
+does today. A wrong guess costs the batch's lookup twice (and a transaction begun and
+rolled back), never a flush; a stream of new deliveries or of duplicates guesses right.
+Guessing from a read before the transaction instead would cost every batch that lookup
+twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from oncebox.engine import crashpoints, sealing
-from oncebox.store.base import Store, Tx
+from oncebox.store.base import Store, Tx, WrongLevel
 
 T = TypeVar("T")
 Positions = dict[int, int]  # record id -> log position, for records sealed after the commit
 
 
+@dataclass(frozen=True)
+class Light(Generic[T]):
+    """How a write says it may be nothing but counts. ``work(tx, together, counts_only)``
+    is the write itself; with ``counts_only`` True it raises
+    :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
+    with False where it would write only counts (None: neither). ``counted`` tells
+    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand."""
+
+    work: Callable[[Tx, bool, bool | None], T]
+    counted: Callable[[T], bool]
+    likely: bool = True
+
+
 def commit_sealed(
-    store: Store, work: Callable[[Tx, bool], T], seal: bool = True, *, watched: bool = False
+    store: Store,
+    work: Callable[[Tx, bool], T],
+    seal: bool = True,
+    *,
+    watched: bool = False,
+    light: Light[T] | None = None,
 ) -> tuple[T, Positions | None]:
     """Run ``work(tx, together)`` in a write transaction and make it, and the log events
     it writes, durable with one flush. ``together`` tells ``work`` to append its events
     to the log inside the transaction (where the store lets one writer in at a time);
     otherwise it queues them and they are sealed right after the commit, whose positions
     come back (None when they were appended in the transaction, or sealing is deferred).
-    Returns only once everything is durable. A ``watched`` write (an ingest) passes the
-    crash harness's points after its commit and after its seal
+    Returns only once everything is durable, except counts where ``light`` (then used
+    instead of ``work``) found the write was nothing but counts. A ``watched`` write (an
+    ingest) passes the crash harness's points after its commit and after its seal
     (:mod:`oncebox.engine.crashpoints`)."""
+    relaxed = [False]
+
+    def run(tx: Tx, together: bool) -> T:
+        if light is None:
+            return work(tx, together)
+        result = light.work(tx, together, None)
+        relaxed[0] = light.counted(result) and tx.relax()  # False where it began flushed
+        return result
+
     if not seal or store.single_writer:
-        result = store.atomic(lambda tx: work(tx, seal))
+        if light is not None and not store.relaxes_late:
+            result = _chosen_up_front(store, light, seal)
+        else:
+            result = store.atomic(lambda tx: run(tx, seal))
         _reach(watched, crashpoints.AFTER_COMMIT)
         _reach(watched, crashpoints.AFTER_SEAL)
         return result, None
-    result = store.atomic(lambda tx: work(tx, False), durable=False)
+    result = store.atomic(lambda tx: run(tx, False), durable=False)
     _reach(watched, crashpoints.AFTER_COMMIT)
+    if relaxed[0]:  # counts only: nothing queued to seal, nothing to make durable
+        _reach(watched, crashpoints.AFTER_SEAL)
+        return result, None
     sealed = sealing.seal_now(store, durable_point=True)
     _reach(watched, crashpoints.AFTER_SEAL)
     return result, {p.record_id: e.seq for p, e in sealed if p.record_id}
+
+
+def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
+    """Where a transaction's level is fixed before it begins (SQLite) and no seal follows
+    its commit. Begin at the level ``light.likely`` guesses; a work at the wrong one
+    refuses before writing (it holds the write lock, so what it read is what it would
+    have written against), and runs again at the other. If the store changed in
+    between, a third run takes the flush whatever it writes."""
+
+    def relaxed() -> T:
+        return store.atomic(lambda tx: light.work(tx, seal, True), durable=False)
+
+    def flushed() -> T:
+        return store.atomic(lambda tx: light.work(tx, seal, False))
+
+    first, then = (relaxed, flushed) if light.likely else (flushed, relaxed)
+    try:
+        return first()
+    except WrongLevel:
+        pass
+    try:
+        return then()
+    except WrongLevel:
+        return store.atomic(lambda tx: light.work(tx, seal, None))
 
 
 def _reach(watched: bool, point: str) -> None:

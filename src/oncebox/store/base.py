@@ -56,6 +56,20 @@ class Tx(
     """One open transaction, every port at once. Everything done through it commits or
     rolls back together."""  # fmt: skip
 
+    def relax(self) -> bool:
+        """Let this transaction commit without waiting for the disk, because all it wrote
+        is counts that a power cut may take back (never a record, an effect, a dead letter,
+        a log entry or a lease). Returns whether it will: PostgreSQL can relax a
+        transaction at any point before its commit; SQLite fixes a transaction's level
+        before it begins, so there only one begun with ``durable=False`` will."""
+        ...
+
+
+class WrongLevel(Exception):
+    """A work found its transaction at the wrong durability level before writing
+    anything: relaxed where it would write more than counts, or flushed where it writes
+    nothing but counts. The transaction rolled back; the work runs again at the other."""
+
 
 class Store(Protocol):
     """A store: transactions, and the server clock that decides time."""
@@ -65,6 +79,11 @@ class Store(Protocol):
     single_writer: bool
     """True when the backend lets one writer in at a time (SQLite): a writer then loses
     no concurrency by appending its own log entries inside its deciding transaction."""
+    relaxes_late: bool
+    """True when a write transaction can stop waiting for the disk at any point before
+    its commit (:meth:`Tx.relax`; PostgreSQL's ``SET LOCAL synchronous_commit``); False
+    when the level is fixed before it begins (SQLite's ``PRAGMA synchronous``), so a
+    transaction that may commit relaxed must begin as one (``atomic(..., durable=False)``)."""
 
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
         """Run ``work`` in a write transaction, again from the start if the backend or
@@ -76,7 +95,9 @@ class Store(Protocol):
         answers nobody before it: both backends append to one sequential log (SQLite's
         WAL, PostgreSQL's WAL), so that flush covers this commit too. On PostgreSQL only
         on the same server run: if the server restarted in between, the durable commit
-        raises :class:`oncebox.errors.StorageUnavailable` instead.
+        raises :class:`oncebox.errors.StorageUnavailable` instead. Or for a work that
+        writes nothing but counts and raises :class:`WrongLevel` before it would write
+        anything else (where the level is chosen up front, :attr:`relaxes_late` False).
         """
         ...
 
@@ -130,4 +151,5 @@ __all__ = [
     "Store",
     "T",
     "Tx",
+    "WrongLevel",
 ]

@@ -105,6 +105,15 @@ class PostgresTx(SqlTx):
     def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
         self._conn = conn
         self._clock = clock
+        # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
+        self.deferred = self.relaxed = False
+
+    def relax(self) -> bool:
+        """Counts only: a server restart may lose them, so nothing need cover the commit."""
+        if not self.deferred:
+            self._run("defer_durability")
+        self.deferred = self.relaxed = True
+        return True
 
     def now(self) -> float:
         if self._clock is not None:
@@ -210,6 +219,7 @@ class PostgresStore:
 
     dialect = "postgres"
     single_writer = False  # many writers at once: the sealer stays off their path
+    relaxes_late = True  # SET LOCAL synchronous_commit holds until the commit
 
     def __init__(
         self,
@@ -358,9 +368,11 @@ class PostgresStore:
                 with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
                     if not durable:
                         tx._run("defer_durability")
+                        tx.deferred = True
                     result = work(tx)
                     server = self._servers.get(tx._conn)
-                self._covered(server, durable)
+                if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
+                    self._covered(server, durable)
                 return result
             except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.

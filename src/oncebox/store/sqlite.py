@@ -8,6 +8,14 @@ which is how oncebox runs (ingesters, sealer, workers). We refuse affected versi
 Durability: WAL with ``synchronous=FULL`` so a commit that returned survives power loss;
 every write transaction is ``BEGIN IMMEDIATE`` so it takes the write lock up front and
 never fails half-way on a lock upgrade. One connection per thread, never shared.
+
+A transaction that writes nothing but counts (a duplicate's) may commit at
+``synchronous=NORMAL`` (``atomic(..., durable=False)``): in WAL mode its frames reach the
+WAL file at commit, so a process crash loses nothing, and only a power cut before the
+next flush (any later FULL commit's, or a checkpoint's, on any connection: they sync the
+whole WAL) can take them back. SQLite will not change the level inside a transaction,
+so such a transaction begins relaxed, and its work refuses
+(:class:`~oncebox.store.base.WrongLevel`) before writing anything else.
 """
 
 from __future__ import annotations
@@ -116,12 +124,19 @@ class SQLiteTx(SqlTx):
 
     dialect = "sqlite"
 
-    def __init__(self, conn: apsw.Connection, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, conn: apsw.Connection, clock: Callable[[], float], relaxed: bool = False
+    ) -> None:
         self._conn = conn
         self._clock = clock
+        self._relaxed = relaxed
 
     def now(self) -> float:
         return float(self._clock())
+
+    def relax(self) -> bool:
+        """Only one begun relaxed (``durable=False``): the level cannot change inside."""
+        return self._relaxed
 
     def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
         cursor = self._conn.execute(_sql(name), params)
@@ -174,6 +189,7 @@ class SQLiteStore:
 
     dialect = "sqlite"
     single_writer = True  # BEGIN IMMEDIATE: one writer at a time, whoever it is
+    relaxes_late = False  # PRAGMA synchronous cannot change inside a transaction
 
     def __init__(
         self,
@@ -236,6 +252,7 @@ class SQLiteStore:
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         self._local.conn = conn
+        self._local.level = self._synchronous
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -281,39 +298,39 @@ class SQLiteStore:
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
         conn = self._connect()
-        if not durable:
+        level = self._synchronous if durable else "NORMAL"
+        if self._local.level != level:
             # In WAL mode NORMAL commits without syncing the WAL; the next FULL commit's
-            # sync covers these frames, which come before its own. (The level cannot
-            # change inside a transaction; the finally below restores it.)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            # sync covers these frames, which come before its own, and a checkpoint syncs
+            # the WAL before it copies it. The level cannot change inside a transaction,
+            # so it is set before one begins, and only when it differs: a run of relaxed
+            # transactions (or of flushed ones) sets it once.
+            conn.execute(f"PRAGMA synchronous={level}")
+            self._local.level = level
         try:
-            try:
-                conn.execute(begin)
-            except apsw.Error as exc:
+            conn.execute(begin)
+        except apsw.Error as exc:
+            raise _storage_error(exc) from exc
+        try:
+            yield SQLiteTx(conn, self._clock, not durable)
+        except BaseException as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, apsw.Error):
                 raise _storage_error(exc) from exc
-            try:
-                yield SQLiteTx(conn, self._clock)
-            except BaseException as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, apsw.Error):
-                    raise _storage_error(exc) from exc
-                # An apply step's failure stays that delivery's ApplyError, unless the
-                # store itself failed under it (busy, full, I/O): then nothing of the
-                # batch could be decided, and the caller must retry it whole.
-                cause = exc.__cause__ if isinstance(exc, ApplyError) else None
-                if isinstance(cause, apsw.Error) and _store_failed(cause):
-                    raise _storage_error(cause) from exc
-                raise
-            try:
-                conn.execute("COMMIT")
-            except apsw.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise _storage_error(exc) from exc
-        finally:
-            if not durable:
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            # An apply step's failure stays that delivery's ApplyError, unless the
+            # store itself failed under it (busy, full, I/O): then nothing of the
+            # batch could be decided, and the caller must retry it whole.
+            cause = exc.__cause__ if isinstance(exc, ApplyError) else None
+            if isinstance(cause, apsw.Error) and _store_failed(cause):
+                raise _storage_error(cause) from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except apsw.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise _storage_error(exc) from exc
 
     def _migrate(self) -> None:
         """Make a new store's schema, or bring this one's up to date, each step in a

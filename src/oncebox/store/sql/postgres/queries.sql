@@ -246,8 +246,9 @@ ORDER BY ord;
 DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
 
 -- name: defer_durability
--- This transaction's commit returns without waiting for its WAL flush; the durable
--- commit its caller makes next flushes the WAL up to a later point, covering it.
+-- This transaction's commit returns without waiting for its WAL flush: either the
+-- durable commit its caller makes next flushes the WAL up to a later point, covering
+-- it, or it wrote nothing but counts, which a server crash may take back.
 SET LOCAL synchronous_commit TO OFF;
 
 -- name: schema_version_columns

@@ -1,0 +1,40 @@
+"""Which decisions write nothing but counts, and may commit without waiting for the disk
+(:mod:`oncebox.engine.durability`): duplicates of sealed records, late replays, the
+verdict counters; never a record, a newcomer, a dead letter or a log entry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from oncebox.domain import Stored
+from oncebox.engine.ingest import Prepared
+
+if TYPE_CHECKING:
+    from oncebox.engine.decide import Walk
+
+
+def heavier(
+    items: Sequence[Prepared], stored: Mapping[bytes, Stored], fenced: Mapping[int, str]
+) -> bool:
+    """Before the walk, from the stored records alone: whether a delivery would write
+    more than counts (invalid, new, not the stored content) or repeats a record not yet
+    sealed. Only a delivery again from a dead letter is left for :func:`counted` to see."""
+    for index, item in enumerate(items):
+        if index in fenced:
+            continue  # fenced out: it stores nothing
+        seen = stored.get(item.ident) if item.ident is not None else None
+        if seen is None or seen.witness != item.witness or seen.log_seq is None:
+            return True
+    return False
+
+
+def counted(walk: Walk) -> bool:
+    """Whether what ``walk`` decided writes nothing but counts (duplicates, late replays,
+    verdict counters): no record, newcomer, dead letter or log entry. Each duplicate's
+    record must also be sealed: the seal's flush made it durable (on PostgreSQL a record
+    is visible between its relaxed commit and that flush), so nothing acknowledged here
+    rests on what a power cut could take back."""
+    if walk.records or walk.newcomers or walk.letters or walk.retried:
+        return False
+    return all(o.seen is None or o.seen.log_seq is not None for o in walk.outcomes)
