@@ -34,13 +34,12 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from oncebox.domain import Newcomer, NewRecord
 from oncebox.errors import (
     ApplyError,
-    ReadTimedOut,
     RetryTransaction,
-    StorageError,
     StorageUnavailable,
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
+from oncebox.store.pgerrors import RETRYABLE, Retry, driver_error, storage_error, store_failed
 from oncebox.store.pgreach import reach
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -65,36 +64,6 @@ def _columnar(statement: Statement) -> bool:
 RETRIES = 20
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 SCANNERS = 4  # connections of scans (listings, searches), apart from the writers' pool
-_RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
-
-
-class Retry(Exception):
-    """A conflict the backend resolved by rolling back; run the work again."""
-
-
-def _driver_error(exc: BaseException | None) -> BaseException | None:
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, psycopg.Error | PoolTimeout):
-            return exc
-        exc, seen = exc.__cause__, seen + 1
-    return None
-
-
-def _store_failed(exc: BaseException) -> bool:
-    """Whether the store failed, rather than a statement an apply step ran."""
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout)
-
-
-def _storage_error(exc: BaseException) -> StorageError:
-    """The one place psycopg errors become oncebox errors."""
-    if isinstance(exc, pg_errors.QueryCanceled):  # a scan's statement_timeout
-        return ReadTimedOut()
-    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
-    if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
-        return StorageUnavailable(f"PostgreSQL is restarting: {exc}")
-    return StorageError(f"PostgreSQL failed: {exc}")
 
 
 class PostgresTx(SqlTx):
@@ -258,7 +227,7 @@ class PostgresStore:
             )
             self._pool.wait(timeout=30)
         except (psycopg.Error, PoolTimeout) as exc:
-            raise _storage_error(exc) from exc
+            raise storage_error(exc) from exc
         try:
             if read_only:  # checked, never migrated: reading changes nothing
                 check_current(self.reading, self.dialect, "the database")
@@ -293,11 +262,11 @@ class PostgresStore:
             # store failed under the step (a lost connection, a deadlock), the driver's
             # verdict on the transaction is what counts; where only the step's own
             # statement failed (a constraint it broke, a bad value), the step did.
-            cause = _driver_error(exc)
-            if isinstance(cause, _RETRYABLE):
+            cause = driver_error(exc)
+            if isinstance(cause, RETRYABLE):
                 raise Retry(str(cause)) from exc
-            if cause is not None and (not isinstance(exc, ApplyError) or _store_failed(cause)):
-                raise _storage_error(cause) from exc
+            if cause is not None and (not isinstance(exc, ApplyError) or store_failed(cause)):
+                raise storage_error(cause) from exc
             raise
 
     @contextmanager
@@ -339,7 +308,7 @@ class PostgresStore:
                         check=ConnectionPool.check_connection,
                     )
                 except (psycopg.Error, PoolTimeout) as exc:
-                    raise _storage_error(exc) from exc
+                    raise storage_error(exc) from exc
             return self._scanners
 
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
