@@ -193,7 +193,7 @@ def wal_pages(path: Path, url: str | None) -> float:
 def dispatch(store: str, url: str, n: int) -> tuple[float, int]:
     """Forwards a second sent by one dispatcher until none is left, and how many were
     delivered."""
-    from oncebox.surfaces.forwarding import Dispatcher
+    from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 
     box = oncebox.open(store, inboxes=[spec(url)])
     try:
@@ -222,7 +222,7 @@ def size_of() -> int:
 def steady(store: str, url: str, rate: int, seconds: float) -> list[float]:
     """Seconds from each record's decision to its receipt, while ``rate`` records a
     second are ingested (10 a transaction) with a dispatcher running beside."""
-    from oncebox.surfaces.forwarding import Dispatcher
+    from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 
     box = oncebox.open(store, inboxes=[spec(url)])
     try:

@@ -30,7 +30,7 @@ from httpserver import serving
 from oncebox import Delivery, InboxSpec, ManualClock, Oncebox
 from oncebox.engine.outbox import Sent
 from oncebox.engine.sessions import Session
-from oncebox.surfaces.forwarding import Dispatcher
+from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.http.console import forwarding
 from test_console import Served, sign_in

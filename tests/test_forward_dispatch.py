@@ -19,7 +19,7 @@ from forward_receiver import SECRET, Receiver
 from httpserver import serving
 from oncebox import Delivery, InboxSpec, Oncebox
 from oncebox.domain.forwarding import ForwardStatus
-from oncebox.surfaces.forwarding import Dispatcher
+from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 from oncebox.surfaces.forwarding.senders import StreamSender, retry_after
 from redisserver import MISSING, RedisServer
 

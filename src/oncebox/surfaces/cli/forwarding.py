@@ -66,7 +66,7 @@ def forward(obj: Context, only: tuple[str, ...], workers: int, once: bool, poll:
 
     Example: oncebox --config oncebox.toml forward --workers 2
     """
-    from oncebox.surfaces.forwarding import Dispatcher
+    from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 
     names = list(only) or None
     for name in names or []:
