@@ -382,15 +382,11 @@ def test_a_bounded_mutation_run_finds_no_crash_or_hang(target: str) -> None:
 @pytest.mark.skipif(not fuzz.atheris_available(), reason="atheris is not installed")
 def test_a_bounded_atheris_run_finds_no_crash_or_hang() -> None:
     with tempfile.TemporaryDirectory() as work:
-        for target, runs in [
-            ("json-event", 300),
-            ("ussd-h1", 1_000),
-            ("hmac-signature", 1_000),
-            ("ndjson-lines", 1_000),
-            ("json-codec", 500),
-            ("sp-api", 500),
-            ("webhook-signatures", 500),
-        ]:
+        # One target of each kind (the JSON reader, a frame codec, the signatures): each
+        # run is a process that instruments what it imports, seconds of CPU before its
+        # first input. Every target runs in process above, and under atheris for long in
+        # reliability/fuzz.py.
+        for target, runs in [("json-event", 300), ("ussd-h1", 1_000), ("webhook-signatures", 500)]:
             result = fuzz.run_atheris(target, runs, 3, Path(work))
             stats = result.stats
             assert stats.executions == runs and not result.libfuzzer, result.libfuzzer

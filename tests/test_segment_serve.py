@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import oncebox
+from clirun import oncebox_here
 from conftest import INBOXES
 from oncebox import Delivery
 from oncebox.engine.checkpoint import Checkpoint, generate_key, sign_checkpoint
@@ -142,10 +143,12 @@ def test_a_served_segment_verifies_offline_and_every_forgery_exits_2(
     trusted = [*checked, "--public-key", f"{key}.pub"]
 
     def verify(document: Doc, *options: str) -> subprocess.CompletedProcess[str]:
+        """In this process: the forgeries are many and offline (the first is a process)."""
         (tmp_path / "segment.json").write_text(json.dumps(document))
-        return oncebox_cli(tmp_path, "verify-feed", *options, "segment.json")
+        return oncebox_here(tmp_path, "verify-feed", *options, "segment.json")
 
-    result = verify(doc, *trusted, "--inbox", "ussd")
+    (tmp_path / "segment.json").write_text(json.dumps(doc))
+    result = oncebox_cli(tmp_path, "verify-feed", *trusted, "--inbox", "ussd", "segment.json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] and report["trusted"] and (report["from"], report["to"]) == (2, size)
