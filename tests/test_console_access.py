@@ -204,8 +204,26 @@ def test_the_tokens_page_creates_shows_the_secret_once_and_revokes(served: Serve
         assert done.status_code == 200 and "Token gateway-2 revoked." in done.text
     assert box.authenticate(secret[1]) is None
     states = [json.loads(e.state) for e in box.log_entries() if e.step.startswith("token")]
-    assert states[-1] == {"token": str(token.id), "actor": "root"}
+    assert states[-1] == {"token": "gateway-2", "actor": "root"}
     assert states[-2]["actor"] == "root" and states[-2]["name"] == "gateway-2"
+
+
+def test_revoke_on_the_tokens_page_revokes_that_row_even_beside_a_name_of_digits(
+    served: Served,
+) -> None:
+    """The row's Revoke revokes the token of that id, not also (or instead) a live
+    token whose name is the same number."""
+    box = served.box
+    admin = box.create_token("root", ["*"], ["admin"])
+    target = box.create_token("gw-target", ["ussd"])
+    decoy = box.create_token(str(target.token.id), ["ussd"])
+    with client(served.url) as http:
+        sign_in(http, admin.secret)
+        csrf = csrf_of(http, "/console/tokens")
+        done = http.post(f"/console/tokens/{target.token.id}/revoke", data={"csrf": csrf})
+        assert done.status_code == 303
+    assert box.authenticate(target.secret) is None
+    assert box.authenticate(decoy.secret) is not None
 
 
 def test_names_typed_on_the_tokens_page_come_back_as_text(served: Served) -> None:

@@ -59,6 +59,19 @@ def test_names_are_unique_among_live_tokens(box: Oncebox) -> None:
     assert [t.revoked_at is None for t in box.list_tokens()] == [False, True]
 
 
+def test_revoking_by_a_name_of_digits_never_revokes_the_token_of_that_id(box: Oncebox) -> None:
+    """A live token named "2" is the one "2" names: the other token whose id is 2 stays
+    live (both were revoked before); an id still revokes where no live name is that."""
+    first = box.create_token("gw1", ["ussd"])
+    second = box.create_token("gw2", ["ussd"])
+    named = box.create_token(str(second.token.id), ["ussd"])
+    box.revoke_token(named.token.name)
+    assert box.authenticate(named.secret) is None
+    assert box.authenticate(second.secret) is not None
+    box.revoke_token(str(first.token.id))
+    assert box.authenticate(first.secret) is None
+
+
 def test_requests_for_tokens_are_checked(box: Oncebox) -> None:
     with pytest.raises(UnknownInbox):
         box.create_token("gw1", ["nosuch"])

@@ -56,7 +56,8 @@ class TokensSql(SqlBase):
         return [_bytes_hash(row) for row in self._rows("list_tokens", (), TokenRow)]
 
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
-        return [int(row[0]) for row in self._all("revoke_token", (now, name_or_id, name_or_id))]
+        named = (now, name_or_id, name_or_id, name_or_id)
+        return [int(row[0]) for row in self._all("revoke_token", named)]
 
     def touch_token(self, token_id: int, now: float, unless_since: float) -> None:
         self._run("touch_token", (now, token_id, unless_since))

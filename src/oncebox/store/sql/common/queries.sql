@@ -326,9 +326,12 @@ SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
 FROM api_tokens ORDER BY id;
 
 -- name: revoke_token
--- The ids of the tokens revoked (none: no live token by that name or id).
+-- The ids of the tokens revoked (none: no live token by that name or id). A live name
+-- wins: "2" names the live token called 2, never also the token whose id is 2.
 UPDATE api_tokens SET revoked_at = ?
-WHERE revoked_at IS NULL AND (name = ? OR CAST(id AS TEXT) = ?)
+WHERE revoked_at IS NULL
+  AND (name = ? OR (CAST(id AS TEXT) = ? AND NOT EXISTS (
+        SELECT 1 FROM api_tokens AS named WHERE named.name = ? AND named.revoked_at IS NULL)))
 RETURNING id;
 
 -- name: touch_token

@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from oncebox.engine.sessions import Session
 from oncebox.engine.token_times import state
 from oncebox.engine.tokens import Created, Scope, Token
-from oncebox.errors import OnceboxError
+from oncebox.errors import NotFound, OnceboxError
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import Actor, Console, Refused, Served, Viewer
@@ -124,7 +124,16 @@ async def create(form: Actor, svc: Served) -> Response:
 async def revoke(token_id: int, form: Actor, svc: Served) -> Response:
     who = _admin(form.who)
     try:
-        await run_in_threadpool(svc.box.revoke_token, str(token_id), who.token.name)
+        await run_in_threadpool(_revoke, svc, token_id, who.token.name)
     except OnceboxError as exc:
         return await _page(svc, who, 404, banner=f"Not revoked: {exc}", kind="bad")
     return RedirectResponse(f"{BASE}/tokens?revoked={token_id}", status_code=303, headers=HEADERS)
+
+
+def _revoke(svc: Console, token_id: int, actor: str) -> None:
+    """The live token of this id, revoked by its name: a name is unique among live
+    tokens, where a number given as name or id could name two."""
+    live = [t for t in svc.box.list_tokens() if t.id == token_id and t.revoked_at is None]
+    if not live:
+        raise NotFound(f"no live token with id {token_id}")
+    svc.box.revoke_token(live[0].name, actor)
