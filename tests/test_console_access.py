@@ -88,6 +88,7 @@ def test_a_read_token_signs_in_sees_everything_and_changes_nothing(served: Serve
             assert page.status_code == 200 and "Sign out" in page.text, path
             assert POST.findall(page.text) == ["/console/signout"], path  # no form acts
             assert "read-only" in page.text
+            assert "and actions" not in page.text, path  # no heading promises any
         for path in acting:
             refused = http.post(path, data={"csrf": csrf, "note": "n", "action": "keep"})
             assert refused.status_code == 403, path
