@@ -36,6 +36,10 @@ fi
 # The documentation site: a broken link, anchor or include fails the build.
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo and an ingest
+# Compiled once here: the tests start hundreds of `oncebox` processes, and each would
+# otherwise compile every module it imports again (as each does under
+# PYTHONDONTWRITEBYTECODE=1, which stops it from keeping what it compiled).
+.venv/bin/python -m compileall -q src tests >/dev/null
 # On several workers (pytest-xdist): most of the suite's time is spent waiting on processes,
 # servers, fsyncs and a browser, so four workers beat two CPUs. A module's tests stay on one
 # worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs

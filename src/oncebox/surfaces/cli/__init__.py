@@ -1,5 +1,6 @@
 """The ``oncebox`` command: a thin layer over the library, one module per group of
-commands; every rule lives in the engine. ``main`` is the console script's entry point."""
+commands, each imported when one of its commands runs (surfaces/cli/lazy.py); every rule
+lives in the engine. ``main`` is the console script's entry point."""
 
 from __future__ import annotations
 
@@ -9,25 +10,8 @@ import sys
 import click
 
 from oncebox.errors import OnceboxError
-from oncebox.surfaces.cli import (
-    bulk,
-    feed,
-    forwarding,
-    intake,
-    letters,
-    log,
-    records,
-    stream,
-    tokens,
-    views,
-    work,
-)
 from oncebox.surfaces.cli.base import cli, fail
-from oncebox.surfaces.serve import serve  # the HTTP service
 
-cli.add_command(serve)
-# Imported for the commands they add to cli.
-COMMANDS = (bulk, feed, forwarding, intake, letters, log, records, stream, tokens, views, work)
 __all__ = ["cli", "main"]
 
 

@@ -18,6 +18,7 @@ import click
 import oncebox
 from oncebox.engine.config import load_config
 from oncebox.surfaces import listing
+from oncebox.surfaces.cli.lazy import LazyGroup
 
 DEFAULT_DB = "sqlite:///oncebox.db"
 
@@ -112,7 +113,27 @@ class Context:
         self.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _modules(**commands: str) -> dict[str, str]:
+    return {
+        name.replace("_", "-"): f"oncebox.surfaces.cli.{module}"
+        for name, module in commands.items()
+    }
+
+
+# Each command and the module that defines it, imported when the command runs
+# (surfaces/cli/lazy.py); a group that another module adds to names that one.
+COMMANDS = _modules(
+    checkpoint="log", consume="stream", consumers="feed", dead_letters="bulk", demo="intake",
+    evict="views", feed="feed", forward="forwarding", forwarding="forwarding", inboxes="views",
+    ingest="intake", keygen="log", lease="intake", lookup="records", migrate="log",
+    prove="log", quarantine="bulk", reconcile="work", record="records", records="records",
+    recover="log", seal="log", segment="log", serve="served", stats="views",
+    token="tokens", triage="views", verify="log", verify_feed="log", verify_proof="log",
+    work="work",
+)  # fmt: skip
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     envvar="ONCEBOX_DB",

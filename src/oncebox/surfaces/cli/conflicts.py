@@ -8,9 +8,6 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from rich.table import Table
-from rich.text import Text
-
 from oncebox.surfaces.cli.output import PANEL_WIDEST, cell, console, panel
 from oncebox.surfaces.diffing import ABSENT, byte_difference, field_changes, shown, visible
 
@@ -48,6 +45,9 @@ def diff_json(row: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def show_conflict(row: Mapping[str, Any]) -> None:
     """The newcomer and its original side by side, the fields that differ marked."""
+    from rich.table import Table
+    from rich.text import Text
+
     original = row.get("original") if isinstance(row.get("original"), Mapping) else None
     head = {
         "quarantine": row.get("id"),
@@ -102,6 +102,8 @@ def _bytes_differ(original: Mapping[str, Any], row: Mapping[str, Any]) -> None:
     diff = byte_difference(_bytes(original.get("content")), _bytes(row.get("content")))
     if diff is None:
         return
+    from rich.text import Text
+
     lead = "…" if diff.cut_before else ""
     tail = "…" if diff.cut_after else ""
     lines = [f"The fields agree; the bytes differ from byte {diff.offset:,}:"]

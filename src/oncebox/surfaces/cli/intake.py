@@ -12,8 +12,6 @@ from collections.abc import Iterator
 from typing import IO
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
 
 import oncebox
 from oncebox.engine.inboxes import parse_duration
@@ -29,6 +27,9 @@ def _lines(stream: IO[bytes], size: int | None, bound: int) -> Iterator[bytes | 
     if size is None or size < PROGRESS_FROM_BYTES:
         yield from bounded_lines(stream, bound)
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TransferSpeedColumn
+
     progress = Progress(
         TextColumn("ingesting"),
         BarColumn(),

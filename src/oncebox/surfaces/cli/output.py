@@ -19,16 +19,15 @@ import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from oncebox.surfaces.cli.base import emit, emit_pages
 from oncebox.surfaces.views import iso
+
+if TYPE_CHECKING:  # rich is imported where a person reads: JSON for a script needs none of it
+    from rich.console import Console
 
 WIDEST = 60  # characters of one value shown in a table cell
 PANEL_WIDEST = 200  # ... and in a panel, which has the width to itself
@@ -162,12 +161,18 @@ def _is_time(name: str) -> bool:
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
 def table(rows: Iterable[Mapping[str, Any]], shown: Sequence[Column], title: str = "") -> None:
     """Rows as one table (rows, never markup: a value shows as it is). A column is as
     wide as its values up to a point; on a narrow terminal the widest give way first."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     names = [c.value if isinstance(c.value, str) else "" for c in shown]
     cells = [
         [_brief(cell(c.of(row), n, c.widest), n) for c, n in zip(shown, names, strict=True)]
@@ -213,6 +218,9 @@ def _fitted(widths: list[int], floors: list[int], kept: list[bool], room: int) -
 def panel(item: Mapping[str, Any], title: str = "", leave_out: Iterable[str] = ()) -> None:
     """One item as its fields, a line each: name, then value (those without one left
     out: ``--json`` gives every field)."""
+    from rich.table import Table
+    from rich.text import Text
+
     grid = Table(title=title or None, title_justify="left", show_header=False, box=None)
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import click
-from rich.console import Console
 
 from oncebox.engine.reconciler import Outcome, run_workers
 from oncebox.engine.views import LISTED
@@ -60,6 +59,8 @@ def reconcile(
     reader = CommandReader(command, timeout=timeout)
     worker = box.reconciler(inbox)
     counts: dict[str, int] = {o.value: 0 for o in Outcome}
+    from rich.console import Console
+
     console = Console(stderr=True)
     lock = threading.Lock()
 
