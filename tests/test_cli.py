@@ -1,15 +1,15 @@
-"""End to end through the command line, in real subprocesses."""
+"""End to end through the command line: each test's first command a real process, the
+rest the same entry point in this process (tests/clirun.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clirun import oncebox_in
 from conftest import SESSION
 from helpers import event_body
 from oncebox.formats.ussd_h1 import make_frame
@@ -18,13 +18,8 @@ pytestmark = pytest.mark.slow  # every test runs the oncebox command as a proces
 
 
 def run(tmp_path: Path, *args: str, stdin: bytes = b"", ok: bool = True) -> Any:
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    oncebox = oncebox_in(tmp_path, "--db", f"sqlite:///{tmp_path / 'cli.db'}")
+    result = oncebox(*args, stdin=stdin, text=False)
     if ok:
         assert result.returncode == 0, result.stderr.decode()
     return result

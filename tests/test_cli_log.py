@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
 
+from clirun import oncebox_in
+
 pytestmark = pytest.mark.slow  # every test runs the oncebox command as a process
 
 
 def run(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0) -> Any:
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'log.db'}", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    """``oncebox`` on the test's store: its first call a process, the rest in this one."""
+    oncebox = oncebox_in(tmp_path, "--db", f"sqlite:///{tmp_path / 'log.db'}")
+    result = oncebox(*args, stdin=stdin, text=False)
     assert result.returncode == code, result.stderr.decode()
     return result
 

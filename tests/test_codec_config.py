@@ -6,12 +6,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clirun import Oncebox, oncebox_in
 from oncebox import ConfigError, InboxSpec
 from oncebox.engine.config import load_config
 from oncebox.formats import codec_settings
@@ -135,15 +135,14 @@ expected_subscription_id = [
 """
 
 
+def cli(tmp_path: Path) -> Oncebox:
+    """The test's ``oncebox``: its first command a process, the rest in this one."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    return oncebox_in(tmp_path, "--db", url, env={**os.environ, **ENV})
+
+
 def oncebox(tmp_path: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, **ENV},
-    )
+    result = cli(tmp_path)(*args, stdin=stdin, text=False)
     assert result.returncode == 0, result.stderr.decode()
     return result
 
@@ -205,11 +204,5 @@ def test_a_changed_pointer_set_is_refused_by_the_cli(tmp_path: Path) -> None:
     write(tmp_path, CONFIG)
     oncebox(tmp_path, "evict")  # a command that writes declares the inboxes
     write(tmp_path, CONFIG.replace('identity = ["/id"]', 'identity = ["/id", "/site"]'))
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", "inboxes"],
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, **ENV},
-    )
+    result = cli(tmp_path)("inboxes", text=False)
     assert result.returncode != 0 and "cannot switch" in result.stderr.decode()

@@ -1,18 +1,17 @@
-"""Forwarding from the command line (issue 22), each command a subprocess as a user runs
-it: ``oncebox forward --once`` sends what is due, ``oncebox forwarding ...`` lists,
-shows, pauses, resumes and sends again; bad input is one clear line and changes
-nothing."""
+"""Forwarding from the command line (issue 22), as a user runs it (the first command of
+a test a real process, the rest the same entry point in this process, tests/clirun.py):
+``oncebox forward --once`` sends what is due, ``oncebox forwarding ...`` lists, shows,
+pauses, resumes and sends again; bad input is one clear line and changes nothing."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from serveproc import ONCEBOX
+from clirun import BARE, Oncebox
 
 pytestmark = pytest.mark.slow  # the command line as processes
 
@@ -31,12 +30,10 @@ def run(tmp_path: Path) -> Any:
     config = tmp_path / "a.toml"
     config.write_text(CONFIG)
     url = f"sqlite:///{tmp_path / 'a.db'}"
+    oncebox = Oncebox(tmp_path, "--db", url, "--config", str(config), env=BARE)
 
-    def run(*args: str, ok: bool = True, stdin: str | None = None, raw: bool = False) -> Any:
-        done = subprocess.run(
-            [*ONCEBOX, "--db", url, "--config", str(config), *args],
-            capture_output=True, text=True, input=stdin, env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
+    def run(*args: str, ok: bool = True, stdin: str = "", raw: bool = False) -> Any:
+        done = oncebox(*args, stdin=stdin)
         if not ok:
             assert done.returncode != 0 and done.stdout == ""
             return done.stderr
@@ -80,8 +77,5 @@ def test_the_cli_sends_lists_shows_pauses_and_sends_again(run: Any) -> None:
 
 
 def test_forward_without_destinations_says_so(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*ONCEBOX, "--db", f"sqlite:///{tmp_path / 'b.db'}", "forward"],
-        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, timeout=60,
-    )  # fmt: skip
+    done = Oncebox(tmp_path, "--db", f"sqlite:///{tmp_path / 'b.db'}", env=BARE)("forward")
     assert done.returncode == 2 and "no inbox forwards anywhere" in done.stderr

@@ -1,6 +1,7 @@
 """Read commands read (issue 23, item 3): a mistyped store path is an error and makes no
 file; a store made by the library gets no built-in inbox declared into it by ``stats``;
-nothing is written. The CLI as a subprocess."""
+nothing is written. The CLI as a user runs it: each test's first command a process, the
+rest in this one (tests/clirun.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from oncebox import Delivery, InboxSpec
-from serveproc import ONCEBOX
 
 pytestmark = pytest.mark.slow  # the command line as processes
 
@@ -20,7 +21,7 @@ SMS = InboxSpec("sms", codec="ussd-h1", apply="triage")
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ONCEBOX, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+    return oncebox_in(cwd)(*args, timeout=60)
 
 
 def test_a_store_path_that_does_not_exist_is_an_error_for_read_commands(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from oncebox import InvalidOperation, ManualClock, NotFound, Oncebox, UnknownInbox
 from oncebox.engine.tokens import (
     ReplayGuard,
@@ -210,12 +210,8 @@ def test_a_store_backed_replay_guard_is_shared_by_every_opener(
 
 # -- the commands ----------------------------------------------------------------------------
 def run(tmp_path: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[bytes]:
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", *args],
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    """The first command a process, the rest in this one (tests/clirun.py)."""
+    result = oncebox_in(tmp_path, "--db", f"sqlite:///{tmp_path / 'cli.db'}")(*args, text=False)
     assert (result.returncode == 0) is ok, result.stderr.decode()
     return result
 
