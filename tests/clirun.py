@@ -110,13 +110,14 @@ class Oncebox:
         return oncebox_here(self.cwd, *every, stdin=stdin, text=text, env=self.env)
 
 
-_MADE: dict[tuple[Path, tuple[str, ...]], Oncebox] = {}
+_MADE: dict[tuple[Path, tuple[str, ...], tuple[tuple[str, str], ...]], Oncebox] = {}
 
 
 def oncebox_in(cwd: Path, *base: str, env: Mapping[str, str] | None = None) -> Oncebox:
     """The one :class:`Oncebox` of a test's directory (``tmp_path``) and options: its
     first call is a process, the test's later ones are not."""
-    key = (cwd, base)
+    named = tuple(sorted((k, v) for k, v in (env or {}).items() if k.startswith("ONCEBOX_")))
+    key = (cwd, base, named)
     if key not in _MADE:
         _MADE[key] = Oncebox(cwd, *base, env=env)
     return _MADE[key]

@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from oncebox.formats.ussd_h1 import make_frame
-from serveproc import ONCEBOX, Served, serving
+from serveproc import Served, serving
 
 pytestmark = pytest.mark.slow  # a real service and the command line, as processes
 
@@ -46,9 +48,8 @@ def frame(http: httpx.Client, key: str, body: str) -> dict[str, object]:
 
 
 def run(url: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*ONCEBOX, "--db", url, *args], input=stdin, capture_output=True, timeout=60
-    )
+    """``oncebox`` on the store: a test's first command a process, the rest in this one."""
+    return oncebox_in(Path.cwd(), "--db", url)(*args, stdin=stdin or b"", text=False)
 
 
 def test_bulk_replay_and_archive_over_http_previewed_then_logged_once(

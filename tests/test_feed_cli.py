@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from clirun import oncebox_in
 from helpers import event_body
 from serveproc import ONCEBOX
 
@@ -20,9 +21,8 @@ def db(tmp_path: Path) -> str:
 
 
 def run(db: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [*ONCEBOX, "--db", db, *args], input=stdin, capture_output=True, timeout=60
-    )
+    """A test's first command a process, the rest in this one (tests/clirun.py)."""
+    return oncebox_in(Path.cwd(), "--db", db)(*args, stdin=stdin, text=False)
 
 
 def ingest(db: str, *ids: str) -> None:

@@ -7,14 +7,16 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from helpers import event_body
 from oncebox.formats.ussd_h1 import make_frame
-from serveproc import ONCEBOX, Served, serving
+from serveproc import Served, serving
 
 pytestmark = pytest.mark.slow  # a server process each
 
@@ -43,8 +45,9 @@ def client(server: Served, secret: str) -> httpx.Client:
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``oncebox`` on the store: a test's first command a process, the rest in this one."""
     env = {**os.environ, "ONCEBOX_DB": url}
-    return subprocess.run([*ONCEBOX, *args], env=env, capture_output=True, text=True, timeout=60)
+    return oncebox_in(Path.cwd(), env=env)(*args)
 
 
 def deliver(http: httpx.Client) -> dict[str, int]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import oncebox
-from clirun import oncebox_here
+from clirun import oncebox_here, oncebox_in
 from conftest import INBOXES
 from oncebox import Delivery
 from oncebox.engine.checkpoint import Checkpoint, generate_key, sign_checkpoint
@@ -27,14 +27,9 @@ Doc = dict[str, Any]
 
 
 def oncebox_cli(cwd: Path, *args: str, db: str | None = None) -> subprocess.CompletedProcess[str]:
+    """A test's first command a process, the rest in this one (tests/clirun.py)."""
     where = ["--db", db] if db else []
-    return subprocess.run(
-        [sys.executable, "-m", "oncebox", *where, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+    return oncebox_in(cwd, *where)(*args)
 
 
 def fill(url: str) -> tuple[str, str]:

@@ -10,13 +10,15 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from oncebox import ManualClock
-from serveproc import ONCEBOX, serving
+from serveproc import serving
 
 pytestmark = pytest.mark.slow  # a real service and the command line, as processes
 
@@ -24,7 +26,7 @@ ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def run(url: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess[bytes]:
-    done = subprocess.run([*ONCEBOX, "--db", url, *args], capture_output=True, timeout=60)
+    done = oncebox_in(Path.cwd(), "--db", url)(*args, text=False)  # the first a process
     assert (done.returncode == 0) is ok, done.stderr.decode()
     return done
 
