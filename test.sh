@@ -36,10 +36,15 @@ fi
 # The documentation site: a broken link, anchor or include fails the build.
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo and an ingest
-# Compiled once here: the tests start hundreds of `oncebox` processes, and each would
-# otherwise compile every module it imports again (as each does under
-# PYTHONDONTWRITEBYTECODE=1, which stops it from keeping what it compiled).
+# Compiled once, before the workers start. The tests start hundreds of `oncebox`
+# processes, each of which would otherwise compile every module it imports; and each
+# worker would rewrite the asserts of every test module and of every pytest plugin's
+# package (hypothesis, schemathesis: pytest rewrites them whole), twenty seconds of CPU
+# apiece. One collection with bytecode kept (even where PYTHONDONTWRITEBYTECODE is set)
+# leaves both caches for the workers; a collection error shows in the run itself.
 .venv/bin/python -m compileall -q src tests >/dev/null
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest --collect-only -q -p no:cacheprovider \
+    >/dev/null 2>&1 || true
 # On several workers (pytest-xdist): most of the suite's time is spent waiting on processes,
 # servers, fsyncs and a browser, so four workers beat two CPUs. A module's tests stay on one
 # worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
