@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import oncebox
+from clirun import oncebox_in
 from helpers import event_body
 from oncebox import InboxSpec
 
@@ -135,14 +136,10 @@ def test_hard_exit_after_commit_leaves_the_work_recoverable(shared_url: str) -> 
         assert not box.work_keys("listing")[0].dirty
 
 
-def cli(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0) -> bytes:
-    result = subprocess.run(
-        [sys.executable, "-m", "oncebox", "--db", f"sqlite:///{tmp_path / 'cli.db'}", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+def cli(tmp_path: Path, *args: str, stdin: bytes = b"", code: int = 0, real: bool = False) -> bytes:
+    """The test's first command (and a ``real`` one) a process, the rest in this one."""
+    oncebox = oncebox_in(tmp_path, "--db", f"sqlite:///{tmp_path / 'cli.db'}")
+    result = oncebox(*args, stdin=stdin, text=False, real=real)
     assert result.returncode == code, result.stderr.decode()
     return result.stdout
 
@@ -172,6 +169,7 @@ def test_reconcile_through_a_command_reader(tmp_path: Path) -> None:
             "2",
             "--max-failures",
             "1",
+            real=True,  # its workers are forked processes: never forked from the test's
         )
     )
     assert summary["applied"] == 3 and summary["failed"] == 1
