@@ -45,8 +45,8 @@ bash scripts/wheel-check.sh  # the built wheel, installed alone, runs the demo a
 .venv/bin/python -m compileall -q src tests >/dev/null
 PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest --collect-only -q -p no:cacheprovider \
     >/dev/null 2>&1 || true
-# On several workers (pytest-xdist): most of the suite's time is spent waiting on processes,
-# servers, fsyncs and a browser, so four workers beat two CPUs. A module's tests stay on one
+# On several workers (pytest-xdist): many tests wait on processes, servers, fsyncs and a
+# browser, so four workers keep two CPUs busy (the run is bound by CPU: docs/contributing.md). A module's tests stay on one
 # worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
 # them in this process, one after another.
 exec .venv/bin/python -m pytest -q -n "${ONCEBOX_TEST_WORKERS:-4}" --dist loadscope "$@"
