@@ -1,17 +1,20 @@
 """Issue 24's CPU fast paths give exactly what the general code beside them gives: the
 decisions of accepted deliveries and plain duplicates, a delivery prepared without the
-checks its plain shape needs none of, the one-identity record lookup, the verdict counts."""
+checks its plain shape needs none of, the one-identity record lookup, and the log's
+entries hashed in line."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oncebox
-from oncebox.domain import Decision, Verdict
+from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
+from oncebox.engine import log, merkle
 from oncebox.engine.decision import against, decision_of, template
 from oncebox.engine.ingest import prepare
 from oncebox.formats import Delivery, get_codec
@@ -72,7 +75,7 @@ def test_prepare_decides_as_its_general_path(
     delivery_id: str | None,
 ) -> None:
     codec = get_codec(codec_name)
-    facts = {"key": key, "snapshot_id": snapshot_id, "device_time": device_time,
+    facts: dict[str, Any] = {"key": key, "snapshot_id": snapshot_id, "device_time": device_time,
              "delivery_id": delivery_id}  # fmt: skip
     fast = prepare(codec, Delivery(body, **facts))
     general = prepare(codec, _Other(body, **facts))
@@ -96,7 +99,55 @@ def test_single_and_batched_lookups_decide_alike() -> None:
         assert [d.verdict for d in batch] == [Verdict.DUPLICATE, Verdict.ACCEPTED]
         assert batch[0].record_id == first.record_id
         assert box.ingest("k", oncebox.Delivery(b"c", key="2")).record_id == batch[1].record_id
+        assert first.record_id is not None
         stored = box.record(first.record_id)
         assert stored is not None and stored.seen_count == 3
     finally:
         box.close()
+
+
+class _Chain:
+    """The log's port in memory, for :func:`log.chain` alone."""
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.nodes: dict[tuple[int, int], bytes] = {}
+
+    def log_head(self) -> LogEntry | None:
+        return self.entries[-1] if self.entries else None
+
+    def append_log(self, entries: Sequence[LogEntry]) -> None:
+        self.entries += entries
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        return [e for e in self.entries if start <= e.seq < end]
+
+    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        return [self.nodes[(level, i)] for i in range(start, end)]
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self.nodes.update(((level, index), node) for level, index, node in nodes)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(["accept", "lease"]), st.text(max_size=8)),
+                 min_size=1, max_size=40),
+        min_size=1, max_size=5,
+    )
+)  # fmt: skip
+def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str, str]]]) -> None:
+    """Each appended entry's chain hash is ``chain_hash`` of the one before, its leaf is
+    ``leaf_of``, and the kept Merkle nodes are those of the tree over those leaves."""
+    tx = _Chain()
+    for batch in batches:
+        log.chain(tx, [LogEvent(step, state) for step, state in batch])  # type: ignore[arg-type]
+    prev = log.GENESIS
+    for seq, entry in enumerate(tx.entries, 1):
+        assert entry.seq == seq
+        assert entry.hash == log.chain_hash(prev, entry.step, entry.state)
+        prev = entry.hash
+    leaves = [log.leaf_of(entry) for entry in tx.entries]
+    for (level, index), node in tx.nodes.items():
+        assert node == merkle.root_of(leaves[index << level : (index + 1) << level])

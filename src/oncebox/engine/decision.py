@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
+from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from oncebox.domain import APPLY_FAILED, Decision, NewRecord, Stored, Verdict
@@ -39,9 +40,11 @@ def decision_of(inbox: str, verdict: Verdict, may_ack: bool = False, **facts: An
     return made
 
 
+@lru_cache(maxsize=1024)
 def template(inbox: str, verdict: Verdict) -> dict[str, Any]:
     """The facts every decision of ``verdict`` in ``inbox`` shares (may be acked), in the
-    order :func:`decision_of` leaves them: what :func:`against` fills in per delivery."""
+    order :func:`decision_of` leaves them: what :func:`against` fills in per delivery.
+    Made once per inbox and verdict, and only ever read."""
     return {**_DEFAULTS, "inbox": inbox, "verdict": verdict, "may_ack": True}
 
 
