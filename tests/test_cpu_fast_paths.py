@@ -1,14 +1,18 @@
 """Issue 24's CPU fast paths give exactly what the general code beside them gives: the
 decisions of accepted deliveries and plain duplicates, a delivery prepared without the
-checks its plain shape needs none of, the one-identity record lookup, and the log's
-entries hashed in line."""
+checks its plain shape needs none of, the one-identity record lookup, the log's entries
+hashed in line, and the canonical form written from what the strict reader read (no
+second parse), over generated texts and the whole JSONTestSuite corpus."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +21,10 @@ from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
 from oncebox.engine import log, merkle
 from oncebox.engine.decision import against, decision_of, template
 from oncebox.engine.ingest import prepare
-from oncebox.formats import Delivery, get_codec
+from oncebox.formats import Delivery, Invalid, get_codec
+from oncebox.formats.canonical import canonical, canonical_json, canonical_read
+from oncebox.formats.json_event import MAX_DEPTH
+from oncebox.formats.strictjson import loads
 
 facts_text = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
 
@@ -151,3 +158,91 @@ def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str,
     leaves = [log.leaf_of(entry) for entry in tx.entries]
     for (level, index), node in tx.nodes.items():
         assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+
+
+class _Num(str):
+    """A number as it is to be spelled in a generated text."""
+
+
+_numbers = st.one_of(
+    st.integers(min_value=-(10**25), max_value=10**25).map(str),
+    st.sampled_from(["0", "-0", "1.0", "1.50", "1e0", "1E+2", "-2.5e-3", "0.10", "1e999"]),
+).map(_Num)
+_texts = st.text(max_size=5) | st.sampled_from(["\U0001f600", "\uffff", "a\u2028", "\x00", "é"])
+_values = st.recursive(
+    st.none() | st.booleans() | _numbers | _texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _dump(value: Any, ascii_only: bool) -> str:
+    if isinstance(value, _Num):
+        return str(value)
+    if isinstance(value, dict):
+        members = [f"{_dump(k, ascii_only)} : {_dump(v, ascii_only)}" for k, v in value.items()]
+        return "{ " + ", ".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v, ascii_only) for v in value) + " ]"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+def _canonical_both(text: str) -> tuple[Any, Any]:
+    """(canonical_read, canonical) of what the strict reader reads from ``text``, or the
+    reader's refusal twice."""
+    try:
+        value = loads(text, max_depth=64)
+    except Invalid as invalid:
+        return invalid.reason, invalid.reason
+    return canonical_read(value, text), canonical(value)
+
+
+@settings(max_examples=400)
+@given(_values, st.booleans())
+def test_the_canonical_form_of_what_was_read_is_the_exact_one(value: Any, ascii_only: bool) -> None:
+    text = _dump(value, ascii_only)
+    fast, exact = _canonical_both(text)
+    assert fast == exact
+    if isinstance(exact, bytes):
+        assert canonical_json(text) == exact  # the path it replaces in the codecs
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":"\\u00001","b":1}',
+        '{"\\ud83d\\ude00":1,"\\uffff":2}',  # keys beyond the BMP sort by UTF-16
+        '{"\U0001f600":1,"\uffff":[1.50,-0,2E+3]}',
+        '[1e5,"1e5",{"z":null,"a":true}]',
+        '"1"',
+        "1.0",
+        '{"b":{"d":[],"c":{}},"a":"\\/\\"\\\\\\b\\f\\n\\r\\t\\u001f\\u007f"}',
+    ],
+)
+def test_the_canonical_form_of_what_was_read_on_texts_that_could_fool_it(text: str) -> None:
+    fast, exact = _canonical_both(text)
+    assert fast == exact == canonical_json(text)
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "JSONTestSuite"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the JSONTestSuite corpus is shared test data")
+def test_the_canonical_form_of_what_was_read_over_the_json_test_suite() -> None:
+    """Every text of the corpus the strict reader accepts (parsing and transform files)
+    gets the exact canonical form; the refused ones are refused as before."""
+    texts = sorted(CORPUS.glob("test_parsing/*.json")) + sorted(
+        CORPUS.glob("test_transform/*.json")
+    )
+    assert len(texts) > 300
+    accepted = 0
+    for path in texts:
+        try:
+            value = loads(path.read_bytes(), max_depth=MAX_DEPTH)
+        except Invalid:
+            continue
+        text = path.read_bytes().decode("utf-8")
+        assert canonical_read(value, text) == canonical(value), path.name
+        assert canonical_read(value, text) == canonical_json(text), path.name
+        accepted += 1
+    assert accepted > 90  # the y_ files but those a rule refuses, and some i_ files

@@ -13,7 +13,7 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.formats.canonical import canonical_json
+from oncebox.formats.canonical import canonical_read
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import JsonNumber, loads
@@ -128,7 +128,7 @@ class JsonEventCodec:
             raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
         event = loads(delivery.body, max_depth=MAX_DEPTH)
         fields = validate_event(event)
-        content = canonical_json(delivery.body.decode("utf-8"))
+        content = canonical_read(event, delivery.body.decode("utf-8"))
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
         return Decoded(content=content, key=identity_key(fields), fields=fields)
