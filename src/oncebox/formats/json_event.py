@@ -64,7 +64,8 @@ def _plain_string(value: Any) -> bool:
         and 0 < len(value) <= 256
         and not value[0].isspace()  # as ``value == value.strip()`` for a non-empty string
         and not value[-1].isspace()
-        and _CONTROL.search(value) is None
+        # A printable string holds no control character; only others are searched.
+        and (value.isprintable() or _CONTROL.search(value) is None)
     )
 
 
