@@ -299,6 +299,19 @@ EXPECTED = {
     ("ST202", "GET /v1/inboxes/{inbox}/dead-letters"): "a time filter's pattern cannot "
     "know month lengths: 2027-02-30 matches it and is refused 422 as no such day",
     ("ST202", "GET /v1/inboxes/{inbox}/dead-letters/lines"): "the same time filters",
+    ("ST202", "GET /v1/inboxes/{inbox}/records"): "the same time filters; and a page's "
+    "after must name a record of the inbox (records page by when each was first seen, read "
+    "from that record), else 422, which no schema can say of an id",
+    ("ST202", "GET /v1/inboxes/{inbox}/dead-letters/preview"): "the same time filters; and "
+    "a reason filter names a reason the codecs refuse for or one the inbox's dead letters "
+    "hold (a user's codec adds its own), known only at run time, else 400 naming them",
+    ("ST202", "POST /v1/inboxes/{inbox}/dead-letters/replay"): "the same time filters and "
+    "reasons; and a body's integers are taken written as integers only (models.STRICT): "
+    "JSON Schema's integer is a value, so the generator sends a limit of 263.0 as one",
+    ("ST202", "POST /v1/inboxes/{inbox}/dead-letters/archive"): "the same as the bulk replay",
+    ("ST202", "POST /v1/inboxes/{inbox}/quarantine/resolve"): "the same time filters, and "
+    "the same integers written as integers only (a limit of 263.0)",
+    ("ST202", "GET /v1/inboxes/{inbox}/quarantine/preview"): "the same time filters",
     ("ST202", "POST /v1/dead-letters/{letter_id}/replay"): "the generator works in doubles "
     "and sends 2**63 as a lease_token under the bound 2**63 (exclusive), which a double "
     "cannot tell from 2**63 - 1; the service refuses it with 422 as the schema says",

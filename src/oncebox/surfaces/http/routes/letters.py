@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
+from pydantic import WithJsonSchema
 from starlette.responses import Response, StreamingResponse
 
+from oncebox.domain import LetterStatus
 from oncebox.engine.reads import SEARCH_BYTES, SEARCH_SECONDS, search_term
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import InvalidOperation
@@ -48,8 +50,12 @@ Search = Annotated[
 After = Annotated[
     int, Query(ge=0, lt=2**63, description="The last id of the page before (paging).")
 ]
+# Published as the enum it is, read as a string so that another value is the 400 naming
+# the known ones (as the CLI and the console say it), not a bare validation error.
+STATUSES = [s.value for s in LetterStatus]
 Status = Annotated[
     str | None,
+    WithJsonSchema({"anyOf": [{"type": "string", "enum": STATUSES}, {"type": "null"}]}),
     Query(
         max_length=16,
         description="Only those in this state: open, replayed or archived (another: 400).",

@@ -32,15 +32,23 @@ router = APIRouter(tags=["records"])
 # bytes a character, percent-encoded), still fits the 64 KiB request line the server
 # reads, so it is answered 422 by this API and not 400 by the HTTP parser.
 KEY_MAX = 4_096
+# No delivery's key or identity holds a NUL (no store keeps one): the engine refuses one
+# in a query (422), and the schema says so.
+NO_NUL = r"^[^\x00]*$"
 
 Key = Annotated[
     str | None,
-    Query(min_length=1, max_length=KEY_MAX,
+    Query(min_length=1, max_length=KEY_MAX, pattern=NO_NUL,
           description="Only the records that came with this delivery key."),
 ]  # fmt: skip
 Identity = Annotated[
     str | None,
-    Query(min_length=1, max_length=KEY_MAX, description="Only the record of this identity."),
+    Query(
+        min_length=1,
+        max_length=KEY_MAX,
+        pattern=NO_NUL,
+        description="Only the record of this identity.",
+    ),
 ]
 Since = Annotated[
     str | None, WHEN_SCHEMA, Query(description=f"First seen at or after this: {WHEN}.")
@@ -146,7 +154,10 @@ async def lookup(
     inbox: InboxName,
     who: Authed,
     svc: Served,
-    key: Annotated[str, Query(min_length=1, max_length=KEY_MAX, description="The delivery key.")],
+    key: Annotated[
+        str,
+        Query(min_length=1, max_length=KEY_MAX, pattern=NO_NUL, description="The delivery key."),
+    ],
 ) -> dict[str, Any]:
     """Everything oncebox keeps under one delivery key of the inbox, across records,
     quarantine and dead letters, in time order: ``arrived`` says whether anything came
