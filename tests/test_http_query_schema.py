@@ -1,6 +1,7 @@
 """The query parameters the dead-letter and record routes publish say what the service
 takes: a dead-letter status is one of its known values (another is still the 400 naming
-them), and a key or identity holds no NUL (schemathesis found both said nowhere)."""
+them), a key or identity holds no NUL (schemathesis found both said nowhere), and an
+empty reason is no filter, as in the console."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ def test_another_status_is_still_the_400_naming_the_known_ones(app: tuple[Any, s
         answer = http.get("/v1/inboxes/ussd/dead-letters/preview", params={"status": "closed"})
     assert answer.status_code == 400
     assert answer.json()["known"] == ["open", "replayed", "archived"]
+
+
+def test_an_empty_reason_is_no_filter(app: tuple[Any, str]) -> None:
+    created, secret = app
+    with TestClient(created, headers={"Authorization": f"Bearer {secret}"}) as http:
+        for route in ("", "/preview", "/lines"):
+            target = f"/v1/inboxes/ussd/dead-letters{route}"
+            assert http.get(target, params={"reason": ""}).status_code == 200
+            assert http.get(target, params={"reason": "bad_chksum"}).status_code == 400
 
 
 def test_a_key_or_identity_is_published_without_nul(app: tuple[Any, str]) -> None:

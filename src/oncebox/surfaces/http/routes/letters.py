@@ -107,7 +107,8 @@ def _filters(
         search_term(search)
     except InvalidOperation as exc:
         raise ProblemError(422, "validation", f"query.search: {exc}") from None
-    return letters.Query(reason, *times, search or None, after, status)
+    # An empty reason or search is no filter, as the console's form reads them.
+    return letters.Query(reason or None, *times, search or None, after, status)
 
 
 Filters = Annotated[letters.Query, Depends(_filters)]
