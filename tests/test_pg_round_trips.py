@@ -1,0 +1,72 @@
+"""How many round trips a decision takes on PostgreSQL, counted on the wire
+(tests/pgturns.py), never timed: a single delivery, new or a duplicate, in at most 3;
+a batch of 1,000 in a handful, however large it is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+import oncebox
+from oncebox import Delivery, InboxSpec, Oncebox, Verdict
+from pgturns import TurnCounter
+
+INBOXES = [
+    InboxSpec("listing", codec="json-event", apply="generation"),
+    InboxSpec("ussd", codec="ussd-h1", apply="triage"),
+]
+SINGLE = 3
+BATCH = 6
+
+
+def event(i: int, price: int = 1) -> Delivery:
+    body = {
+        "schema_version": 1, "source": "sp-api", "subscription": "sub-eu-1",
+        "notification_id": f"n-{i:08d}", "seller_id": "SELLER01", "sku": f"SKU-{i % 50:03d}",
+        "marketplace_id": "A1PA6795UKMFR9", "notification_type": "listing_status_changed",
+        "event_time": "2026-01-01T00:00:00Z",
+        "payload": {"status": "BUYABLE", "issues": [], "price": price},
+    }  # fmt: skip
+    return Delivery(json.dumps(body).encode())
+
+
+@pytest.fixture
+def counted(pg_url: str) -> Iterator[tuple[Oncebox, TurnCounter]]:
+    counter = TurnCounter(pg_url)
+    box = oncebox.open(counter.url, inboxes=INBOXES)
+    box.ingest("listing", event(-1))  # the pool's connection is open and warm
+    try:
+        yield box, counter
+    finally:
+        box.close()
+        counter.close()
+
+
+def test_a_single_delivery_takes_at_most_three_round_trips(
+    counted: tuple[Oncebox, TurnCounter],
+) -> None:
+    box, counter = counted
+    with counter.counting() as new:
+        assert box.ingest("listing", event(1)).verdict is Verdict.ACCEPTED
+    with counter.counting() as again:
+        assert box.ingest("listing", event(1)).verdict is Verdict.DUPLICATE
+    with counter.counting() as conflict:
+        assert box.ingest("listing", event(1, price=2)).verdict is Verdict.CONFLICT
+    assert (new[0], again[0], conflict[0]) <= (SINGLE, SINGLE, SINGLE), (new, again, conflict)
+    assert max(new[0], again[0], conflict[0]) <= SINGLE, (new, again, conflict)
+
+
+def test_a_batch_takes_a_handful_whatever_its_size(
+    counted: tuple[Oncebox, TurnCounter],
+) -> None:
+    box, counter = counted
+    with counter.counting() as first:
+        decisions = box.ingest_batch("listing", [event(i) for i in range(1_000)])
+    assert {d.verdict for d in decisions} == {Verdict.ACCEPTED}
+    mixed = [event(i) for i in range(500, 1_500)] + [event(7, price=9)]
+    with counter.counting() as second:
+        verdicts = [d.verdict for d in box.ingest_batch("listing", mixed)]
+    assert verdicts.count(Verdict.ACCEPTED) == 500 and verdicts.count(Verdict.CONFLICT) == 1
+    assert max(first[0], second[0]) <= BATCH, (first, second)
