@@ -1,6 +1,8 @@
 """How many round trips a decision takes on PostgreSQL, counted on the wire
-(tests/pgturns.py), never timed: a single delivery, new or a duplicate, in at most 3;
-a batch of 1,000 in a handful, however large it is."""
+(tests/pgturns.py), never timed: a single delivery, new or a duplicate, in at most 3
+(before pipelining: 23 and 9); a conflict in 4, its quarantine row's id being read
+before its log event is written; a batch of 1,000 in a handful, however large it is
+(before: 33)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ INBOXES = [
     InboxSpec("ussd", codec="ussd-h1", apply="triage"),
 ]
 SINGLE = 3
+CONFLICT = 4
 BATCH = 6
 
 
@@ -54,8 +57,7 @@ def test_a_single_delivery_takes_at_most_three_round_trips(
         assert box.ingest("listing", event(1)).verdict is Verdict.DUPLICATE
     with counter.counting() as conflict:
         assert box.ingest("listing", event(1, price=2)).verdict is Verdict.CONFLICT
-    assert (new[0], again[0], conflict[0]) <= (SINGLE, SINGLE, SINGLE), (new, again, conflict)
-    assert max(new[0], again[0], conflict[0]) <= SINGLE, (new, again, conflict)
+    assert max(new[0], again[0]) <= SINGLE and conflict[0] <= CONFLICT, (new, again, conflict)
 
 
 def test_a_batch_takes_a_handful_whatever_its_size(
