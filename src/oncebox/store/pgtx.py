@@ -29,7 +29,16 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from oncebox.domain import Fenced, LeaseState, LogEntry, Newcomer, NewRecord, PendingEvent, Stored
+from oncebox.domain import (
+    SEALER,
+    Fenced,
+    LeaseState,
+    LogEntry,
+    Newcomer,
+    NewRecord,
+    PendingEvent,
+    Stored,
+)
 from oncebox.errors import RetryTransaction
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -146,7 +155,9 @@ class PostgresTx(SqlTx):
             return max(self._answered(self._send(name, _columns(rows))), 0)
         with self._conn.cursor() as cur:
             cur.executemany(_sql(name), rows)
-            return max(self._answered(cur), 0)
+            if self._pipe is not None:  # every row's answer, not only the first's
+                self._pipe.sync()
+            return max(cur.rowcount, 0)
 
     def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
         if not rows:
@@ -314,20 +325,20 @@ class PostgresTx(SqlTx):
     def held(
         self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
     ) -> dict[str, LeaseState]:
-        if self._lease is not None and kind == Fenced.SEALER and exclusive:
+        sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
+        if sealer and self._lease is None and self._pipe is not None:
+            self.read_for_seal()
+        if sealer and self._lease is not None:
             lease, self._lease = self._lease, None  # read as its transaction began
             return lease
-        if self._pipe is None or kind != Fenced.SEALER or not exclusive:
-            return super().held(kind, owner, names, exclusive)
-        self.read_for_seal(names)
-        return self.held(kind, owner, names, exclusive)
+        return super().held(kind, owner, names, exclusive)
 
-    def read_for_seal(self, names: Sequence[str] = ("",)) -> Callable[[], None]:
+    def read_for_seal(self) -> Callable[[], None]:
         """The log's lease, held, and what a seal reads next, sent together (read after
         the lock is granted: the server runs them in order). In this transaction's
         pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
         the commit before) by the call returned, once they are there."""
-        params = (Fenced.SEALER, 0, json.dumps(sorted(names)))
+        params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
         lease = self._send("held_leases_exclusive", params)
         clock = self._send("now") if self._clock is None else None
         pending = self._send("pending_log", (SEAL_BATCH,))

@@ -15,6 +15,8 @@ Why it is safe under many processes on many hosts:
   committed, so the caller retries and gets the verdict the committed state implies.
 - The server clock is the database's ``clock_timestamp()``, never a client host's, so
   hosts with skewed clocks agree on every lease decision.
+- A write transaction runs in pipeline mode (:mod:`oncebox.store.pgtx`): a decision in
+  three round trips with the seal that follows it, whatever the batch's size.
 """
 
 from __future__ import annotations
