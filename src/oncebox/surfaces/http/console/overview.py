@@ -139,11 +139,13 @@ def span(seconds: float) -> str:
     return f"{big} {unit}" + (f" {small} {rest}" if small else "")
 
 
-def _sites(box: Oncebox, name: str, now: float) -> tuple[list[Site] | None, int]:
+def sites(box: Oncebox, name: str, now: float, shown: int = SITES) -> tuple[list[Site] | None, int]:
+    """A triage inbox's sites with their last delivery, the quietest first (the first
+    ``shown`` of them), and how many more there are; None for another kind of inbox."""
     if box.inbox(name).row.apply != "triage":
         return None, 0
     found = sorted(box.triage_sites(name), key=lambda s: (s[1] or 0.0, s[0]))
-    return [Site(site, at, ago(now, at)) for site, at in found[:SITES]], max(0, len(found) - SITES)
+    return [Site(site, at, ago(now, at)) for site, at in found[:shown]], max(0, len(found) - shown)
 
 
 def figures(box: Oncebox, inboxes: list[str], chosen: str) -> tuple[list[InboxFigures], int]:
@@ -154,7 +156,7 @@ def figures(box: Oncebox, inboxes: list[str], chosen: str) -> tuple[list[InboxFi
     shown = []
     for watched in ordered(box.attention(name) for name in inboxes):
         name, now = watched.inbox, watched.now
-        sites, more = _sites(box, name, now)
+        found, more = sites(box, name, now)
         shown.append(
             InboxFigures(
                 name,
@@ -163,7 +165,7 @@ def figures(box: Oncebox, inboxes: list[str], chosen: str) -> tuple[list[InboxFi
                 watched,
                 ago(now, watched.last_delivery),
                 span(watched.silent_after),
-                sites,
+                found,
                 more,
             )
         )

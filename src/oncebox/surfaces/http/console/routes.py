@@ -141,8 +141,8 @@ async def triage_csv(inbox: str, request: Request, who: Viewer, svc: Served) -> 
 async def triage_page(inbox: str, who: Viewer, svc: Served) -> Response:
     if inbox not in svc.triage_inboxes(who):
         return refused(who, f"No triage inbox {inbox} in your inboxes.", 404)
-    ledger = await run_in_threadpool(svc.box.triage, inbox)
-    return h.respond(triage.page(who, inbox, ledger))
+    ledger, sites, more = await run_in_threadpool(triage.read, svc.box, inbox)
+    return h.respond(triage.page(who, inbox, ledger, sites, more))
 
 
 @router.get("/quarantine")
