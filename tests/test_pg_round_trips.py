@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 import oncebox
@@ -72,3 +73,20 @@ def test_a_batch_takes_a_handful_whatever_its_size(
         verdicts = [d.verdict for d in box.ingest_batch("listing", mixed)]
     assert verdicts.count(Verdict.ACCEPTED) == 500 and verdicts.count(Verdict.CONFLICT) == 1
     assert max(first[0], second[0]) <= BATCH, (first, second)
+
+
+def test_a_pooled_connection_lost_before_its_commit_is_replaced(
+    counted: tuple[Oncebox, TurnCounter], pg_url: str
+) -> None:
+    """The pool no longer checks a connection lent a moment after its last use (a round
+    trip of its own); one that died meanwhile fails before its COMMIT went out, so the
+    work runs again on a fresh connection instead of failing."""
+    box, _ = counted
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1
+    assert box.ingest("listing", event(2)).verdict is Verdict.ACCEPTED
+    assert box.ingest("listing", event(2)).verdict is Verdict.DUPLICATE

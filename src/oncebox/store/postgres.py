@@ -168,7 +168,9 @@ class PostgresStore:
             with (pool or self._pool).connection() as conn:
                 conn.execute(begin)
                 try:
-                    yield PostgresTx(conn, self._clock)
+                    tx = PostgresTx(conn, self._clock)
+                    yield tx
+                    tx.before_commit()
                 except BaseException:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
@@ -310,6 +312,7 @@ class PostgresStore:
             )
 
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
+        stale = 0
         for attempt in range(RETRIES):
             try:
                 with self._piped() as tx:
@@ -321,7 +324,10 @@ class PostgresStore:
                     self._covered(server, durable)
                 return result
             except Stale as exc:
-                if attempt > 0:
+                # Each dead connection is dropped by the pool; a server that is down
+                # fails the next one's connect instead.
+                stale += 1
+                if stale > self._pool.max_size:
                     raise StorageUnavailable(f"PostgreSQL connection lost: {exc}") from exc
             except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.
