@@ -139,7 +139,6 @@ class PostgresStore:
                 timeout=30,
                 kwargs=self._connect_with,
                 check=self._check,
-                reset=self._rested,
                 configure=self._note_server,
             )
             self._pool.wait(timeout=30)
@@ -166,6 +165,7 @@ class PostgresStore:
     ) -> Iterator[PostgresTx]:
         try:
             with (pool or self._pool).connection() as conn:
+                self._returned[conn] = time.monotonic()  # back in a moment
                 conn.execute(begin)
                 try:
                     tx = PostgresTx(conn, self._clock)
@@ -223,6 +223,7 @@ class PostgresStore:
             # Committed; only the seal's reads after it failed: the seal begins anew.
         finally:
             if not kept:
+                self._returned[conn] = time.monotonic()
                 self._pool.putconn(conn)
 
     @contextmanager
@@ -238,6 +239,7 @@ class PostgresStore:
             if carried is not None:  # no seal came (counts only, or a failure): let go
                 with contextlib.suppress(psycopg.Error):
                     carried.conn.execute("ROLLBACK")
+                self._returned[carried.conn] = time.monotonic()
                 self._pool.putconn(carried.conn)
 
     @contextmanager
@@ -281,9 +283,6 @@ class PostgresStore:
                 except (psycopg.Error, PoolTimeout) as exc:
                     raise storage_error(exc) from exc
             return self._scanners
-
-    def _rested(self, conn: psycopg.Connection[Any]) -> None:
-        self._returned[conn] = time.monotonic()
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         """Check a connection that rested a while; one that died since its last use
