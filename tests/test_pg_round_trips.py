@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -90,3 +91,23 @@ def test_a_pooled_connection_lost_before_its_commit_is_replaced(
     assert ended is not None and ended[0] >= 1
     assert box.ingest("listing", event(2)).verdict is Verdict.ACCEPTED
     assert box.ingest("listing", event(2)).verdict is Verdict.DUPLICATE
+
+
+def _two_statements(tx: Any, change: Any) -> None:
+    tx.execute(
+        "CREATE TABLE IF NOT EXISTS seen_a (identity text); "
+        "CREATE TABLE IF NOT EXISTS seen_b (identity text)"
+    )
+    tx.execute("INSERT INTO seen_a VALUES (%s)", (change.identity,))
+
+
+def test_a_step_s_sql_of_several_statements_runs_outside_the_pipeline(pg_url: str) -> None:
+    """A pipeline takes one statement at a time; SQL of a step's own that holds several
+    leaves it, and the rest of that transaction waits for each answer instead."""
+    spec = InboxSpec("orders", codec="json", apply=_two_statements, settings={"identity": ["/id"]})
+    with oncebox.open(pg_url, inboxes=[spec]) as box:
+        first = box.ingest_batch("orders", [Delivery(b'{"id": 1}'), Delivery(b'{"id": 2}')])
+        assert [d.verdict for d in first] == [Verdict.ACCEPTED] * 2
+        assert box.ingest("orders", Delivery(b'{"id": 1}')).verdict is Verdict.DUPLICATE
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM seen_a").fetchone() == (2,)

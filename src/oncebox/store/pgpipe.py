@@ -61,6 +61,7 @@ class PipelinedTx(SqlTx):
         self._pipe = pipeline
         # Counts that must hold before the commit: (cursor, rows wanted, why not).
         self._expected: list[tuple[psycopg.Cursor[Any], int, str]] = []
+        self._leave: Callable[[], None] | None = None  # ends the pipeline, where one runs
 
     def _send(self, name: Statement, params: Params = ()) -> psycopg.Cursor[Any]:
         """Send a statement; in a pipeline its answer is not waited for."""
@@ -150,8 +151,18 @@ class PipelinedTx(SqlTx):
 
     # -- a user's own SQL --------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if not params:
+            self._apart(sql)
         cur = self._ready(self._conn.execute(sql, params))
         return [tuple(row) for row in cur.fetchall()] if cur.description else []
 
     def script(self, sql: str) -> None:
+        self._apart(sql)
         self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
+
+    def _apart(self, sql: str) -> None:
+        """SQL that may hold several statements runs outside the pipeline (which takes
+        one at a time): the rest of this transaction then waits for each answer."""
+        if self._pipe is not None and ";" in sql.strip().rstrip(";") and self._leave:
+            self._leave()
+            self._pipe = None

@@ -194,13 +194,15 @@ class PostgresStore:
         committed: psycopg.Cursor[Any] | None = None
         follow: Callable[[], None] | None = None
         try:
-            with conn.pipeline() as pipe:
+            with contextlib.ExitStack() as piping:
+                pipe = piping.enter_context(conn.pipeline())
                 if carried is None:
                     conn.execute(READ_COMMITTED)
                     tx = PostgresTx(conn, self._clock, pipe)
                 else:
                     tx = carried.tx
                     tx._pipe = pipe
+                tx._leave = piping.close  # for SQL of a user's own that must run apart
                 yield tx
                 tx.before_commit()
                 committed = conn.execute("COMMIT")
