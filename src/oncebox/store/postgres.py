@@ -216,7 +216,9 @@ class PostgresStore:
         except BaseException as exc:
             lost = committed is None and conn.broken
             if not conn.closed and conn.info.transaction_status != IDLE:
-                conn.execute("ROLLBACK")
+                # Not a ROLLBACK statement: rollback() also forgets the statements psycopg
+                # believes prepared, which a failed pipeline may have left unprepared.
+                conn.rollback()
             if not _done(committed):
                 mapped = _mapped(exc, lost) if isinstance(exc, Exception) else exc
                 if mapped is exc:
@@ -240,7 +242,7 @@ class PostgresStore:
             carried: Carried | None = self._carry.__dict__.pop("tx", None)
             if carried is not None:  # no seal came (counts only, or a failure): let go
                 with contextlib.suppress(psycopg.Error):
-                    carried.conn.execute("ROLLBACK")
+                    carried.conn.rollback()
                 self._returned[carried.conn] = time.monotonic()
                 self._pool.putconn(carried.conn)
 
