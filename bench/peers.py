@@ -11,7 +11,7 @@ dedup, and oncebox on its ``keyed`` and ``json-event`` codecs. redis-server and
 nats-server come from Debian's packages (apt-get installs them if missing), run on free
 ports with their data in the run's temp dir, and are stopped at the end, also on error.
 Every pass checks its outcome (all new, then all duplicates) from the sides' own answers.
-Issue 12's targets are printed beside the ratios, never asserted. See bench/README.md.
+Issues 12 and 24's targets are printed beside the ratios, never asserted. See bench/README.md.
 
     .venv/bin/python bench/peers.py                       # N=100,000, --single-n 20,000
     .venv/bin/python bench/peers.py --n 20000 --single-n 2000 --sides naive,keyed,redis
@@ -23,16 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import hashlib
 import json
 import os
-import re
-import shutil
 import signal
-import socket
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +38,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import oncebox
+from servers import ensure_installed, free_port, server, server_version
 from synthetic import json_body
 
 Event = tuple[str, bytes]  # (key, payload)
@@ -55,7 +51,8 @@ HOW = {  # side: (label, batched, one at a time)
     "redis": ("redis SET NX, fsync always", "pipelined 1,000", "per event"),
     "nats": ("nats JetStream Msg-Id", "async, 1,000 in flight", "sync per message"),
 }
-# Issue 12's targets: (what, numerator, denominator, at least). Printed, never asserted.
+# Issues 12 and 24's targets: (what, numerator, denominator, at least). Printed, never
+# asserted.
 TARGETS = [
     ("batched first pass >= 0.5x naive", "keyed batched first", "naive batched first", 0.5),
     ("batched first pass >= 1.5x NATS async", "keyed batched first", "nats batched first", 1.5),
@@ -63,6 +60,8 @@ TARGETS = [
     ("one per tx >= 0.7x naive per event", "keyed single first", "naive single first", 0.7),
     ("one per tx >= 1.0x Redis per event", "keyed single first", "redis single first", 1.0),
     ("json-event batched >= 0.3x naive", "json-event batched first", "naive batched first", 0.3),
+    ("one duplicate per tx >= 0.5x naive", "keyed single dup", "naive single dup", 0.5),
+    ("one duplicate per tx >= 2x Redis per event", "keyed single dup", "redis single dup", 2.0),
 ]
 NATS_SUBJECT = "peers.in"
 
@@ -201,66 +200,6 @@ class Nats:
 Side = Naive | Box | Redis | Nats
 
 
-# -- servers: Debian's packages, free ports, the run's temp dir, stopped at exit --------------
-def ensure_installed(binary: str) -> str:
-    """The server's path; apt-get installs the Debian package of that name if missing."""
-    def find() -> str | None:
-        return shutil.which(binary, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin")
-
-    if (found := find()) is None:
-        log(f"installing {binary} from Debian's packages")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = ["apt-get", "install", "-y", "-qq", binary]
-        if subprocess.run(install, env=env, check=False).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], env=env, check=True)
-            subprocess.run(install, env=env, check=True)
-        if (found := find()) is None:
-            raise SystemExit(f"{binary}: not found after apt-get install {binary}")
-    return found
-
-
-def server_version(path: str) -> str:
-    text = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    match = re.search(r"v=?(\d+\.\d+\.\d+)", text)
-    return match.group(1) if match else text.strip()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """In the server's process: SIGKILL when this benchmark dies, however it dies (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@contextlib.contextmanager
-def server(argv: list[str], port: int, log_path: Path) -> Iterator[None]:
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{argv[0]} did not start (exit {proc.returncode}):\n"
-                                 f"{log_path.read_text(errors='replace')[-2000:]}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            time.sleep(0.05)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextlib.contextmanager
 def open_side(name: str, tmp: Path, batch: int, bins: dict[str, str]) -> Iterator[Side]:
     with contextlib.ExitStack() as stack:
@@ -336,7 +275,7 @@ no sync_interval option)""", file=out)
     print("", file=out)
     table(out, ["side", "how", "pass", "n", "ev/s", "x naive"], rows)
     print("", file=out)
-    table(out, ["target (issue 12)", "ratio", "at least", "met"],
+    table(out, ["target (issues 12, 24)", "ratio", "at least", "met"],
           [[t["target"], "-" if t["ratio"] is None else f"{t['ratio']:.2f}", f"{t['at_least']}",
             "-" if t["met"] is None else ("yes" if t["met"] else "no")]
            for t in figures["targets"]])

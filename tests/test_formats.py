@@ -18,7 +18,7 @@ from oncebox.formats import (
     identify,
     json_event,
 )
-from oncebox.formats.canonical import canonical, canonical_json
+from oncebox.formats.canonical import canonical, canonical_read
 from oncebox.formats.cksum import cksum
 from oncebox.formats.codec import Decoded
 from oncebox.formats.identity import sha256_hex
@@ -276,10 +276,10 @@ def test_canonical_form_over_the_bound_is_too_large(monkeypatch: pytest.MonkeyPa
     # Canonical JSON is never longer than the raw text it came from (it drops whitespace
     # and only ever shortens escapes), so real input cannot reach this rule; it stays as
     # defence in depth, exercised here by widening the canonical form.
-    def wide(text: str) -> bytes:
-        return canonical_json(text) + b" " * MAX_BYTES
+    def wide(value: Any, text: str) -> bytes:
+        return canonical_read(value, text) + b" " * MAX_BYTES
 
-    monkeypatch.setattr(json_event, "canonical_json", wide)
+    monkeypatch.setattr(json_event, "canonical_read", wide)
     assert event_refusal(event()) == "too_large"
 
 

@@ -58,6 +58,10 @@ SQLITE_HOT: dict[str, tuple[Any, dict[str, str]]] = {
         (1, idents(range(1, 2 * BATCH, 2))),
         {"records": "USING INDEX sqlite_autoindex_records_1 (inbox_id=? AND ident=?)"},
     ),
+    "find_record": (
+        (1, bytes.fromhex(f"{3:064x}")),
+        {"records": "USING INDEX sqlite_autoindex_records_1 (inbox_id=? AND ident=?)"},
+    ),
     "insert_records": (
         (
             ROWS + 1,

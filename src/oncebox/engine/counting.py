@@ -4,10 +4,12 @@ verdict counters; never a record, a newcomer, a dead letter or a log entry."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from oncebox.domain import Stored
+from oncebox.domain import Stored, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
@@ -38,3 +40,18 @@ def counted(walk: Walk) -> bool:
     if walk.records or walk.newcomers or walk.letters or walk.retried:
         return False
     return all(o.seen is None or o.seen.log_seq is not None for o in walk.outcomes)
+
+
+_VERDICT_REASON = itemgetter(0, 4)  # an Outcome's (verdict, reason)
+
+
+def verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
+    """(verdict, reason) -> how many, for the per-hour counters; not a delivery again
+    refused again (its first refusal was counted). Counted by ``Counter`` over the
+    outcomes' own fields, at C speed: it runs over every delivery of every batch."""
+    outcomes = walk.outcomes
+    if walk.retried:
+        outcomes = [o for i, o in enumerate(outcomes)
+                    if i not in walk.retried or o.verdict is not Verdict.REJECTED]  # fmt: skip
+    counts = Counter(map(_VERDICT_REASON, outcomes))
+    return {(verdict.value, reason): n for (verdict, reason), n in counts.items()}

@@ -40,10 +40,10 @@ from oncebox.domain import (
 )
 from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
-from oncebox.engine.counting import counted, heavier
-from oncebox.engine.decision import classify, decision_of
+from oncebox.engine.counting import counted, heavier, verdict_counts
+from oncebox.engine.decision import classify, decision_of, quick_decisions
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
-from oncebox.engine.step import Change
+from oncebox.engine.step import Change, NoEffect
 from oncebox.errors import RetryTransaction
 from oncebox.formats import Invalid, Oversize
 from oncebox.store.base import Deciding, DecidingAtOnce, Outbox, Sealing, StepTx, WrongLevel
@@ -243,8 +243,8 @@ class Decided:
     def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
         """The committed decisions, in delivery order; ``positions`` gives the log
         positions of records sealed after the commit."""
-        sealed = self.positions if positions is None else positions
-        return [self._decision(i, o, sealed) for i, o in enumerate(self.walk.outcomes)]
+        sealed, walk = self.positions if positions is None else positions, self.walk
+        return quick_decisions(self.inbox, walk.outcomes, walk.records, sealed, self._decision)
 
     def _decision(self, index: int, outcome: Outcome, sealed: Mapping[int, int]) -> Decision:
         name, verdict, item = self.inbox, outcome.verdict, outcome.item
@@ -327,7 +327,8 @@ def _write(
 
     if walk.records:
         crashpoints.reach(crashpoints.BEFORE_INSERT)
-        records = [r._replace(log_seq=positions.get(r.id)) for r in walk.records]
+        records = walk.records if not positions else [
+            NewRecord(*r[:7], positions.get(r.id), r.key) for r in walk.records]  # fmt: skip
         if tx.insert_records(inbox_id, records, now) != len(records):
             # A concurrent writer inserted one of these identities first.
             raise RetryTransaction("an identity of this batch was inserted meanwhile")
@@ -342,7 +343,7 @@ def _write(
         raise RetryTransaction("a record changed under this batch")
     if walk.late and tx.count_late_replays(walk.late, now) != len(walk.late):
         raise RetryTransaction("a record changed under this batch")
-    tx.count_verdicts(inbox_id, int(now // 3600), _verdict_counts(walk))
+    tx.count_verdicts(inbox_id, int(now // 3600), verdict_counts(walk))
     return Decided(name, walk, kept, letter_ids, opened, positions)
 
 
@@ -370,17 +371,11 @@ def _settled(walk: Walk, outcome: Outcome, kept: Sequence[tuple[int, bool]]) -> 
     return replay.Settled(verdict, outcome.reason, record, quarantined)
 
 
-def _verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
-    """(verdict, reason) -> how many, for the per-hour counters; not a delivery again
-    refused again (its first refusal was counted)."""
-    counted = (o for i, o in enumerate(walk.outcomes)
-               if i not in walk.retried or o.verdict is not Verdict.REJECTED)  # fmt: skip
-    return dict(Counter((o.verdict.value, o.reason) for o in counted))
-
-
 def _apply(tx: StepTx, inbox: ActiveInbox, walk: Walk) -> None:
     """The apply step for every new record, in the deciding transaction (I5), the whole
     batch at once (:func:`~oncebox.engine.apply.apply_new`)."""
+    if type(inbox.apply) is NoEffect:
+        return  # keeps the record only: no change to build for it
     name, inbox_id = inbox.name, inbox.row.id
     changes = [
         Change(name, inbox_id, record.id, record.identity, 1, _fields(walk.outcomes[i].item))

@@ -72,6 +72,16 @@ class Prepared(NamedTuple):
 def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -> Prepared:
     """Bound the raw size, then decode, validate (the codec's rules, then ``check``: what
     the apply step needs of the fields) and identify; never touches storage."""
+    key = delivery.key
+    if (
+        type(delivery) is Delivery  # read whole, not an Oversize's head or Unreadable
+        and (key is None or (key.isascii() and "\x00" not in key))
+        and delivery.snapshot_id is None
+        and delivery.device_time is None
+        and delivery.delivery_id is None
+        and len(delivery.body) <= codec.max_bytes
+    ):
+        return _decoded(codec, delivery, check)  # the usual case, none of the checks below
     unstorable = _unstorable(delivery)
     if unstorable is not None:
         # Kept with its text facts escaped, so its dead letter can be stored at all.
@@ -86,6 +96,10 @@ def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -
         return Prepared(delivery, invalid=Invalid(delivery.reason, delivery.detail))
     if unstorable is not None:
         return Prepared(delivery, invalid=unstorable)
+    return _decoded(codec, delivery, check)
+
+
+def _decoded(codec: Codec, delivery: Delivery, check: FieldCheck | None) -> Prepared:
     try:
         decoded = codec.decode(delivery)
         if check is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from json import encoder as _std
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -105,3 +106,47 @@ def canonical_json(text: str) -> bytes:
     head, *numbers = _ENCODE(_DECODER.decode(text)).split(_MARKED_OPEN)
     # Each piece after a marker starts with the number's spelling and its closing quote.
     return "".join([head, *(piece.replace('"', "", 1) for piece in numbers)]).encode("utf-8")
+
+
+def _spelling(text: str) -> str:
+    """How :data:`_READ_ENCODE` writes a string: a number as it was spelled, any other
+    string as JSON (what :func:`_write` does with each)."""
+    return text if type(text) is JsonNumber else encode_basestring(text)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def _read_encoder() -> Any:
+    """The standard library's C encoder, built once, writing strings through
+    :func:`_spelling`: members sorted, compact. None where this Python's private encoder
+    takes other arguments or writes a sample otherwise than :func:`canonical`."""
+    make = getattr(_std, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        once = make(None, _not_json, _spelling, None, ":", ",", True, False, True)
+        sample = loads('{"b":[1,2.50,-0,"1",true,false,null],"a":"\u00e9\u2028\\"","":{}}')
+        agrees = "".join(once(sample, 0)).encode("utf-8") == canonical(sample)
+    except Exception:
+        return None
+    return once if agrees else None
+
+
+_READ_ENCODE = _read_encoder()
+
+
+def canonical_read(value: Any, text: str) -> bytes:
+    """``canonical(value)`` for the ``value`` the strict reader read from ``text``,
+    without a second parse: the C encoder writes the value already read, numbers as
+    spelled. Member order is code point order there, which is UTF-16 order unless a key
+    holds a character beyond the Basic Multilingual Plane; texts that may hold one (such
+    a character, or a surrogate escape) take the exact path."""
+    if (
+        _READ_ENCODE is None
+        or _SURROGATE_ESCAPE.search(text)
+        or (not text.isascii() and _ASTRAL.search(text))
+    ):
+        return canonical(value)
+    return "".join(_READ_ENCODE(value, 0)).encode("utf-8")

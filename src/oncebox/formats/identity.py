@@ -35,9 +35,10 @@ def _sha256(data: bytes) -> bytes:
 
 
 def identify(codec: Codec, decoded: Decoded) -> Identity:
-    witness = hashlib.sha256(decoded.content).digest()
+    sha256 = hashlib.sha256
+    witness = sha256(decoded.content).digest()
     witness_hex = witness.hex()
     identity = witness_hex if codec.identity == "content" else decoded.key
     if not identity:
         raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
-    return Identity(identity, witness_hex, _sha256(identity.encode("utf-8")), witness)
+    return Identity(identity, witness_hex, sha256(identity.encode("utf-8")).digest(), witness)

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from oncebox.errors import ConfigError
 from oncebox.formats import json_event
-from oncebox.formats.canonical import canonical, canonical_json
+from oncebox.formats.canonical import canonical, canonical_read
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode, check_settings
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.jsonpointer import MISSING, Tokens, parse, remove, resolve, spell
@@ -215,7 +215,7 @@ class JsonCodec:
                 remove(document, tokens)
             content = canonical(document)
         else:
-            content = canonical_json(body.decode("utf-8"))
+            content = canonical_read(document, body.decode("utf-8"))
         if len(content) > self.max_bytes:
             size = len(content)
             raise Invalid("too_large", f"canonical form is {size} bytes, over {self.max_bytes}")

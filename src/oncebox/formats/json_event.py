@@ -13,7 +13,7 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.formats.canonical import canonical_json
+from oncebox.formats.canonical import canonical_read
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import JsonNumber, loads
@@ -64,7 +64,8 @@ def _plain_string(value: Any) -> bool:
         and 0 < len(value) <= 256
         and not value[0].isspace()  # as ``value == value.strip()`` for a non-empty string
         and not value[-1].isspace()
-        and _CONTROL.search(value) is None
+        # A printable string holds no control character; only others are searched.
+        and (value.isprintable() or _CONTROL.search(value) is None)
     )
 
 
@@ -128,7 +129,7 @@ class JsonEventCodec:
             raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
         event = loads(delivery.body, max_depth=MAX_DEPTH)
         fields = validate_event(event)
-        content = canonical_json(delivery.body.decode("utf-8"))
+        content = canonical_read(event, delivery.body.decode("utf-8"))
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
         return Decoded(content=content, key=identity_key(fields), fields=fields)

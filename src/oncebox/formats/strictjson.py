@@ -28,10 +28,6 @@ class JsonNumber(str):
     __slots__ = ()
 
 
-def _number(text: str) -> JsonNumber:
-    return JsonNumber(text)
-
-
 def _float(text: str) -> JsonNumber:
     # Spelling is what we keep, but a number no IEEE double can hold is refused:
     # most consumers would read it as infinity.
@@ -85,9 +81,10 @@ def _check_unicode(value: Any) -> None:
             stack.extend(item)
 
 
-# Built once: json.loads builds a new decoder on every call that passes options.
+# Built once: json.loads builds a new decoder on every call that passes options. An
+# integer is the class itself: the parser calls it with the spelling, no frame between.
 _DECODER = json.JSONDecoder(
-    object_pairs_hook=_object, parse_int=_number, parse_float=_float, parse_constant=_constant
+    object_pairs_hook=_object, parse_int=JsonNumber, parse_float=_float, parse_constant=_constant
 )
 
 

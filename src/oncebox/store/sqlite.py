@@ -29,6 +29,7 @@ from typing import Any
 
 import apsw
 
+from oncebox.domain import Stored
 from oncebox.errors import (
     ApplyError,
     ConfigError,
@@ -171,6 +172,12 @@ class SQLiteTx(SqlTx):
             return []
         # A statement that returns rows runs only as far as its rows are read.
         return [tuple(row) for row in self._conn.executemany(_sql(name), rows)]
+
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
+        if len(idents) != 1:
+            return super().find_records(inbox_id, idents)
+        found = self._rows("find_record", (inbox_id, idents[0]), Stored)
+        return {bytes(row.ident): row for row in found}
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False

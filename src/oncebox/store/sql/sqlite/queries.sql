@@ -9,6 +9,12 @@
 SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
 FROM records_read WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each(?));
 
+-- name: find_record
+-- find_records for a batch of one (a single ingest), by the identity itself: no JSON
+-- array to write and read back.
+SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
+FROM records_read WHERE inbox_id = ? AND ident = ?;
+
 -- name: list_originals
 -- The records these quarantine rows conflict with (same inbox and identity), each value
 -- cut as list_quarantine cuts it; the first column names the quarantine row.

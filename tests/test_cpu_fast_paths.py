@@ -1,0 +1,248 @@
+"""Issue 24's CPU fast paths give exactly what the general code beside them gives: the
+decisions of accepted deliveries and plain duplicates, a delivery prepared without the
+checks its plain shape needs none of, the one-identity record lookup, the log's entries
+hashed in line, and the canonical form written from what the strict reader read (no
+second parse), over generated texts and the whole JSONTestSuite corpus."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oncebox
+from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
+from oncebox.engine import log, merkle
+from oncebox.engine.decision import against, decision_of, template
+from oncebox.engine.ingest import prepare
+from oncebox.formats import Delivery, Invalid, get_codec
+from oncebox.formats.canonical import canonical, canonical_json, canonical_read
+from oncebox.formats.json_event import MAX_DEPTH
+from oncebox.formats.strictjson import loads
+
+facts_text = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
+
+
+@given(
+    st.sampled_from([Verdict.ACCEPTED, Verdict.DUPLICATE]),
+    st.text(max_size=5),
+    st.integers(min_value=1, max_value=10**12),
+    st.integers(min_value=1, max_value=9),
+    st.none() | st.integers(min_value=1, max_value=10**9),
+)
+def test_against_builds_what_decision_of_builds(
+    verdict: Verdict, identity: str, record_id: int, revision: int, position: int | None
+) -> None:
+    made = against(template("inbox", verdict), identity, "w" * 64, record_id, revision, position)
+    expected = decision_of(
+        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
+        revision=revision, log_position=position,
+    )  # fmt: skip
+    assert made == expected
+    # The same facts in the same order: the HTTP answer writes them as they are held.
+    assert list(made.__dict__.items()) == list(expected.__dict__.items())
+    assert made == Decision(
+        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
+        revision=revision, log_position=position,
+    )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Other(Delivery):
+    """A delivery of another type: :func:`prepare` takes its general path."""
+
+
+def _prepared(item: Any) -> tuple[Any, ...]:
+    delivery = dataclasses.astuple(item.delivery)
+    invalid = None if item.invalid is None else (item.invalid.reason, item.invalid.detail)
+    return (delivery, item.decoded, item.identity, invalid, item.ident, item.witness)
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(["keyed", "json-event", "json"]),
+    st.binary(max_size=40) | st.sampled_from([b'{"id": 1}', b"x" * 70_000]),
+    facts_text,
+    facts_text,
+    facts_text,
+    facts_text,
+)
+def test_prepare_decides_as_its_general_path(
+    codec_name: str,
+    body: bytes,
+    key: str | None,
+    snapshot_id: str | None,
+    device_time: str | None,
+    delivery_id: str | None,
+) -> None:
+    codec = get_codec(codec_name)
+    facts: dict[str, Any] = {"key": key, "snapshot_id": snapshot_id, "device_time": device_time,
+             "delivery_id": delivery_id}  # fmt: skip
+    fast = prepare(codec, Delivery(body, **facts))
+    general = prepare(codec, _Other(body, **facts))
+    assert _prepared(fast) == _prepared(general)
+
+
+def test_single_and_batched_lookups_decide_alike() -> None:
+    """A batch of one finds its record by the identity itself (SQLite's ``find_record``),
+    a larger batch through the JSON array: the same decisions and counts either way."""
+    box = oncebox.open("sqlite:///:memory:", inboxes=[oncebox.InboxSpec("k", codec="keyed")])
+    try:
+        first = box.ingest("k", oncebox.Delivery(b"a", key="1"))
+        again = box.ingest("k", oncebox.Delivery(b"a", key="1"))
+        other = box.ingest("k", oncebox.Delivery(b"b", key="1"))
+        batch = box.ingest_batch("k", [oncebox.Delivery(b"a", key="1"),
+                                       oncebox.Delivery(b"c", key="2")])  # fmt: skip
+        assert first.verdict is Verdict.ACCEPTED
+        assert again.verdict is Verdict.DUPLICATE and again.record_id == first.record_id
+        assert again.log_position == first.log_position is not None
+        assert other.verdict is Verdict.CONFLICT and other.record_id == first.record_id
+        assert [d.verdict for d in batch] == [Verdict.DUPLICATE, Verdict.ACCEPTED]
+        assert batch[0].record_id == first.record_id
+        assert box.ingest("k", oncebox.Delivery(b"c", key="2")).record_id == batch[1].record_id
+        assert first.record_id is not None
+        stored = box.record(first.record_id)
+        assert stored is not None and stored.seen_count == 3
+    finally:
+        box.close()
+
+
+class _Chain:
+    """The log's port in memory, for :func:`log.chain` alone."""
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self.nodes: dict[tuple[int, int], bytes] = {}
+
+    def log_head(self) -> LogEntry | None:
+        return self.entries[-1] if self.entries else None
+
+    def append_log(self, entries: Sequence[LogEntry]) -> None:
+        self.entries += entries
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        return [e for e in self.entries if start <= e.seq < end]
+
+    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        return [self.nodes[(level, i)] for i in range(start, end)]
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self.nodes.update(((level, index), node) for level, index, node in nodes)
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from(["accept", "lease"]), st.text(max_size=8)),
+                 min_size=1, max_size=40),
+        min_size=1, max_size=5,
+    )
+)  # fmt: skip
+def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str, str]]]) -> None:
+    """Each appended entry's chain hash is ``chain_hash`` of the one before, its leaf is
+    ``leaf_of``, and the kept Merkle nodes are those of the tree over those leaves."""
+    tx = _Chain()
+    for batch in batches:
+        log.chain(tx, [LogEvent(step, state) for step, state in batch])  # type: ignore[arg-type]
+    prev = log.GENESIS
+    for seq, entry in enumerate(tx.entries, 1):
+        assert entry.seq == seq
+        assert entry.hash == log.chain_hash(prev, entry.step, entry.state)
+        prev = entry.hash
+    leaves = [log.leaf_of(entry) for entry in tx.entries]
+    for (level, index), node in tx.nodes.items():
+        assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+
+
+class _Num(str):
+    """A number as it is to be spelled in a generated text."""
+
+
+_numbers = st.one_of(
+    st.integers(min_value=-(10**25), max_value=10**25).map(str),
+    st.sampled_from(["0", "-0", "1.0", "1.50", "1e0", "1E+2", "-2.5e-3", "0.10", "1e999"]),
+).map(_Num)
+_texts = st.text(max_size=5) | st.sampled_from(["\U0001f600", "\uffff", "a\u2028", "\x00", "é"])
+_values = st.recursive(
+    st.none() | st.booleans() | _numbers | _texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _dump(value: Any, ascii_only: bool) -> str:
+    if isinstance(value, _Num):
+        return str(value)
+    if isinstance(value, dict):
+        members = [f"{_dump(k, ascii_only)} : {_dump(v, ascii_only)}" for k, v in value.items()]
+        return "{ " + ", ".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v, ascii_only) for v in value) + " ]"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+def _canonical_both(text: str) -> tuple[Any, Any]:
+    """(canonical_read, canonical) of what the strict reader reads from ``text``, or the
+    reader's refusal twice."""
+    try:
+        value = loads(text, max_depth=64)
+    except Invalid as invalid:
+        return invalid.reason, invalid.reason
+    return canonical_read(value, text), canonical(value)
+
+
+@settings(max_examples=400)
+@given(_values, st.booleans())
+def test_the_canonical_form_of_what_was_read_is_the_exact_one(value: Any, ascii_only: bool) -> None:
+    text = _dump(value, ascii_only)
+    fast, exact = _canonical_both(text)
+    assert fast == exact
+    if isinstance(exact, bytes):
+        assert canonical_json(text) == exact  # the path it replaces in the codecs
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":"\\u00001","b":1}',
+        '{"\\ud83d\\ude00":1,"\\uffff":2}',  # keys beyond the BMP sort by UTF-16
+        '{"\U0001f600":1,"\uffff":[1.50,-0,2E+3]}',
+        '[1e5,"1e5",{"z":null,"a":true}]',
+        '"1"',
+        "1.0",
+        '{"b":{"d":[],"c":{}},"a":"\\/\\"\\\\\\b\\f\\n\\r\\t\\u001f\\u007f"}',
+    ],
+)
+def test_the_canonical_form_of_what_was_read_on_texts_that_could_fool_it(text: str) -> None:
+    fast, exact = _canonical_both(text)
+    assert fast == exact == canonical_json(text)
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "JSONTestSuite"
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the JSONTestSuite corpus is shared test data")
+def test_the_canonical_form_of_what_was_read_over_the_json_test_suite() -> None:
+    """Every text of the corpus the strict reader accepts (parsing and transform files)
+    gets the exact canonical form; the refused ones are refused as before."""
+    texts = sorted(CORPUS.glob("test_parsing/*.json")) + sorted(
+        CORPUS.glob("test_transform/*.json")
+    )
+    assert len(texts) > 300
+    accepted = 0
+    for path in texts:
+        try:
+            value = loads(path.read_bytes(), max_depth=MAX_DEPTH)
+        except Invalid:
+            continue
+        text = path.read_bytes().decode("utf-8")
+        assert canonical_read(value, text) == canonical(value), path.name
+        assert canonical_read(value, text) == canonical_json(text), path.name
+        accepted += 1
+    assert accepted > 90  # the y_ files but those a rule refuses, and some i_ files
