@@ -1,11 +1,14 @@
 """A protocol-level round-trip counter: a tiny proxy between psycopg and a PostgreSQL
-server that counts turns, each a client send that follows a server reply.
+server that counts turns: each time the client asks for the server's answers (a Sync,
+a Flush or a simple Query) and the server has not answered since it last asked.
 
 Timing says nothing about round trips on a shared machine; the wire does. A client that
-sends ten statements and a Sync in one flight, then reads their ten answers, makes one
-turn; one that waits for each answer before the next makes ten. The proxy listens on a
+sends ten statements and one Sync, then reads their ten answers, makes one turn; one
+that waits for each answer before the next makes ten. (Counting each time the client
+speaks after the server did overcounts: a client writing a long pipeline reads whatever
+answers have come meanwhile and then writes on, without waiting.) The proxy listens on a
 unix socket of its own (``url`` is the server's URL pointed at it) and relays bytes
-unchanged, so what it counts is exactly what the client did.
+unchanged, reading the client's messages as they pass.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+
+ASKS = (b"S", b"H", b"Q")  # Sync, Flush, simple Query: the client waits for answers
 
 
 class TurnCounter:
@@ -48,20 +53,36 @@ class TurnCounter:
                 return
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self._upstream)
-            replied = [True]  # the first send (the startup packet) is a turn too
-            threading.Thread(target=self._relay, args=(client, server, replied, True),
+            asked = [False]  # the client asked for answers the server has not begun
+            threading.Thread(target=self._relay, args=(client, server, asked, True),
                              daemon=True).start()  # fmt: skip
-            threading.Thread(target=self._relay, args=(server, client, replied, False),
+            threading.Thread(target=self._relay, args=(server, client, asked, False),
                              daemon=True).start()  # fmt: skip
 
-    def _relay(self, source: socket.socket, sink: socket.socket, replied: list[bool],
-               from_client: bool) -> None:  # fmt: skip
+    def _relay(
+        self, source: socket.socket, sink: socket.socket, asked: list[bool], from_client: bool
+    ) -> None:
+        pending, started = b"", False  # the client's first message (startup) has no type
         try:
             while data := source.recv(65536):
-                with self._lock:
-                    if from_client and replied[0]:
-                        self.turns += 1
-                    replied[0] = not from_client
+                if not from_client:
+                    with self._lock:
+                        asked[0] = False
+                else:
+                    pending += data
+                    while True:
+                        head = 4 if not started else 5
+                        if len(pending) < head:
+                            break
+                        size = int.from_bytes(pending[head - 4 : head], "big")
+                        whole = size if not started else size + 1
+                        if len(pending) < whole:
+                            break
+                        if started and pending[:1] in ASKS:
+                            with self._lock:
+                                self.turns += not asked[0]
+                                asked[0] = True
+                        pending, started = pending[whole:], True
                 sink.sendall(data)
         except OSError:
             pass

@@ -2,7 +2,7 @@
 (tests/pgturns.py), never timed: a single delivery, new or a duplicate, in at most 3
 (before pipelining: 23 and 9); a conflict in 4, its quarantine row's id being read
 before its log event is written; a batch of 1,000 in a handful, however large it is
-(before: 33)."""
+(before: 27 to 35)."""
 
 from __future__ import annotations
 
