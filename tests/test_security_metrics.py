@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -48,9 +47,12 @@ class Served:
         return response
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    box = oncebox.open(f"sqlite:///{tmp_path / 'metrics.db'}", inboxes=INBOXES)
+# One service for the module: each test makes its own token (under its own name) and
+# asserts only on which series a scrape shows, never on a count, so none reads another's.
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    db = tmp_path_factory.mktemp("metrics") / "metrics.db"
+    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
     with serving(create_app(box)) as url:
         writer = box.create_token("writer", ["*"], ["write"]).secret
         headers = {"Authorization": f"Bearer {writer}"}
