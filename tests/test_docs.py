@@ -25,6 +25,7 @@ from oncebox.engine import config
 from oncebox.formats import json_codec, sp_api, webhook_config
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
+from openapidoc import openapi_document
 from serveproc import free_port
 
 ROOT = Path(__file__).parent.parent
@@ -157,10 +158,10 @@ def test_every_route_is_documented(app: object) -> None:
     assert missing == []
 
 
-def test_every_header_and_status_is_documented(app: object) -> None:
+def test_every_header_and_status_is_documented() -> None:
     api, hooks = page("http.md"), page("webhooks.md")
     statuses = section(api, "Statuses")
-    spec = app.openapi()  # type: ignore[attr-defined]
+    spec = openapi_document()
     missing = []
     for operation in (op for ops in spec["paths"].values() for op in ops.values()):
         for parameter in operation.get("parameters", []):

@@ -33,6 +33,7 @@ from oncebox.surfaces.http.listed import (
     WorkKeyListedOut,
 )
 from oncebox.surfaces.http.models import DeadLetterOut, QuarantineOut, RecordOut, WorkKeyOut
+from openapidoc import openapi_document
 
 METHODS = {"get", "post", "put", "patch", "delete"}
 TEXT_MEDIA = (
@@ -45,11 +46,7 @@ TEXT_MEDIA = (
 
 @pytest.fixture(scope="module")
 def doc() -> dict[str, Any]:
-    box = oncebox.open("sqlite:///:memory:", inboxes=INBOXES)
-    try:
-        return create_app(box).openapi()
-    finally:
-        box.close()
+    return openapi_document()
 
 
 def operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -195,10 +192,23 @@ BODIES = {
 
 
 def asks(path: str, method: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The refusals worth asking an operation: (token, request options)."""
+    """The refusals worth asking an operation: (token, request options).
+
+    Each way of being refused is asked on its own, so each answer a route can give is
+    seen: every token (none, unknown, revoked, each scope, signed) against each inbox
+    (a served one, an unknown one, one too long to be a name), and a bad query parameter
+    and a bad lease header and a body over the bound (with and without a token) against
+    each; then, against the served inbox, the malformed bodies (unparsable, not UTF-8, a
+    repeated member). A request wrong twice is refused for one of its faults, each
+    already asked alone, so malformed bodies are not asked again of the bad inboxes; a
+    path that names no inbox is the same request whatever the inbox, so it is asked
+    once. That is a little over half the requests of asking every pair, and it answers the
+    same (operation, status) pairs.
+    """
     body = BODIES.get(path, b"H1|1|Kakuma1|MED|3|86|#89") if method != "get" else None
     json = {"Content-Type": "application/json"}
-    for inbox in ("ussd", "nope", "x" * 300):
+    inboxes = ("ussd", "nope", "x" * 300) if "{inbox}" in path else ("ussd",)
+    for inbox in inboxes:
         url = path.replace("{inbox}", inbox)
         for name, value in FILLS.items():
             url = url.replace("{" + name + "}", value)
@@ -207,9 +217,12 @@ def asks(path: str, method: str) -> Iterator[tuple[str, dict[str, Any]]]:
             yield token, plain
         yield "all", {**plain, "params": {**QUERY, "limit": "0", "old": "-1", "token": "x"}}
         yield "all", {**plain, "headers": {"Oncebox-Lease-Token": "-1", **json}}
-        for bad in (b"{" * 3000, b"\xff\xfe", b'{"a": 1, "a": 2}', b"x" * 10_000):
-            yield "all", {**plain, "content": bad}
+        # The bound on a body may be the inbox's own, so an oversize one is asked of each.
+        yield "all", {**plain, "content": b"x" * 10_000}
         yield "", {**plain, "content": b"x" * 10_000}
+        if inbox == "ussd":
+            for bad in (b"{" * 3000, b"\xff\xfe", b'{"a": 1, "a": 2}'):
+                yield "all", {**plain, "content": bad}
 
 
 def test_every_status_answered_is_declared(

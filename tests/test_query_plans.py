@@ -229,6 +229,14 @@ PG_HOT: dict[str, Case] = {
     "log_entries": Case(
         (1000, 1100), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"
     ),
+    # What a decision and a seal read in the same round trip (store/pgtx.py).
+    "reserve_unknown_ids": Case(
+        (idents(IDS), 1),
+        {"records": ("records_one_per_identity",)},
+        "ALTER TABLE records DROP CONSTRAINT records_one_per_identity",
+    ),
+    "log_tail": Case((16, 16), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"),
+    "merkle_frontier": Case((), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"),
     "get_record": Case(
         (8,),
         {"records": ("records_pkey",), "seal_positions": ("seal_positions_pkey",)},
@@ -267,7 +275,8 @@ def pg_plan(
     conn.execute(f"PREPARE hot AS {numbered(load_queries('postgres')[name].sql)}")
     try:
         args = psycopg.ClientCursor(conn).mogrify(", ".join(["%s"] * len(params)), params)
-        [(explained,)] = conn.execute(f"EXPLAIN (FORMAT JSON) EXECUTE hot({args})").fetchall()
+        call = f"hot({args})" if params else "hot"
+        [(explained,)] = conn.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {call}").fetchall()
         return list(nodes(explained[0]["Plan"]))
     finally:
         conn.execute("DEALLOCATE hot")

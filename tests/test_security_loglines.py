@@ -108,16 +108,29 @@ HOSTILE_PATH = "/v1/inboxes/a%C2%85b%E2%80%A8c%E2%80%A9d%0Be%1Cf%0Ag/triage"
 HOSTILE_AGENT = b"agent\xc2\x85forged line\x85 and \xe2\x80\xa8"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("form", ["combined", "json"])
-def test_no_path_or_user_agent_splits_an_access_line(tmp_path: Path, form: str) -> None:
-    with _serve(tmp_path, "--log-format", form) as s:
+@pytest.fixture(scope="module", params=["combined", "json"])
+def untrusted(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, list[str]]:
+    """One service per log format, trusting no proxy (the default), asked a hostile path
+    and user agent, then given X-Forwarded-For headers: (the format, its access lines).
+    Both tests below read what this one service logged rather than each starting it."""
+    form, where = str(request.param), tmp_path_factory.mktemp("untrusted")
+    with _serve(where, "--log-format", form) as s:
         for target in (HOSTILE_PATH, "/healthz"):
-            request = f"GET {target} HTTP/1.1\r\nHost: x\r\n".encode()
-            answer = _raw(s, request + b"User-Agent: " + HOSTILE_AGENT + b"\r\n")
+            asked = f"GET {target} HTTP/1.1\r\nHost: x\r\n".encode()
+            answer = _raw(s, asked + b"User-Agent: " + HOSTILE_AGENT + b"\r\n")
             assert status_of(answer) in (200, 401), answer[:200]
-    access = [x for x in _lines(tmp_path) if not x.startswith(("oncebox:", "WARNING:"))]
-    assert len(access) == 3, access  # serving()'s own readiness check, then ours
+        _forwarded_request(s, b"6.6.6.6")
+        _forwarded_request(s, FORWARDED)
+    return form, [x for x in _lines(where) if not x.startswith(("oncebox:", "WARNING:"))]
+
+
+@pytest.mark.slow
+def test_no_path_or_user_agent_splits_an_access_line(untrusted: tuple[str, list[str]]) -> None:
+    form, access = untrusted
+    # serving()'s own readiness check, the two hostile requests, the two forwarded ones
+    assert len(access) == 5, access
     if form == "json":
         logged = [json.loads(x) for x in access]
         assert logged[1]["path"] == "/v1/inboxes/a\x85b\u2028c\u2029d\x0be\x1cf\ng/triage"
@@ -138,14 +151,10 @@ def _forwarded_request(served: Served, forwarded: bytes) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["combined", "json"])
-def test_no_proxy_is_trusted_by_default(tmp_path: Path, form: str) -> None:
-    with _serve(tmp_path, "--log-format", form) as s:
-        _forwarded_request(s, b"6.6.6.6")
-        _forwarded_request(s, FORWARDED)
-    access = [x for x in _lines(tmp_path) if not x.startswith(("oncebox:", "WARNING:"))]
+def test_no_proxy_is_trusted_by_default(untrusted: tuple[str, list[str]]) -> None:
+    form, access = untrusted
     clients = [json.loads(x)["client"] if form == "json" else x.split(" ")[0] for x in access]
-    assert clients == ["127.0.0.1"] * 3  # the peer, whatever the header says
+    assert clients == ["127.0.0.1"] * 5  # the peer, whatever the header says
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
@@ -23,6 +22,7 @@ from httpserver import serving
 from oncebox import Oncebox
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.http import create_app
+from openapidoc import openapi_document
 
 PROCESS_WIDE = (
     "oncebox_seal_lag",
@@ -47,9 +47,12 @@ class Served:
         return response
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    box = oncebox.open(f"sqlite:///{tmp_path / 'metrics.db'}", inboxes=INBOXES)
+# One service for the module: each test makes its own token (under its own name) and
+# asserts only on which series a scrape shows, never on a count, so none reads another's.
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    db = tmp_path_factory.mktemp("metrics") / "metrics.db"
+    box = oncebox.open(f"sqlite:///{db}", inboxes=INBOXES)
     with serving(create_app(box)) as url:
         writer = box.create_token("writer", ["*"], ["write"]).secret
         headers = {"Authorization": f"Bearer {writer}"}
@@ -108,9 +111,7 @@ def test_openmetrics_when_asked(served: Served) -> None:
     assert "# EOF" not in plain.text
 
 
-def test_the_openapi_document_declares_both_media_types(tmp_path: Path) -> None:
-    box = oncebox.open(f"sqlite:///{tmp_path / 'doc.db'}", inboxes=INBOXES)
-    schema = create_app(box).openapi()
-    box.close()
+def test_the_openapi_document_declares_both_media_types() -> None:
+    schema = openapi_document()
     content = schema["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert "text/plain" in content and OPENMETRICS in content

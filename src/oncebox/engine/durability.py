@@ -49,6 +49,7 @@ twice.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -106,12 +107,14 @@ def commit_sealed(
         _reach(watched, crashpoints.AFTER_COMMIT)
         _reach(watched, crashpoints.AFTER_SEAL)
         return result, None
-    result = store.atomic(lambda tx: run(tx, False), durable=False)
-    _reach(watched, crashpoints.AFTER_COMMIT)
-    if relaxed[0]:  # counts only: nothing queued to seal, nothing to make durable
-        _reach(watched, crashpoints.AFTER_SEAL)
-        return result, None
-    sealed = sealing.seal_now(store, durable_point=True)
+    # PostgreSQL opens the seal's transaction in the commit's own round trip.
+    with getattr(store, "sealing_next", nullcontext)():
+        result = store.atomic(lambda tx: run(tx, False), durable=False)
+        _reach(watched, crashpoints.AFTER_COMMIT)
+        if relaxed[0]:  # counts only: nothing queued to seal, nothing to make durable
+            _reach(watched, crashpoints.AFTER_SEAL)
+            return result, None
+        sealed = sealing.seal_now(store, durable_point=True)
     _reach(watched, crashpoints.AFTER_SEAL)
     return result, {p.record_id: e.seq for p, e in sealed if p.record_id}
 

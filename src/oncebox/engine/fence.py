@@ -20,8 +20,6 @@ the transaction ends, so no new lease can slip in between a check and what it ad
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from oncebox.domain import EXPIRED_LEASE, STALE_TOKEN, LeaseState, Resource
 from oncebox.errors import InvalidOperation
 from oncebox.store.base import FencePort
@@ -111,8 +109,3 @@ def supersede(tx: FencePort, resource: Resource, now: float) -> LeaseState:
     tx.put_lease(lease)
     return lease
 
-
-def leases(tx: FencePort, kind: str, owner: int, names: Sequence[str]) -> dict[str, LeaseState]:
-    """The current leases of these resources of one kind and owner, held until the
-    transaction ends (a batch of senders fenced at once)."""
-    return tx.held(kind, owner, sorted(set(names))) if names else {}

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
+from oncebox.domain import LeaseState, Stored
 from oncebox.store.finding import Finding
 from oncebox.store.letters import Archiving, Retrying, Selecting
 from oncebox.store.outbox_port import Outbox
@@ -35,7 +36,22 @@ from oncebox.store.ports import (
 T = TypeVar("T")
 
 
+class DecidingAtOnce(Protocol):
+    """A decision's reads together: a backend that can (PostgreSQL) asks for them in
+    one round trip (:mod:`oncebox.store.pgtx`)."""
+
+    def decision_reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+        """In this order (no wait may let a stale time pass): the identities held, the
+        scopes' leases held (``scopes``: a lease-fenced inbox's), the clock, the stored
+        records among ``idents``; and fresh ids for the identities not stored where the
+        backend reads them in the same turn (None: the caller reserves what it needs)."""
+        ...
+
+
 class Tx(
+    DecidingAtOnce,
     Deciding,
     Sealing,
     Operating,

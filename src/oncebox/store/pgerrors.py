@@ -17,6 +17,12 @@ class Retry(Exception):
     """A conflict the backend resolved by rolling back; run the work again."""
 
 
+class Stale(Retry):
+    """A pooled connection that died before its transaction's ``COMMIT`` went out:
+    nothing committed, so the work runs once more, on a fresh connection. (The pool
+    checks only connections that rested a while, so one may die unchecked.)"""
+
+
 def driver_error(exc: BaseException | None) -> BaseException | None:
     """The driver's error behind ``exc``, followed through its causes (None: not one)."""
     seen = 0

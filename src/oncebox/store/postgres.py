@@ -15,23 +15,25 @@ Why it is safe under many processes on many hosts:
   committed, so the caller retries and gets the verdict the committed state implies.
 - The server clock is the database's ``clock_timestamp()``, never a client host's, so
   hosts with skewed clocks agree on every lease decision.
+- A write transaction runs in pipeline mode (:mod:`oncebox.store.pgtx`): a decision in
+  three round trips with the seal that follows it, whatever the batch's size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import errors as pg_errors
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from oncebox.domain import Newcomer, NewRecord
 from oncebox.errors import (
     ApplyError,
     RetryTransaction,
@@ -39,148 +41,56 @@ from oncebox.errors import (
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
-from oncebox.store.pgerrors import RETRYABLE, Retry, driver_error, storage_error, store_failed
+from oncebox.store.pgerrors import (
+    RETRYABLE,
+    Retry,
+    Stale,
+    driver_error,
+    storage_error,
+    store_failed,
+)
 from oncebox.store.pgreach import reach
-from oncebox.store.sqlfile import Query, load_queries
-from oncebox.store.sqltx import Params, SqlTx, Statement
-
-Q = load_queries("postgres")
-
-
-def _query(statement: Statement) -> Query:
-    """A statement: the store's own by name, or an apply step's :class:`Query`."""
-    return Q[statement] if isinstance(statement, str) else statement
-
-
-def _sql(statement: Statement) -> str:
-    return _query(statement).sql
-
-
-def _columnar(statement: Statement) -> bool:
-    """Whether it takes a whole batch as column arrays (see queries.sql)."""
-    return _query(statement).columnar
-
+from oncebox.store.pgtx import PostgresTx, lost_identity
 
 RETRIES = 20
 MIGRATION_LOCK = 0x0_0CEB_0C5  # pg_advisory_xact_lock key: one migrator at a time
 SCANNERS = 4  # connections of scans (listings, searches), apart from the writers' pool
+IDLE = TransactionStatus.IDLE
+READ_COMMITTED = "BEGIN ISOLATION LEVEL READ COMMITTED"
+IDLE_CHECK = 2.0  # seconds a pooled connection may rest before it is checked again
 
 
-class PostgresTx(SqlTx):
-    """The store interface over one connection inside one transaction."""
+class Carried(NamedTuple):
+    """A seal's transaction opened with the commit before it, waiting on its thread."""
 
-    dialect = "postgres"
+    conn: psycopg.Connection[Any]
+    tx: PostgresTx
 
-    def __init__(self, conn: psycopg.Connection[Any], clock: Callable[[], float] | None) -> None:
-        self._conn = conn
-        self._clock = clock
-        # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
-        self.deferred = self.relaxed = False
 
-    def relax(self) -> bool:
-        """Counts only: a server restart may lose them, so nothing need cover the commit."""
-        if not self.deferred:
-            self._run("defer_durability")
-        self.deferred = self.relaxed = True
-        return True
+def _done(committed: psycopg.Cursor[Any] | None) -> bool:
+    """Whether a COMMIT sent in a pipeline was answered as done."""
+    result = committed.pgresult if committed is not None else None
+    return result is not None and result.status == ExecStatus.COMMAND_OK
 
-    def now(self) -> float:
-        if self._clock is not None:
-            return float(self._clock())
-        return float(self._one("now")[0])
 
-    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
-        cursor = self._conn.execute(_sql(name), params)
-        if cursor.description is None:
-            return (), []
-        return [column.name for column in cursor.description], cursor.fetchall()
-
-    def _one(self, name: Statement, params: Params = ()) -> Any:
-        return self._conn.execute(_sql(name), params).fetchone()
-
-    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
-        return self._conn.execute(_sql(name), params).fetchall()
-
-    def _run(self, name: Statement, params: Params = ()) -> int:
-        return self._conn.execute(_sql(name), params).rowcount
-
-    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
-        if not rows:
-            return 0
-        if _columnar(name):
-            columns = [list(column) for column in zip(*rows, strict=True)]
-            return max(self._conn.execute(_sql(name), columns).rowcount, 0)
-        with self._conn.cursor() as cur:
-            cur.executemany(_sql(name), rows)
-            return max(cur.rowcount, 0)
-
-    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        if not rows:
-            return []
-        if _columnar(name):
-            # One statement for the batch: one array per column.
-            columns = [list(column) for column in zip(*rows, strict=True)]
-            cur = self._conn.execute(_sql(name), columns)
-            return cur.fetchall() if cur.description else []
-        found: list[Any] = []
-        with self._conn.cursor() as cur:
-            cur.executemany(_sql(name), rows, returning=True)
-            while True:
-                if cur.description:
-                    found += cur.fetchall()
-                if not cur.nextset():
-                    return found
-
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
-        try:
-            return super().insert_records(inbox_id, records, now)
-        except pg_errors.UniqueViolation:
-            # A concurrent writer inserted one of these identities first (the statement
-            # waited for its commit): decide the batch again against its row. Not
-            # chained: the driver error would otherwise decide what the caller sees.
-            raise RetryTransaction("an identity of this batch was inserted meanwhile") from None
-
-    def quarantine(
-        self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
-    ) -> list[tuple[int, bool]]:
-        # In (identity, witness) order: concurrent batches that share newcomers wait on
-        # each other's rows in one order, so they queue instead of deadlocking.
-        order = sorted(
-            range(len(newcomers)), key=lambda i: (newcomers[i].ident, newcomers[i].witness)
-        )
-        kept = super().quarantine(inbox_id, [newcomers[i] for i in order], reason, now)
-        placed: list[tuple[int, bool]] = [(0, False)] * len(newcomers)
-        for i, row in zip(order, kept, strict=True):
-            placed[i] = row
-        return placed
-
-    def lock_identities(
-        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
-    ) -> None:
-        # One advisory lock per inbox: deciders take it shared, so they never queue for
-        # each other here; adjudication takes it exclusive, so no resend decides against
-        # a record while it is being revised (it waits for the batches in flight, and
-        # the server queues new ones behind it). Deciders cannot deadlock on each other
-        # without identity locks: what two of them can wait on each other for, they
-        # write in one order (new records in identity order, quarantine rows, duplicate
-        # counts, generations and verdict counters sorted, each kind at the same point
-        # of the transaction). One that meets an identity another uncommitted batch is
-        # inserting waits for that commit, then decides again against the row
-        # (RetryTransaction). Locking the identities themselves (before: 1,024 hashed
-        # buckets, exclusive) made any two batches of a thousand deliveries share a
-        # bucket, so concurrent writers ran one at a time.
-        if idents:
-            self._run("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
-
-    def _remember_dropped(self, record_id: int) -> None:
-        """Nothing to remember: the identity sequence never goes back."""
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        cur = self._conn.execute(sql, params)
-        return [tuple(row) for row in cur.fetchall()] if cur.description else []
-
-    def script(self, sql: str) -> None:
-        self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
+def _mapped(exc: Exception, lost: bool) -> Exception:
+    """What a transaction's failure means to its caller. A driver error may arrive
+    wrapped (an apply step's ApplyError). Where the store failed under the step (a lost
+    connection, a deadlock), the driver's verdict on the transaction is what counts;
+    where only the step's own statement failed (a constraint it broke, a bad value), the
+    step did."""
+    cause = driver_error(exc)
+    if isinstance(cause, RETRYABLE):
+        return Retry(str(cause))
+    if cause is not None and lost_identity(cause):
+        # A concurrent writer inserted one of the batch's identities first (the insert
+        # waited for its commit): decide the batch again against its row.
+        return RetryTransaction("an identity of this batch was inserted meanwhile")
+    if lost:  # the connection died before its COMMIT went out: nothing committed
+        return Stale(str(cause))
+    if cause is not None and (not isinstance(exc, ApplyError) or store_failed(cause)):
+        return storage_error(cause)
+    return exc
 
 
 class PostgresStore:
@@ -206,6 +116,12 @@ class PostgresStore:
             weakref.WeakKeyDictionary()
         )
         self._relaxed = threading.local()
+        self._carry = threading.local()  # a seal's transaction opened with a commit
+        # When each writer connection was last given back: one back a moment ago is not
+        # checked again (a check is a round trip of its own, on every transaction).
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
         # Read only: every transaction of every connection is READ ONLY, so the server
@@ -222,7 +138,7 @@ class PostgresStore:
                 open=True,
                 timeout=30,
                 kwargs=self._connect_with,
-                check=ConnectionPool.check_connection,
+                check=self._check,
                 configure=self._note_server,
             )
             self._pool.wait(timeout=30)
@@ -249,32 +165,93 @@ class PostgresStore:
     ) -> Iterator[PostgresTx]:
         try:
             with (pool or self._pool).connection() as conn:
+                self._returned[conn] = time.monotonic()  # back in a moment
                 conn.execute(begin)
                 try:
-                    yield PostgresTx(conn, self._clock)
+                    tx = PostgresTx(conn, self._clock)
+                    yield tx
+                    tx.before_commit()
                 except BaseException:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
                     raise
                 conn.execute("COMMIT")
         except Exception as exc:
-            # A driver error may arrive wrapped (an apply step's ApplyError). Where the
-            # store failed under the step (a lost connection, a deadlock), the driver's
-            # verdict on the transaction is what counts; where only the step's own
-            # statement failed (a constraint it broke, a bad value), the step did.
-            cause = driver_error(exc)
-            if isinstance(cause, RETRYABLE):
-                raise Retry(str(cause)) from exc
-            if cause is not None and (not isinstance(exc, ApplyError) or store_failed(cause)):
-                raise storage_error(cause) from exc
-            raise
+            mapped = _mapped(exc, lost=False)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    @contextmanager
+    def _piped(self) -> Iterator[PostgresTx]:
+        """A write transaction in pipeline mode (:mod:`oncebox.store.pgtx`): its BEGIN
+        and COMMIT go out with the statements around them. Inside :meth:`sealing_next`,
+        a relaxed commit that a seal must follow opens that seal's transaction in the
+        same turn (its reads included), and the next one here takes it up."""
+        carried: Carried | None = self._carry.__dict__.pop("tx", None)
+        conn = carried.conn if carried is not None else self._pool.getconn()
+        kept = False
+        committed: psycopg.Cursor[Any] | None = None
+        follow: Callable[[], None] | None = None
+        try:
+            with contextlib.ExitStack() as piping:
+                pipe = piping.enter_context(conn.pipeline())
+                if carried is None:
+                    conn.execute(READ_COMMITTED)
+                    tx = PostgresTx(conn, self._clock, pipe)
+                else:
+                    tx = carried.tx
+                    tx._pipe = pipe
+                tx._leave = piping.close  # for SQL of a user's own that must run apart
+                yield tx
+                tx.before_commit()
+                committed = conn.execute("COMMIT")
+                if self._carry.__dict__.pop("wanted", False) and tx.deferred and not tx.relaxed:
+                    conn.execute(READ_COMMITTED)
+                    opened = PostgresTx(conn, self._clock)  # its answers taken below
+                    follow = opened.read_for_seal()
+            if follow is not None:
+                follow()
+                self._carry.tx, kept = Carried(conn, opened), True  # kept for the seal
+        except BaseException as exc:
+            lost = committed is None and conn.broken
+            if not conn.closed and conn.info.transaction_status != IDLE:
+                # Not a ROLLBACK statement: rollback() also forgets the statements psycopg
+                # believes prepared, which a failed pipeline may have left unprepared.
+                conn.rollback()
+            if not _done(committed):
+                mapped = _mapped(exc, lost) if isinstance(exc, Exception) else exc
+                if mapped is exc:
+                    raise
+                raise mapped from exc
+            # Committed; only the seal's reads after it failed: the seal begins anew.
+        finally:
+            if not kept:
+                self._returned[conn] = time.monotonic()
+                self._pool.putconn(conn)
+
+    @contextmanager
+    def sealing_next(self) -> Iterator[None]:
+        """Around a relaxed commit and the seal that follows it (engine/durability.py):
+        the seal's transaction and first reads ride with the commit."""
+        self._carry.wanted = True
+        try:
+            yield
+        finally:
+            self._carry.wanted = False
+            carried: Carried | None = self._carry.__dict__.pop("tx", None)
+            if carried is not None:  # no seal came (counts only, or a failure): let go
+                with contextlib.suppress(psycopg.Error):
+                    carried.conn.rollback()
+                self._returned[carried.conn] = time.monotonic()
+                self._pool.putconn(carried.conn)
 
     @contextmanager
     def transaction(self) -> Iterator[PostgresTx]:
         """A write transaction that is not retried: a deadlock surfaces as the retryable
         :class:`StorageUnavailable`. Use :meth:`atomic` to have it retried here."""
         try:
-            with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
+            with self._transaction(READ_COMMITTED) as tx:
                 yield tx
         except Retry as exc:
             raise StorageUnavailable(f"a conflicting transaction won: {exc}") from exc
@@ -311,6 +288,12 @@ class PostgresStore:
                     raise storage_error(exc) from exc
             return self._scanners
 
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """Check a connection that rested a while; one that died since its last use
+        anyway fails its first turn, before its COMMIT, and the work runs again (Stale)."""
+        if time.monotonic() - self._returned.get(conn, -IDLE_CHECK) >= IDLE_CHECK:
+            ConnectionPool.check_connection(conn)
+
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
         """On each new connection: the start time of the server run it reached."""
         row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
@@ -332,17 +315,23 @@ class PostgresStore:
             )
 
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
+        stale = 0
         for attempt in range(RETRIES):
             try:
-                with self._transaction("BEGIN ISOLATION LEVEL READ COMMITTED") as tx:
+                with self._piped() as tx:
                     if not durable:
-                        tx._run("defer_durability")
-                        tx.deferred = True
+                        tx.relax_durability()
                     result = work(tx)
                     server = self._servers.get(tx._conn)
                 if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
                     self._covered(server, durable)
                 return result
+            except Stale as exc:
+                # Each dead connection is dropped by the pool; a server that is down
+                # fails the next one's connect instead.
+                stale += 1
+                if stale > self._pool.max_size:
+                    raise StorageUnavailable(f"PostgreSQL connection lost: {exc}") from exc
             except (Retry, RetryTransaction):
                 # Both sides of a deadlock retry; jitter keeps them from meeting again.
                 time.sleep(random.uniform(0, min(0.25, 0.005 * 2**attempt)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from oncebox.domain import Fenced, LeaseState, Stored
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
@@ -42,6 +43,24 @@ class SqlTx(
     over the step's own statements."""
 
     dialect: str
+
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
+        raise NotImplementedError
+
+    def decision_reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+        """One read after another (see :class:`~oncebox.store.base.DecidingAtOnce`)."""
+        self.lock_identities(inbox_id, idents)
+        names = sorted(set(scopes)) if scopes else []
+        leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
+        now = self.now()
+        return leases, now, self.find_records(inbox_id, idents), None
 
     def run(self, query: Query, params: Params = ()) -> int:
         return self._run(query, params)

@@ -21,15 +21,18 @@ class RecordsSql(SqlBase):
         return {bytes(row.ident): row for row in found}
 
     def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
-        return self._many(
-            "insert_records",
-            [
-                (r.id, inbox_id, r.ident, r.identity, r.witness, r.content, r.fields, now, now,
-                 r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
-                 r.arrival.signature, r.log_seq, r.key)
-                for r in records
-            ],
-        )  # fmt: skip
+        return self._many("insert_records", self._record_rows(inbox_id, records, now))
+
+    @staticmethod
+    def _record_rows(
+        inbox_id: int, records: Sequence[NewRecord], now: float
+    ) -> list[tuple[object, ...]]:
+        return [
+            (r.id, inbox_id, r.ident, r.identity, r.witness, r.content, r.fields, now, now,
+             r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
+             r.arrival.signature, r.log_seq, r.key)
+            for r in records
+        ]  # fmt: skip
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         # Ascending ids: concurrent batches lock the rows they touch in one order.

@@ -67,6 +67,35 @@ ORDER BY 3;
 -- The identity sequence never goes back, so an id is never handed out twice.
 SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
 
+-- name: reserve_unknown_ids
+-- A fresh id for each of a batch's identities (a JSON array of hex digests) that no
+-- record holds yet: read with find_records, in the same turn, before the decision knows
+-- which are new. An identity inserted by another writer between the two statements gets
+-- an id too (ids are never reused, so one unused leaves a gap, nothing more).
+SELECT nextval(pg_get_serial_sequence('records', 'id'))
+FROM (SELECT DISTINCT decode(value, 'hex') AS ident
+      FROM json_array_elements_text(%s::json)) AS w
+WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %s AND r.ident = w.ident)
+ORDER BY 1;
+
+-- name: log_tail
+-- The log's head and the entries of its last Merkle block (of the given size), which a seal's
+-- appends hash with: read in the seal's first turn, with the log held.
+SELECT seq, step, state, hash FROM log
+WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %s * %s + 1 FROM log)
+ORDER BY seq;
+
+-- name: merkle_frontier
+-- The kept Merkle nodes a seal's appends may hash with: at each kept level (every
+-- fourth), those of the last group of 16 before the log's end; read in the seal's
+-- first turn, one index range per level.
+SELECT l.level, m.idx, m.hash
+FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
+CROSS JOIN generate_series(4, 60, 4) AS l(level)
+JOIN merkle_nodes m ON m.level = l.level
+    AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
+WHERE (h.n >> l.level) > 0;
+
 -- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
 UPDATE records SET seen_count = seen_count + t.n, last_seen = t.now

@@ -1,0 +1,168 @@
+"""The primitives of a PostgreSQL transaction over psycopg, in or out of pipeline mode.
+
+In a pipeline (:meth:`PostgresStore.atomic`) a statement is sent at once and its answer
+not waited for: what reads an answer (a row, a row count) collects every answer sent
+before it in one round trip, and the ``COMMIT`` collects the rest. Outside one, each
+statement waits for its own. What travels together is :mod:`oncebox.store.pgtx`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from oncebox.errors import RetryTransaction
+from oncebox.store.sqlfile import Query, load_queries
+from oncebox.store.sqltx import Params, SqlTx, Statement
+from oncebox.store.sqltx.base import shape
+
+Q = load_queries("postgres")
+
+
+def _query(statement: Statement) -> Query:
+    """A statement: the store's own by name, or an apply step's :class:`Query`."""
+    return Q[statement] if isinstance(statement, str) else statement
+
+
+def _sql(statement: Statement) -> str:
+    return _query(statement).sql
+
+
+def _columnar(statement: Statement) -> bool:
+    """Whether it takes a whole batch as column arrays (see queries.sql)."""
+    return _query(statement).columnar
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def _first(cursor: psycopg.Cursor[Any]) -> float:
+    row = cursor.fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+class PipelinedTx(SqlTx):
+    """One transaction's primitives over one connection, pipelined where ``pipeline``."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        clock: Callable[[], float] | None,
+        pipeline: psycopg.Pipeline | None = None,
+    ) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._pipe = pipeline
+        # Counts that must hold before the commit: (cursor, rows wanted, why not).
+        self._expected: list[tuple[psycopg.Cursor[Any], int, str]] = []
+        self._leave: Callable[[], None] | None = None  # ends the pipeline, where one runs
+
+    def _send(self, name: Statement, params: Params = ()) -> psycopg.Cursor[Any]:
+        """Send a statement; in a pipeline its answer is not waited for."""
+        return self._conn.execute(_sql(name), params)
+
+    def _send_many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        if _columnar(name):
+            self._send(name, _columns(rows))
+            return
+        # Not closed here: in a pipeline its answers are still on their way.
+        self._conn.cursor().executemany(_sql(name), rows)
+
+    def _ready(self, cursor: psycopg.Cursor[Any]) -> psycopg.Cursor[Any]:
+        """``cursor`` with its answer, collected first where a pipeline still holds it."""
+        if self._pipe is not None and cursor.pgresult is None:
+            self._pipe.sync()
+        return cursor
+
+    def _answered(self, cursor: psycopg.Cursor[Any]) -> int:
+        """A sent statement's row count."""
+        return self._ready(cursor).rowcount
+
+    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._ready(self._send(name, params))
+        if cursor.description is None:
+            return (), []
+        return [column.name for column in cursor.description], cursor.fetchall()
+
+    def _one(self, name: Statement, params: Params = ()) -> Any:
+        return self._send(name, params).fetchone()
+
+    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
+        return self._send(name, params).fetchall()
+
+    def _run(self, name: Statement, params: Params = ()) -> int:
+        return self._answered(self._send(name, params))
+
+    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
+        if not rows:
+            return 0
+        if _query(name).each:  # its count is known: nothing to wait for
+            self._send_many(name, rows)
+            return len(rows)
+        if _columnar(name):
+            return max(self._answered(self._send(name, _columns(rows))), 0)
+        with self._conn.cursor() as cur:
+            cur.executemany(_sql(name), rows)
+            if self._pipe is not None:  # every row's answer, not only the first's
+                self._pipe.sync()
+            return max(cur.rowcount, 0)
+
+    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if not rows:
+            return []
+        if _columnar(name):
+            # One statement for the batch: one array per column.
+            cur = self._ready(self._send(name, _columns(rows)))
+            return cur.fetchall() if cur.description else []
+        found_rows: list[Any] = []
+        with self._conn.cursor() as cur:
+            cur.executemany(_sql(name), rows, returning=True)
+            while True:
+                if cur.description:
+                    found_rows += cur.fetchall()
+                if not cur.nextset():
+                    return found_rows
+
+    def expect(self, cursor: psycopg.Cursor[Any], rows: int, why: str) -> None:
+        """Before the commit, ``cursor`` must have changed ``rows`` rows; otherwise the
+        transaction is decided again (:class:`RetryTransaction`)."""
+        self._expected.append((cursor, rows, why))
+
+    def before_commit(self) -> None:
+        """Check what must hold before the commit (one turn, only where something must)."""
+        for cursor, rows, why in self._expected:
+            if self._answered(cursor) != rows:
+                raise RetryTransaction(why)
+
+    def _shaped(self, cursor: psycopg.Cursor[Any], name: str, cls: type[Any]) -> list[Any]:
+        rows = cursor.fetchall()
+        if not rows or cursor.description is None:
+            return []
+        make = shape(name, cls, [column.name for column in cursor.description])
+        return [make(row) for row in rows]
+
+    # -- a user's own SQL --------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if not params:
+            self._apart(sql)
+        cur = self._ready(self._conn.execute(sql, params))
+        return [tuple(row) for row in cur.fetchall()] if cur.description else []
+
+    def script(self, sql: str) -> None:
+        self._apart(sql)
+        self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
+
+    def _apart(self, sql: str) -> None:
+        """SQL that may hold several statements runs outside the pipeline (which takes
+        one at a time): the rest of this transaction then waits for each answer."""
+        if self._pipe is not None and ";" in sql.strip().rstrip(";") and self._leave:
+            self._leave()
+            self._pipe = None

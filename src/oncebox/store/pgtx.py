@@ -1,0 +1,270 @@
+"""One PostgreSQL transaction, in as few round trips as its reads allow.
+
+A write transaction (:meth:`PostgresStore.atomic`) runs in psycopg's pipeline mode: a
+statement whose answer nobody reads yet is sent at once, not waited for, and the next
+read (or the commit) collects every answer in one turn. So what costs a round trip is a
+read the code needs before it can go on, and the store asks for those together:
+
+- a decision's reads, all at once (:meth:`PostgresTx.decision_reads`): the inbox lock,
+  the scopes' leases, the server clock, the batch's stored records and fresh ids for the
+  identities not stored yet; the engine then decides in Python, and its writes go out
+  together with the ``COMMIT``;
+- a seal's reads, all at once, as it takes the log (:meth:`PostgresTx.read_for_seal`):
+  the sealer's lease, the clock, the queue, the log's head with the entries of its last
+  Merkle block and the kept nodes the appends hash with; sent in the very round trip
+  that commits the decision before it, where a seal follows one
+  (:meth:`PostgresStore.sealing_next`);
+- a check that must hold before the commit (a duplicate's record still there) waits
+  for its count just before the ``COMMIT`` (:meth:`PostgresTx.expect`).
+
+An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
+included, so nothing of a failed transaction commits; the store rolls it back and
+retries it as it always did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from oncebox.domain import (
+    SEALER,
+    Fenced,
+    LeaseState,
+    LogEntry,
+    Newcomer,
+    NewRecord,
+    PendingEvent,
+    Stored,
+)
+from oncebox.errors import RetryTransaction
+from oncebox.store.pgpipe import PipelinedTx, _columns, _first
+
+SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
+LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
+RECORDS_IDENTITY = "records_one_per_identity"
+
+
+def lost_identity(exc: BaseException) -> bool:
+    """Whether a concurrent writer inserted one of a batch's identities first."""
+    return (
+        isinstance(exc, pg_errors.UniqueViolation) and exc.diag.constraint_name == RECORDS_IDENTITY
+    )
+
+
+class PostgresTx(PipelinedTx):
+    """The store interface over one connection inside one transaction."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        clock: Callable[[], float] | None,
+        pipeline: psycopg.Pipeline | None = None,
+    ) -> None:
+        super().__init__(conn, clock, pipeline)
+        # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
+        self.deferred = self.relaxed = False
+        # A seal's reads, fetched with its lock (see held), each taken once.
+        self._now: float | None = None
+        self._pending: list[PendingEvent] | None = None
+        self._tail: list[LogEntry] | None = None
+        self._lease: dict[str, LeaseState] | None = None
+        self._nodes: dict[tuple[int, int], bytes] = {}  # stored, so never stale
+
+    # -- the clock and durability --------------------------------------------------------
+    def relax_durability(self) -> None:
+        """Begun relaxed (``atomic(..., durable=False)``): the commit will not wait."""
+        self._send("defer_durability")
+        self.deferred = True
+
+    def relax(self) -> bool:
+        """Counts only: a server restart may lose them, so nothing need cover the commit."""
+        if not self.deferred:
+            self._send("defer_durability")
+        self.deferred = self.relaxed = True
+        return True
+
+    def now(self) -> float:
+        if self._clock is not None:
+            return float(self._clock())
+        if self._now is not None:
+            now, self._now = self._now, None
+            return now
+        return float(self._one("now")[0])
+
+    # -- deciding ------------------------------------------------------------------------
+    def decision_reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+        """Everything a decision reads, in one turn: the inbox's lock, the scopes'
+        leases (held), then the clock, the stored records and a fresh id for each
+        identity not stored. Read in this order, so no wait lets a stale time pass."""
+        if self._pipe is None:
+            return super().decision_reads(inbox_id, idents, scopes)
+        self.lock_identities(inbox_id, idents)
+        names = json.dumps(sorted(set(scopes))) if scopes else None
+        leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
+        clock = self._send("now") if self._clock is None else None
+        wanted = json.dumps([ident.hex() for ident in idents])
+        found = self._send("find_records", (inbox_id, wanted)) if idents else None
+        fresh = self._send("reserve_unknown_ids", (wanted, inbox_id)) if idents else None
+        held: dict[str, LeaseState] = {}
+        if leases is not None:
+            held = {row.name: row for row in self._shaped(leases, "held_leases", LeaseState)}
+        now = _first(clock) if clock is not None else self.now()
+        stored: dict[bytes, Stored] = {}
+        if found is not None:
+            stored = {bytes(r.ident): r for r in self._shaped(found, "find_records", Stored)}
+        new_ids = [int(row[0]) for row in fresh.fetchall()] if fresh is not None else []
+        return held, now, stored, new_ids
+
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
+        # One advisory lock per inbox: deciders take it shared, so they never queue for
+        # each other here; adjudication takes it exclusive, so no resend decides against
+        # a record while it is being revised (it waits for the batches in flight, and
+        # the server queues new ones behind it). Deciders cannot deadlock on each other
+        # without identity locks: what two of them can wait on each other for, they
+        # write in one order (new records in identity order, quarantine rows, duplicate
+        # counts, generations and verdict counters sorted, each kind at the same point
+        # of the transaction). One that meets an identity another uncommitted batch is
+        # inserting waits for that commit, then decides again against the row
+        # (RetryTransaction).
+        if idents:
+            self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
+
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+        try:
+            self._send_many("insert_records", self._record_rows(inbox_id, records, now))
+        except pg_errors.UniqueViolation as exc:
+            if not lost_identity(exc):
+                raise
+            # A concurrent writer inserted one of these identities first (the statement
+            # waited for its commit): decide the batch again against its row. Not
+            # chained: the driver error would otherwise decide what the caller sees.
+            raise RetryTransaction("an identity of this batch was inserted meanwhile") from None
+        # All or none: an identity inserted meanwhile fails the statement (in a pipeline,
+        # at the commit's turn, where the store has it decided again).
+        return len(records)
+
+    def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
+        rows = [(record_id, n, now) for record_id, n in sorted(repeats.items())]
+        self._counted("count_duplicates", rows)
+        return len(rows)
+
+    def count_late_replays(self, late: Mapping[int, tuple[int, float]], now: float) -> int:
+        rows = [(record_id, n, now, most) for record_id, (n, most) in sorted(late.items())]
+        self._counted("count_late_replays", rows)
+        return len(rows)
+
+    def _counted(self, name: str, rows: list[tuple[Any, ...]]) -> None:
+        # A stored row that vanished between the read and the count (retention dropped a
+        # tombstone meanwhile) has the batch decided again, checked before the commit.
+        cursor = self._send(name, _columns(rows))
+        self.expect(cursor, len(rows), "a record changed under this batch")
+
+    def quarantine(
+        self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
+    ) -> list[tuple[int, bool]]:
+        # In (identity, witness) order: concurrent batches that share newcomers wait on
+        # each other's rows in one order, so they queue instead of deadlocking.
+        order = sorted(
+            range(len(newcomers)), key=lambda i: (newcomers[i].ident, newcomers[i].witness)
+        )
+        kept = super().quarantine(inbox_id, [newcomers[i] for i in order], reason, now)
+        placed: list[tuple[int, bool]] = [(0, False)] * len(newcomers)
+        for i, row in zip(order, kept, strict=True):
+            placed[i] = row
+        return placed
+
+    def _remember_dropped(self, record_id: int) -> None:
+        """Nothing to remember: the identity sequence never goes back."""
+
+    # -- writes nobody reads back: sent, answered at the next turn -----------------------
+    def queue_logs(self, events: Sequence[Any]) -> None:
+        self._send_many("queue_logs", events)
+
+    def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
+        # A fixed order: concurrent batches then lock the counter rows in the same order.
+        rows = [(inbox_id, hour, v, r, n) for (v, r), n in sorted(counts.items())]
+        self._send_many("count_verdict", rows)
+
+    def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
+        self._send_many("mark_sealed", seals)
+
+    def drop_pending(self, event_ids: Sequence[int]) -> None:
+        self._send_many("drop_pending", [(event_id,) for event_id in event_ids])
+
+    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
+        self._send_many("put_merkle_node", list(nodes))
+
+    # -- sealing: its reads with its lock -------------------------------------------------
+    def held(
+        self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
+    ) -> dict[str, LeaseState]:
+        sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
+        if sealer and self._lease is None and self._pipe is not None:
+            self.read_for_seal()
+        if sealer and self._lease is not None:
+            lease, self._lease = self._lease, None  # read as its transaction began
+            return lease
+        return super().held(kind, owner, names, exclusive)
+
+    def read_for_seal(self) -> Callable[[], None]:
+        """The log's lease, held, and what a seal reads next, sent together (read after
+        the lock is granted: the server runs them in order). In this transaction's
+        pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
+        the commit before) by the call returned, once they are there."""
+        params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
+        lease = self._send("held_leases_exclusive", params)
+        clock = self._send("now") if self._clock is None else None
+        pending = self._send("pending_log", (SEAL_BATCH,))
+        tail = self._send("log_tail", (LOG_BLOCK, LOG_BLOCK))
+        frontier = self._send("merkle_frontier")
+
+        def take() -> None:
+            self._lease = {r.name: r for r in self._shaped(lease, "held_leases", LeaseState)}
+            if clock is not None:
+                self._now = _first(clock)
+            self._pending = self._shaped(pending, "pending_log", PendingEvent)
+            self._tail = self._shaped(tail, "log_entries", LogEntry)
+            self._nodes = {(int(lv), int(i)): bytes(h) for lv, i, h in frontier.fetchall()}
+
+        if self._pipe is not None:
+            take()
+        return take
+
+    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
+        nodes = self._nodes
+        if all((level, i) in nodes for i in range(start, end)):
+            return [nodes[level, i] for i in range(start, end)]
+        return super().merkle_nodes(level, start, end)
+
+    def pending_log(self, limit: int) -> list[PendingEvent]:
+        if self._pending is not None and limit == SEAL_BATCH:
+            pending, self._pending = self._pending, None
+            return pending
+        return super().pending_log(limit)
+
+    def log_head(self) -> LogEntry | None:
+        if self._tail is not None:
+            return self._tail[-1] if self._tail else None
+        return super().log_head()
+
+    def log_entries(self, start: int, end: int) -> list[LogEntry]:
+        tail = self._tail
+        if tail and tail[0].seq <= start:
+            return [entry for entry in tail if start <= entry.seq < end]
+        if tail is not None and not tail:  # the log was empty: only what this one appended
+            return []
+        return super().log_entries(start, end)
+
+    def append_log(self, entries: Sequence[LogEntry]) -> None:
+        self._send_many("append_log", entries)
+        if self._tail is not None:
+            self._tail = [*self._tail, *entries]  # the tail stays the log's whole tail
