@@ -63,9 +63,13 @@ class Counted:
 
     def _counting(self, original: Callable[..., Any], label: str) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:
+            # Counted once the lookup has read the store, so that a test waiting for it
+            # knows the read is over (counted before it, a revocation made at once could
+            # land first, under load).
+            found = original(*args, **kwargs)
             with self._lock:
                 self.seen[label] += 1
-            return original(*args, **kwargs)
+            return found
 
         return counted
 
