@@ -374,6 +374,10 @@ def run_schemathesis(
         str(seed),
         "--workers",
         "1",
+        # The feed's long poll may answer after 30 s (wait=30): past schemathesis' 10 s
+        # default, a slow answer that was asked for would be a network error.
+        "--request-timeout",
+        "35",
         "--no-color",
         "--report",
         "json,har",
