@@ -21,7 +21,6 @@ stores nothing at all, valid or not, so it must not be acknowledged (step 3).
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -91,7 +90,7 @@ class Walk:
         self.outcomes: list[Outcome] = []
         self.records: list[NewRecord] = []
         self.firsts: list[int] = []  # the delivery index of each new record
-        self.repeats: Counter[int] = Counter()  # record id -> duplicates
+        self.repeats: dict[int, int] = {}  # record id -> duplicates
         self.late: dict[int, tuple[int, float]] = {}  # record id -> (count, most late)
         self.newcomers: list[Newcomer] = []
         self._newcomer_rows: dict[tuple[bytes, bytes], int] = {}
@@ -151,7 +150,7 @@ class Walk:
             self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
             self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
         elif verdict is Verdict.DUPLICATE:
-            self.repeats[seen.id] += 1
+            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
             self.outcomes.append(Outcome(verdict, item, seen=seen))
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they

@@ -104,8 +104,9 @@ def commit_sealed(
             result = _chosen_up_front(store, light, seal)
         else:
             result = store.atomic(lambda tx: run(tx, seal))
-        _reach(watched, crashpoints.AFTER_COMMIT)
-        _reach(watched, crashpoints.AFTER_SEAL)
+        if watched:
+            crashpoints.reach(crashpoints.AFTER_COMMIT)
+            crashpoints.reach(crashpoints.AFTER_SEAL)
         return result, None
     # PostgreSQL opens the seal's transaction in the commit's own round trip.
     with getattr(store, "sealing_next", nullcontext)():
