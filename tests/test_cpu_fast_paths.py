@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 import oncebox
 from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
-from oncebox.engine import log, merkle
+from oncebox.engine import decide, log, merkle
 from oncebox.engine.decision import against, decision_of, template
 from oncebox.engine.ingest import prepare
 from oncebox.formats import Delivery, Invalid, get_codec
@@ -246,3 +247,58 @@ def test_the_canonical_form_of_what_was_read_over_the_json_test_suite() -> None:
         assert canonical_read(value, text) == canonical_json(text), path.name
         accepted += 1
     assert accepted > 90  # the y_ files but those a rule refuses, and some i_ files
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("send"), st.integers(0, 2), st.sampled_from([b"a", b"b"])),
+        st.tuples(st.just("tick"), st.sampled_from([1.0, 3600.0, 100.0 * 86400])),
+        st.just(("evict",)),
+        st.just(("bad",)),  # a keyed delivery without its key: a dead letter
+        st.tuples(st.just("again"), st.sampled_from([b"a", b"b"])),  # from the last one
+    ),
+    max_size=25,
+)
+
+
+def _run_steps(steps: list[Any], seal: bool) -> list[Any]:
+    now = [1_800_000_000.0]
+    box = oncebox.open("sqlite:///:memory:", clock=lambda: now[0], seal=seal,
+                       inboxes=[oncebox.InboxSpec("k", codec="keyed", retention=3600.0,
+                                                   retention_override="a test")])  # fmt: skip
+    seen: list[Any] = []
+    letter: int | None = None
+    try:
+        for step in steps:
+            if step[0] == "tick":
+                now[0] += step[1]
+                continue
+            if step[0] == "evict":
+                box.evict("k")
+                continue
+            if step[0] == "send":
+                delivery = Delivery(step[2], key=str(step[1]))
+            elif step[0] == "bad":
+                delivery = Delivery(b"x")
+            else:
+                delivery = Delivery(step[1], key="0", dead_letter=letter)
+            decision = box.ingest("k", delivery)
+            letter = decision.dead_letter_id or letter
+            seen.append(dataclasses.asdict(decision))
+        with box.store.reading() as tx:
+            for table in ("records", "verdict_counts", "log", "dead_letters", "quarantine"):
+                seen.append(tx.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3"))  # type: ignore[attr-defined]
+    finally:
+        box.close()
+    return seen
+
+
+@settings(max_examples=80)
+@given(_steps, st.booleans())
+def test_one_duplicate_decides_and_writes_as_the_walk(steps: list[Any], seal: bool) -> None:
+    """A single plain duplicate skips the walk (``decide._one_duplicate``): the same
+    decisions, counts, records, log and dead letters as with every delivery walked."""
+    fast = _run_steps(steps, seal)
+    with mock.patch.object(decide, "_plain_repeat", lambda item, seen: False):
+        general = _run_steps(steps, seal)
+    assert fast == general

@@ -29,7 +29,6 @@ from oncebox.domain import (
     LATE_REPLAY,
     UNSTORED,
     DeadLetter,
-    Decision,
     Letter,
     LogEvent,
     Newcomer,
@@ -40,7 +39,8 @@ from oncebox.domain import (
 from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
-from oncebox.engine.decision import classify, decision_of, quick_decisions
+from oncebox.engine.decided import Decided
+from oncebox.engine.decision import classify
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
 from oncebox.engine.step import Change, NoEffect
 from oncebox.errors import RetryTransaction
@@ -185,10 +185,17 @@ def decide_batch(
     ``counts_only`` True / False: :class:`WrongLevel`, nothing written, unless it is / isn't.
     """
     inbox_id = inbox.row.id
-    idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
+    if len(items) == 1:  # a single delivery's: no generator to run and dictionary to fill
+        idents = [] if items[0].ident is None else [items[0].ident]
+    else:
+        idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
     # Steps 1 to 3's reads at once (on PostgreSQL in one round trip).
     scopes = [item.delivery.snapshot_id or "" for item in items] if inbox.row.fenced else None
     current, now, found, fresh = tx.decision_reads(inbox_id, idents, scopes)
+    if len(items) == 1 and scopes is None and counts_only is not False:
+        seen = found.get(items[0].ident) if items[0].ident is not None else None
+        if seen is not None and _plain_repeat(items[0], seen):
+            return _one_duplicate(tx, inbox, items[0], seen, now)
     fenced: dict[int, str] = {}
     if scopes is not None:
         # Every delivery is fenced, valid or not: a sender without the scope's current
@@ -219,74 +226,30 @@ def decide_batch(
     return _write(tx, inbox, walk, now, seal, again)
 
 
-class Decided:
-    """A batch decided and written, not yet committed: :meth:`decisions` gives the
-    decisions once it has (they are built only then, so none can leave early)."""
+def _plain_repeat(item: Prepared, seen: Stored) -> bool:
+    """Whether ``item`` repeats ``seen`` as a plain duplicate: the same content, of a
+    record still kept and already sealed, not delivered again from a dead letter."""
+    return (
+        seen.witness == item.witness
+        and seen.evicted_at is None
+        and seen.log_seq is not None
+        and item.delivery.dead_letter is None
+    )
 
-    def __init__(
-        self,
-        inbox: str,
-        walk: Walk,
-        kept: Sequence[tuple[int, bool]],
-        letter_ids: Sequence[int],
-        opened: set[int],
-        positions: dict[int, int],
-    ) -> None:
-        self.inbox = inbox
-        self.walk = walk
-        self.kept = kept
-        self.letter_ids = letter_ids
-        self.opened = opened  # the outcomes that opened a quarantine row
-        self.positions = positions  # record id -> log position, when sealed in the batch
 
-    def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
-        """The committed decisions, in delivery order; ``positions`` gives the log
-        positions of records sealed after the commit."""
-        sealed, walk = self.positions if positions is None else positions, self.walk
-        return quick_decisions(self.inbox, walk.outcomes, walk.records, sealed, self._decision)
-
-    def _decision(self, index: int, outcome: Outcome, sealed: Mapping[int, int]) -> Decision:
-        name, verdict, item = self.inbox, outcome.verdict, outcome.item
-        if outcome.fenced:
-            # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
-            return decision_of(name, verdict, False, reason=outcome.reason, detail=outcome.detail)
-        if verdict is Verdict.REJECTED and index in self.walk.retried:  # its dead letter still
-            return decision_of(
-                name, verdict, True, reason=outcome.reason, detail=outcome.detail,
-                identity=item.delivery.key, dead_letter_id=self.walk.retried[index].id,
-            )  # fmt: skip
-        if verdict is Verdict.REJECTED:
-            letter = self.walk.letters[outcome.row]
-            return decision_of(
-                name, verdict, True, reason=letter.reason, detail=letter.detail,
-                identity=letter.key, dead_letter_id=self.letter_ids[outcome.row],
-            )  # fmt: skip
-        assert item.identity is not None
-        facts = {"identity": item.identity.identity, "witness": item.identity.witness}
-        if verdict is Verdict.ACCEPTED:
-            record_id = self.walk.records[outcome.row].id
-            return decision_of(
-                name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
-                log_position=sealed.get(record_id), **facts,
-            )  # fmt: skip
-        seen = outcome.seen
-        assert seen is not None
-        against = {
-            "record_id": seen.id,
-            "revision": seen.revision,
-            "log_position": seen.log_seq if seen.log_seq is not None else sealed.get(seen.id),
-        }
-        if verdict is Verdict.DUPLICATE and outcome.reason == LATE_REPLAY:
-            return decision_of(
-                name, verdict, True, reason=LATE_REPLAY, late_replay=True, **against, **facts
-            )
-        if verdict is Verdict.DUPLICATE:
-            return decision_of(name, verdict, True, **against, **facts)
-        return decision_of(
-            name, Verdict.CONFLICT, True, reason=CONFLICT_REASON,
-            quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
-            late_replay=seen.evicted_at is not None, **against, **facts,
-        )  # fmt: skip
+def _one_duplicate(
+    tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: Stored, now: float
+) -> Decided:
+    """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
+    inbox: what the walk and :func:`_write` decide and write for it, its two counts,
+    without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
+    walk = Walk({}, ())
+    walk.outcomes.append(Outcome(Verdict.DUPLICATE, item, seen=seen))
+    walk.repeats[seen.id] = 1
+    if tx.count_duplicates(walk.repeats, now) != 1:
+        raise RetryTransaction("a record changed under this batch")
+    tx.count_verdicts(inbox.row.id, int(now // 3600), {(Verdict.DUPLICATE.value, ""): 1})
+    return Decided(inbox.name, walk, (), (), set(), {})
 
 
 def _write(

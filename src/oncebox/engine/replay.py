@@ -117,8 +117,7 @@ def held(tx: Retrying, inbox_id: int, items: Sequence[Prepared]) -> dict[int, De
     return {
         i: letter
         for i, letter_id in wanted.items()
-        if (letter := found.get(letter_id)) is not None
-        and letter.inbox_id == inbox_id
+        if (letter := found.get(letter_id)) is not None and letter.inbox_id == inbox_id
     }
 
 

@@ -86,9 +86,8 @@ class SQLiteTx(SqlTx):
     def _rows(self, name: Statement, params: Params, cls: type[R]) -> list[R]:
         """Built as the columns matched ``cls`` the first time: a store statement's
         columns are fixed by its text, so they are not asked of the cursor again."""
-        make = _MADE.get((name, cls)) if isinstance(name, str) else None
-        if make is not None:
-            return [make(row) for row in self._conn.execute(Q[name].sql, params)]
+        if isinstance(name, str) and (made := _MADE.get((name, cls))) is not None:
+            return [made(row) for row in self._conn.execute(Q[name].sql, params)]
         columns, rows = self._described(name, params)
         if not rows:
             return []

@@ -50,7 +50,7 @@ def shape(
             # A named tuple filled whole is the row's values as they are: built by
             # tuple.__new__ itself, what its Python-level _make calls, at C speed.
             whole = len(columns) == len(names) and hasattr(cls, "_make")
-            make = partial(tuple.__new__, cls) if whole else (lambda row: cls(*row))
+            make = partial(tuple.__new__, cls) if whole else (lambda row: cls(*row))  # type: ignore[type-var]
         else:
 
             def make(row: Sequence[Any]) -> Any:
