@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oncebox
-from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
+from oncebox.domain import Decision, LogEntry, LogEvent, Stored, Verdict
 from oncebox.engine import decide, log, merkle
-from oncebox.engine.decision import against, decision_of, template
+from oncebox.engine.decide import Walk
+from oncebox.engine.decided import Decided
 from oncebox.engine.ingest import prepare
 from oncebox.formats import Delivery, Invalid, get_codec
 from oncebox.formats.canonical import canonical, canonical_json, canonical_read
@@ -30,28 +31,42 @@ from oncebox.formats.strictjson import loads
 facts_text = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
 
 
+@settings(max_examples=200)
 @given(
-    st.sampled_from([Verdict.ACCEPTED, Verdict.DUPLICATE]),
-    st.text(max_size=5),
-    st.integers(min_value=1, max_value=10**12),
-    st.integers(min_value=1, max_value=9),
-    st.none() | st.integers(min_value=1, max_value=10**9),
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from([b"a", b"b"])), max_size=12),
+    st.dictionaries(
+        st.integers(0, 3),
+        st.tuples(st.sampled_from([b"a", b"b"]), st.none() | st.integers(1, 99), st.booleans()),
+    ),
+    st.booleans(),
 )
-def test_against_builds_what_decision_of_builds(
-    verdict: Verdict, identity: str, record_id: int, revision: int, position: int | None
+def test_quick_decisions_are_the_general_ones(
+    deliveries: list[tuple[int, bytes]],
+    stored_as: dict[int, tuple[bytes, int | None, bool]],
+    sealed_after: bool,
 ) -> None:
-    made = against(template("inbox", verdict), identity, "w" * 64, record_id, revision, position)
-    expected = decision_of(
-        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
-        revision=revision, log_position=position,
-    )  # fmt: skip
-    assert made == expected
-    # The same facts in the same order: the HTTP answer writes them as they are held.
-    assert list(made.__dict__.items()) == list(expected.__dict__.items())
-    assert made == Decision(
-        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
-        revision=revision, log_position=position,
-    )  # fmt: skip
+    """An accepted delivery's and a plain duplicate's decision, made in line over the
+    verdict's template (``quick_decisions``), is the one the general ``_decision`` makes:
+    the same facts in the same order (the HTTP answer writes them as they are held)."""
+    codec = get_codec("keyed")
+    stored = {}
+    for key, (body, log_seq, evicted) in stored_as.items():
+        item = prepare(codec, Delivery(body, key=str(key)))
+        assert item.ident is not None and item.witness is not None
+        stored[item.ident] = Stored(100 + key, item.ident, item.witness, 1 + key % 2,
+                                    5.0 if evicted else None, 1.0, log_seq)  # fmt: skip
+    walk = Walk(stored, range(1000, 1100))
+    for index, (key, body) in enumerate(deliveries):
+        walk.decide(index, prepare(codec, Delivery(body, key=str(key))), 10.0)
+    kept = [(500 + row, True) for row in range(len(walk.newcomers))]
+    decided = Decided("k", walk, kept, [], set(), {})
+    sealed = {s.id: 9000 + s.id for s in stored.values() if s.log_seq is None}
+    if sealed_after:
+        sealed.update({r.id: 7000 + r.id for r in walk.records})
+    quick = decided.decisions(sealed)
+    general = [decided._decision(i, o, sealed) for i, o in enumerate(walk.outcomes)]
+    assert [list(d.__dict__.items()) for d in quick] == [list(d.__dict__.items()) for d in general]
+    assert quick == [Decision(**d.__dict__) for d in general]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple, Protocol
 
 from oncebox.domain import (
@@ -73,6 +74,10 @@ class Outcome(NamedTuple):
     def fenced(self) -> bool:
         """Refused by the fence: nothing of it stored."""
         return self.verdict is Verdict.REJECTED and self.reason in UNSTORED
+
+
+# An Outcome from all six of its fields, at C speed (a named tuple's own __new__ is Python).
+_outcome = partial(tuple.__new__, Outcome)
 
 
 class Walk:
@@ -132,6 +137,11 @@ class Walk:
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
         seen = self.seen.get(ident)
+        if seen is not None and seen.witness == witness and seen.evicted_at is None:
+            # The usual repeat, first: what classify calls a duplicate, of a kept record.
+            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
+            self.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+            return
         verdict = classify(None if seen is None else seen.witness, witness)
         if seen is None:
             record_id = next(self._ids)
@@ -142,16 +152,13 @@ class Walk:
             )  # fmt: skip
             self.firsts.append(index)
             self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
-            self.outcomes.append(Outcome(verdict, item, len(self.records) - 1))
+            self.outcomes.append(_outcome((verdict, item, len(self.records) - 1, None, "", "")))
         elif verdict is Verdict.DUPLICATE and seen.evicted_at is not None:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             count, most = self.late.get(seen.id, (0, 0.0))
             self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
             self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
-        elif verdict is Verdict.DUPLICATE:
-            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
-            self.outcomes.append(Outcome(verdict, item, seen=seen))
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they
             # are; the newcomer is kept for an operator, never merged and never dropped.
