@@ -273,7 +273,9 @@ def _write(
     events: list[LogEvent] = []
     opened: set[int] = set()
     first_rows: set[int] = set()
-    for index, outcome in enumerate(walk.outcomes):
+    # Nothing to log for a batch of repeats and refusals alone (duplicates, late replays).
+    logged = walk.outcomes if walk.records or walk.newcomers or walk.retried else ()
+    for index, outcome in enumerate(logged):
         if outcome.verdict is Verdict.ACCEPTED:
             record = walk.records[outcome.row]
             state = log.record_state_text(
