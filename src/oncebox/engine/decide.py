@@ -76,8 +76,12 @@ class Outcome(NamedTuple):
         return self.verdict is Verdict.REJECTED and self.reason in UNSTORED
 
 
-# An Outcome from all six of its fields, at C speed (a named tuple's own __new__ is Python).
+# Named tuples built from all their fields at C speed (their own __new__ is Python):
+# one of each is built per delivery.
 _outcome = partial(tuple.__new__, Outcome)
+_new_record = partial(tuple.__new__, NewRecord)
+_stored = partial(tuple.__new__, Stored)
+_event = partial(tuple.__new__, LogEvent)
 
 
 class Walk:
@@ -137,23 +141,25 @@ class Walk:
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
         seen = self.seen.get(ident)
-        if seen is not None and seen.witness == witness and seen.evicted_at is None:
-            # The usual repeat, first: what classify calls a duplicate, of a kept record.
-            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
-            self.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
-            return
-        verdict = classify(None if seen is None else seen.witness, witness)
+        # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
             record_id = next(self._ids)
             self.records.append(
-                NewRecord(record_id, ident, identity.identity, witness, decoded.content,
-                          fields_json(decoded), arrival(item.delivery), None,
-                          item.delivery.key)
+                _new_record((record_id, ident, identity.identity, witness, decoded.content,
+                             fields_json(decoded), arrival(item.delivery), None,
+                             item.delivery.key))
             )  # fmt: skip
             self.firsts.append(index)
-            self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
-            self.outcomes.append(_outcome((verdict, item, len(self.records) - 1, None, "", "")))
-        elif verdict is Verdict.DUPLICATE and seen.evicted_at is not None:
+            self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
+            row = len(self.records) - 1
+            self.outcomes.append(_outcome((Verdict.ACCEPTED, item, row, None, "", "")))
+            return
+        if seen.witness == witness and seen.evicted_at is None:
+            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
+            self.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+            return
+        verdict = classify(seen.witness, witness)
+        if verdict is Verdict.DUPLICATE:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             count, most = self.late.get(seen.id, (0, 0.0))
@@ -282,7 +288,7 @@ def _write(
                 name, record.id, record.identity, record.witness.hex(), 1,
                 record.arrival.snapshot_id,
             )  # fmt: skip
-            events.append(LogEvent("accept", state, record.id, 1, inbox_id))
+            events.append(_event(("accept", state, record.id, 1, inbox_id)))
         elif (
             outcome.verdict is Verdict.CONFLICT
             and kept[outcome.row][1]
@@ -299,7 +305,7 @@ def _write(
     if walk.records:
         crashpoints.reach(crashpoints.BEFORE_INSERT)
         records = walk.records if not positions else [
-            NewRecord(*r[:7], positions.get(r.id), r.key) for r in walk.records]  # fmt: skip
+            _new_record((*r[:7], positions.get(r.id), r.key)) for r in walk.records]  # fmt: skip
         if tx.insert_records(inbox_id, records, now) != len(records):
             # A concurrent writer inserted one of these identities first.
             raise RetryTransaction("an identity of this batch was inserted meanwhile")

@@ -177,6 +177,7 @@ class SQLiteStore:
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         self._local.conn = conn
+        self._local.cursor = conn.cursor()  # for whole statements: begin, commit, SqlTx's
         self._local.level = self._synchronous
         with self._lock:
             self._connections.append(conn)
@@ -201,12 +202,13 @@ class SQLiteStore:
         """One write transaction around ``work``: :meth:`_transaction`'s steps without a
         generator's context manager, which costs more than a duplicate's statements."""
         conn = self._begin("BEGIN IMMEDIATE", durable)
+        cursor = self._local.cursor
         try:
-            result = work(SQLiteTx(conn, self._clock, not durable))
+            result = work(SQLiteTx(conn, self._clock, not durable, cursor))
         except BaseException as exc:
             self._failed(conn, exc)
             raise
-        self._commit(conn)
+        self._commit(conn, cursor)
         return result
 
     def reading(self) -> AbstractContextManager[SQLiteTx]:
@@ -233,12 +235,13 @@ class SQLiteStore:
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
         conn = self._begin(begin, durable)
+        cursor = self._local.cursor
         try:
-            yield SQLiteTx(conn, self._clock, not durable)
+            yield SQLiteTx(conn, self._clock, not durable, cursor)
         except BaseException as exc:
             self._failed(conn, exc)
             raise
-        self._commit(conn)
+        self._commit(conn, cursor)
 
     def _begin(self, begin: str, durable: bool) -> apsw.Connection:
         conn = self._connect()
@@ -252,7 +255,7 @@ class SQLiteStore:
             conn.execute(f"PRAGMA synchronous={level}")
             self._local.level = level
         try:
-            conn.execute(begin)
+            self._local.cursor.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         return conn
@@ -272,9 +275,9 @@ class SQLiteStore:
             raise _storage_error(cause) from exc
 
     @staticmethod
-    def _commit(conn: apsw.Connection) -> None:
+    def _commit(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
         try:
-            conn.execute("COMMIT")
+            cursor.execute("COMMIT")
         except apsw.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

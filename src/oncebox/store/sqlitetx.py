@@ -21,9 +21,21 @@ R = TypeVar("R")
 _MADE: dict[tuple[str, type], Callable[[Sequence[Any]], Any]] = {}
 
 
+def _bare(sql: str) -> str:
+    """``sql`` without the comment lines that describe it: SQLite's statement cache
+    hashes and compares the whole text on every run, comments and all."""
+    lines = sql.splitlines()
+    while lines and lines[0].lstrip().startswith("--"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+_TEXT = {name: _bare(query.sql) for name, query in Q.items()}
+
+
 def _sql(statement: Statement) -> str:
     """A statement's SQL: the store's own by name, or an apply step's :class:`Query`."""
-    return (Q[statement] if isinstance(statement, str) else statement).sql
+    return _TEXT[statement] if isinstance(statement, str) else statement.sql
 
 
 class SQLiteTx(SqlTx):
@@ -32,11 +44,20 @@ class SQLiteTx(SqlTx):
     dialect = "sqlite"
 
     def __init__(
-        self, conn: apsw.Connection, clock: Callable[[], float], relaxed: bool = False
+        self,
+        conn: apsw.Connection,
+        clock: Callable[[], float],
+        relaxed: bool = False,
+        cursor: apsw.Cursor | None = None,
     ) -> None:
         self._conn = conn
         self._clock = clock
         self._relaxed = relaxed
+        # The connection's own cursor, for statements read to their end: making and
+        # dropping a cursor per statement costs more than a duplicate's lookup. A
+        # statement read only in part (_one, _described) gets a cursor of its own, which
+        # resets it when dropped, so that no statement is left open after its call.
+        self._cursor = conn.cursor() if cursor is None else cursor
 
     def now(self) -> float:
         return float(self._clock())
@@ -59,7 +80,7 @@ class SQLiteTx(SqlTx):
         return None
 
     def _all(self, name: Statement, params: Params = ()) -> list[Any]:
-        return [tuple(row) for row in self._conn.execute(_sql(name), params)]
+        return [tuple(row) for row in self._cursor.execute(_sql(name), params)]
 
     def _run(self, name: Statement, params: Params = ()) -> int:
         self._conn.execute(_sql(name), params)
@@ -72,7 +93,7 @@ class SQLiteTx(SqlTx):
         before = conn.total_changes()
         # Read to the end: a statement that returns rows runs only as far as they are read.
         # One row of parameters (a single delivery's) runs as one execute, for less.
-        run = conn.execute if len(rows) == 1 else conn.executemany
+        run = self._cursor.execute if len(rows) == 1 else self._cursor.executemany
         for _ in run(_sql(name), rows[0] if len(rows) == 1 else rows):
             pass
         return int(conn.total_changes() - before)
@@ -87,7 +108,7 @@ class SQLiteTx(SqlTx):
         """Built as the columns matched ``cls`` the first time: a store statement's
         columns are fixed by its text, so they are not asked of the cursor again."""
         if isinstance(name, str) and (made := _MADE.get((name, cls))) is not None:
-            return [made(row) for row in self._conn.execute(Q[name].sql, params)]
+            return [made(row) for row in self._cursor.execute(_TEXT[name], params)]
         columns, rows = self._described(name, params)
         if not rows:
             return []
