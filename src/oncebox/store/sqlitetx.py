@@ -106,16 +106,17 @@ class SQLiteTx(SqlTx):
 
     def _rows(self, name: Statement, params: Params, cls: type[R]) -> list[R]:
         """Built as the columns matched ``cls`` the first time: a store statement's
-        columns are fixed by its text, so they are not asked of the cursor again."""
+        columns are fixed by its text, so they are not asked of the cursor again. No
+        columns are asked where no row came (no exception raised and caught for it)."""
         if isinstance(name, str) and (made := _MADE.get((name, cls))) is not None:
             return [made(row) for row in self._cursor.execute(_TEXT[name], params)]
-        columns, rows = self._described(name, params)
-        if not rows:
-            return []
-        make = shape(name, cls, columns)
-        if isinstance(name, str):
-            _MADE[(name, cls)] = make
-        return [make(row) for row in rows]
+        cursor = self._cursor.execute(_sql(name), params)
+        for first in cursor:  # the columns are known while the statement runs
+            make = shape(name, cls, [column[0] for column in cursor.description])
+            if isinstance(name, str):
+                _MADE[(name, cls)] = make
+            return [make(first), *(make(row) for row in cursor)]
+        return []
 
     def decision_reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
