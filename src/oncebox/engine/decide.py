@@ -137,7 +137,7 @@ class Walk:
         self.outcomes.append(Outcome(Verdict.REJECTED, item, reason=reason, detail=detail))
 
     def decide(self, index: int, item: Prepared, now: float) -> None:
-        ident, witness, decoded, identity = item.ident, item.witness, item.decoded, item.identity
+        delivery, decoded, identity, _, ident, witness = item  # unpacked at once: it is a tuple
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
         seen = self.seen.get(ident)
@@ -146,8 +146,7 @@ class Walk:
             record_id = next(self._ids)
             self.records.append(
                 _new_record((record_id, ident, identity.identity, witness, decoded.content,
-                             fields_json(decoded), arrival(item.delivery), None,
-                             item.delivery.key))
+                             fields_json(decoded), arrival(delivery), None, delivery.key))
             )  # fmt: skip
             self.firsts.append(index)
             self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
@@ -311,7 +310,8 @@ def _write(
             raise RetryTransaction("an identity of this batch was inserted meanwhile")
         _apply(tx, inbox, walk)
         # What the new records owe downstream commits with them (none without destinations).
-        outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
+        if inbox.forward:
+            outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
         crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):
