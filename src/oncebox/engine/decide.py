@@ -256,7 +256,7 @@ def _one_duplicate(
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
     without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
     walk = Walk({}, ())
-    walk.outcomes.append(Outcome(Verdict.DUPLICATE, item, seen=seen))
+    walk.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
     walk.repeats[seen.id] = 1
     if tx.count_duplicates(walk.repeats, now) != 1:
         raise RetryTransaction("a record changed under this batch")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cached_property, partial
 from typing import NamedTuple
 
 from oncebox.domain import Arrival, Decision, Inbox
@@ -48,9 +48,10 @@ class ActiveInbox:
     def name(self) -> str:
         return self.row.name
 
-    @property
+    @cached_property
     def check(self) -> FieldCheck | None:
-        """What the apply step needs of a delivery's fields, checked at decode."""
+        """What the apply step needs of a delivery's fields, checked at decode (asked of
+        the step once: every ingest reads it)."""
         return field_check(self.apply)
 
 
