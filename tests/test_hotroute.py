@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
+from starlette.datastructures import Headers
 
 import oncebox
 from conftest import INBOXES
@@ -28,6 +29,7 @@ from oncebox.formats.ussd_h1 import make_frame
 from oncebox.formats.webhooks import sign_github
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.http.hotroute import HotRoute
+from oncebox.surfaces.http.routes.deliveries import HEADERS, ours
 
 GH_SECRET = "It's a Secret to Everybody"
 SPECS = (
@@ -206,3 +208,19 @@ def test_the_hot_route_answers_as_the_router_did(
         "too large": 413,
         "trailing slash": 307,
     }
+
+
+def test_the_delivery_headers_are_read_as_request_headers_reads_them() -> None:
+    raw = [
+        (b"oncebox-key", b"first"),
+        (b"oncebox-key", b"second"),  # the first one counts
+        (b"oncebox-snapshot", "s\u00e9".encode("latin-1")),
+        (b"oncebox-device-time", b""),
+        (b"authorization", b"Bearer x"),
+        (b"x-oncebox-key", b"not ours"),
+    ]
+    scope = {"type": "http", "headers": raw}
+    found = ours(scope)
+    for name in HEADERS:
+        assert found.get(name.lower().encode()) == Headers(scope=scope).get(name), name
+    assert ours({"type": "http", "headers": []}) == {}
