@@ -101,8 +101,10 @@ def main() -> None:
             batches = [[event(200_000 + b * 1_000 + i) for i in range(1_000)] for b in range(k)]
             first_cpu = cpu_per(lambda: [box.ingest_batch("listing", b) for b in batches], k * 1000)
             dup_cpu = cpu_per(lambda: [box.ingest_batch("listing", b) for b in batches], k * 1000)
-            print(f"client CPU a delivery: single new {new:.0f} us, single duplicate {dup:.0f} us,"
-                  f" batched new {first_cpu:.0f} us, batched duplicate {dup_cpu:.0f} us")  # fmt: skip
+            print(
+                f"client CPU a delivery: single new {new:.0f} us, single duplicate {dup:.0f}"
+                f" us, batched new {first_cpu:.0f} us, batched duplicate {dup_cpu:.0f} us"
+            )
         finally:
             box.close()
             counter.close()

@@ -53,17 +53,18 @@ def _fixed(code: str, size: int) -> Callable[[Sequence[Any]], tuple[bytes, bool]
     return pack
 
 
-def _varying(encode: Callable[[Any], bytes] | None) -> Callable[[Sequence[Any]], tuple[bytes, bool]]:
+Packer = Callable[[Sequence[Any]], tuple[bytes, bool]]  # a column's elements, any NULLs
+
+
+def _varying(encode: Callable[[Any], bytes] | None) -> Packer:
     """Elements of their own lengths (bytes, text): lengths and values interleaved."""
 
     def pack(column: Sequence[Any]) -> tuple[bytes, bool]:
         values = list(map(encode, column)) if encode is not None else column
         if None not in column:
             lengths = map(_LENGTH.pack, map(len, values))
-            return b"".join(chain.from_iterable(zip(lengths, values))), False
-        return b"".join(
-            _NULL if v is None else _LENGTH.pack(len(v)) + v for v in values
-        ), True
+            return b"".join(chain.from_iterable(zip(lengths, values, strict=True))), False
+        return b"".join(_NULL if v is None else _LENGTH.pack(len(v)) + v for v in values), True
 
     return pack
 

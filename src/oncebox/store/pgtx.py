@@ -43,7 +43,7 @@ from oncebox.domain import (
 )
 from oncebox.errors import RetryTransaction
 from oncebox.store.pgarrays import pack_parts
-from oncebox.store.pgpipe import Q, PipelinedTx, _first
+from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
 SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
 LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
@@ -126,9 +126,9 @@ class PostgresTx(PipelinedTx):
         names = json.dumps(sorted(set(scopes))) if scopes else None
         leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
         if not idents:
-            clock = self._send("now") if self._clock is None else None
+            sent = self._send("now") if self._clock is None else None
             held = self._leases(leases)
-            return held, _first(clock) if clock is not None else self.now(), {}, []
+            return held, _first(sent) if sent is not None else self.now(), {}, []
         # The clock, the stored records and the fresh ids: one statement after the locks.
         wanted = json.dumps([ident.hex() for ident in idents])
         lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
@@ -143,7 +143,7 @@ class PostgresTx(PipelinedTx):
                 new_ids.append(int(row[0]))
             else:
                 clock = float(row[5])
-        new_ids.sort()  # ascending, as reserve_unknown_ids gives them
+        new_ids.sort()  # ascending: new records take them in identity order
         return held, clock if self._clock is None else self.now(), stored, new_ids
 
     def _leases(self, sent: psycopg.Cursor[Any] | None) -> dict[str, LeaseState]:
@@ -263,9 +263,19 @@ class PostgresTx(PipelinedTx):
             pending: list[PendingEvent] = []
             tail: list[LogEntry] = []
             nodes: dict[tuple[int, int], bytes] = {}
-            for kind, a, b, step, state, hashed, node, record, revision, inbox, at in (
-                reads.fetchall()
-            ):
+            for (
+                kind,
+                a,
+                b,
+                step,
+                state,
+                hashed,
+                node,
+                record,
+                revision,
+                inbox,
+                at,
+            ) in reads.fetchall():
                 if kind == "pending":
                     pending.append(PendingEvent(a, step, state, record, revision, inbox))
                 elif kind == "tail":

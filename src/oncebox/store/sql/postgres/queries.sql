@@ -72,17 +72,6 @@ ORDER BY 3;
 -- The identity sequence never goes back, so an id is never handed out twice.
 SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
 
--- name: reserve_unknown_ids
--- A fresh id for each of a batch's identities (a JSON array of hex digests) that no
--- record holds yet: read with find_records, in the same turn, before the decision knows
--- which are new. An identity inserted by another writer between the two statements gets
--- an id too (ids are never reused, so one unused leaves a gap, nothing more).
-SELECT nextval(pg_get_serial_sequence('records', 'id'))
-FROM (SELECT DISTINCT decode(value, 'hex') AS ident
-      FROM json_array_elements_text(%s::json)) AS w
-WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %s AND r.ident = w.ident)
-ORDER BY 1;
-
 -- name: decision_lookup
 -- What a decision reads once its locks are held, in one statement (one snapshot): the
 -- server clock (kind 'clock', in first_seen), the batch's stored records (kind 'stored',
@@ -108,8 +97,9 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
 -- one statement (one snapshot): the clock (kind 'clock'), the queue's next events (kind
 -- 'pending', as pending_log), the log's head with the entries of its last Merkle block
--- (kind 'tail', as log_tail) and the kept Merkle nodes the appends hash with (kind
--- 'node', as merkle_frontier: level in a, index in b). Named parameters: limit, block.
+-- of block entries (kind 'tail') and the kept Merkle nodes the appends may hash with
+-- (kind 'node': level in a, index in b; at each kept level, every fourth, those of the
+-- last group of 16 before the log's end). Named parameters: limit, block.
 (SELECT 'clock' AS kind, NULL::bigint AS a, NULL::bigint AS b, NULL::text AS step,
         NULL::text AS state, NULL::text AS hash, NULL::bytea AS node, NULL::bigint AS record_id,
         NULL::bigint AS revision, NULL::bigint AS inbox_id,
@@ -127,24 +117,6 @@ UNION ALL
  JOIN merkle_nodes m ON m.level = l.level
      AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
  WHERE (h.n >> l.level) > 0);
-
--- name: log_tail
--- The log's head and the entries of its last Merkle block (of the given size), which a seal's
--- appends hash with: read in the seal's first turn, with the log held.
-SELECT seq, step, state, hash FROM log
-WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %s * %s + 1 FROM log)
-ORDER BY seq;
-
--- name: merkle_frontier
--- The kept Merkle nodes a seal's appends may hash with: at each kept level (every
--- fourth), those of the last group of 16 before the log's end; read in the seal's
--- first turn, one index range per level.
-SELECT l.level, m.idx, m.hash
-FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
-CROSS JOIN generate_series(4, 60, 4) AS l(level)
-JOIN merkle_nodes m ON m.level = l.level
-    AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
-WHERE (h.n >> l.level) > 0;
 
 -- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
