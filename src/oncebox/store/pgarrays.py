@@ -40,7 +40,10 @@ class _Packed:
         self.data = data
 
 
-def _fixed(code: str, size: int) -> Callable[[Sequence[Any]], tuple[bytes, bool]]:
+Packer = Callable[[Sequence[Any]], tuple[bytes, bool]]  # a column's bytes, and any NULL
+
+
+def _fixed(code: str, size: int) -> Packer:
     """Elements of one width (integers, doubles): one struct call for the column."""
     one = struct.Struct(">i" + code)
 
@@ -51,9 +54,6 @@ def _fixed(code: str, size: int) -> Callable[[Sequence[Any]], tuple[bytes, bool]
         return b"".join(_NULL if v is None else one.pack(size, v) for v in column), True
 
     return pack
-
-
-Packer = Callable[[Sequence[Any]], tuple[bytes, bool]]  # a column's elements, any NULLs
 
 
 def _varying(encode: Callable[[Any], bytes] | None) -> Packer:
@@ -74,7 +74,7 @@ def _encode_text(value: Any) -> Any:
 
 
 # Element type: (its oid, its array's oid, how a column of it is packed).
-_TYPES: dict[str, tuple[int, int, Callable[[Sequence[Any]], tuple[bytes, bool]]]] = {
+_TYPES: dict[str, tuple[int, int, Packer]] = {
     "bigint": (20, 1016, _fixed("q", 8)),
     "int": (23, 1007, _fixed("i", 4)),
     "float8": (701, 1022, _fixed("d", 8)),
@@ -118,8 +118,8 @@ def pack(element: str, column: Sequence[Any]) -> Any:
         return _KINDS[element](_EMPTY.pack(0, 0, oid))
     try:
         body, nulls = packer(column)
-    except (struct.error, TypeError, AttributeError):
-        return list(column)
+    except (struct.error, TypeError, AttributeError, UnicodeEncodeError):
+        return list(column)  # psycopg's dumper decides, or says what is wrong, as before
     return _KINDS[element](_HEADER.pack(1, int(nulls), oid, len(column), 1) + body)
 
 

@@ -17,6 +17,17 @@ read the code needs before it can go on, and the store asks for those together:
 - a check that must hold before the commit (a duplicate's record still there) waits
   for its count just before the ``COMMIT`` (:meth:`PostgresTx.expect`).
 
+Each statement sent costs the client about as much as a small round trip (psycopg
+handles each apart), so the store also sends few: what a decision reads once its locks
+are held (the clock, the stored records, the fresh ids) is one statement
+(``decision_lookup``), and so is what a seal reads once it holds the log
+(``seal_reads``); a relaxed beginning's ``SET LOCAL`` rides with the inbox lock; a
+seal's four writes are held back and go as one statement (``seal_writes``) with
+whatever is sent next; a batch's writes are one statement per table, its columns
+packed as binary arrays (:mod:`oncebox.store.pgarrays`). A lock stays a statement of
+its own: a statement reads one snapshot, taken as it starts, so what must see the
+state after a lock is granted comes in the statement after it.
+
 An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
 included, so nothing of a failed transaction commits; the store rolls it back and
 retries it as it always did.
