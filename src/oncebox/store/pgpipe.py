@@ -14,7 +14,6 @@ from typing import Any
 import psycopg
 
 from oncebox.errors import RetryTransaction
-from oncebox.store.pgarrays import pack_columns
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
@@ -68,9 +67,10 @@ class PipelinedTx(SqlTx):
         self._settle()
         return self._conn.execute(_sql(name), params)
 
-    def _columns(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        """A columnar statement's parameters: one binary array per column."""
-        return pack_columns(_sql(name), rows, self._conn.info.encoding == "utf-8")
+    @staticmethod
+    def _columns(name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """A columnar statement's parameters: one array per column."""
+        return [list(column) for column in zip(*rows, strict=True)]
 
     def _send_many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:

@@ -23,8 +23,8 @@ are held (the clock, the stored records, the fresh ids) is one statement
 (``decision_lookup``), and so is what a seal reads once it holds the log
 (``seal_reads``); a relaxed beginning's ``SET LOCAL`` rides with the inbox lock; a
 seal's four writes are held back and go as one statement (``seal_writes``) with
-whatever is sent next; a batch's writes are one statement per table, its columns
-packed as binary arrays (:mod:`oncebox.store.pgarrays`). A lock stays a statement of
+whatever is sent next; a batch's writes are one statement per table, an array per
+column. A lock stays a statement of
 its own: a statement reads one snapshot, taken as it starts, so what must see the
 state after a lock is granted comes in the statement after it.
 
@@ -53,7 +53,6 @@ from oncebox.domain import (
     Stored,
 )
 from oncebox.errors import RetryTransaction
-from oncebox.store.pgarrays import pack_parts
 from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
 SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
@@ -106,8 +105,11 @@ class PostgresTx(PipelinedTx):
             self._conn.execute(Q["defer_durability"].sql)
         if self._seal:
             seal, self._seal = self._seal, {}
-            parts = [(width, seal.get(name, [])) for name, width in SEAL_PARTS]
-            self._conn.execute(Q["seal_writes"].sql, pack_parts(Q["seal_writes"].sql, parts))
+            arrays: list[list[Any]] = []
+            for name, width in SEAL_PARTS:  # a part with no rows: each of its arrays empty
+                rows = seal.get(name)
+                arrays += [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
+            self._conn.execute(Q["seal_writes"].sql, arrays)
 
     def relax(self) -> bool:
         """Counts only: a server restart may lose them, so nothing need cover the commit."""
