@@ -83,6 +83,9 @@ def serving(
     workers = [] if "--workers" in args else ["--workers", "1"]
     command = [*ONCEBOX, "serve", "--port", str(port), *workers, *args]
     proc = subprocess.Popen(command, env=env, stderr=stderr)
+    if os.environ.get("ONCEBOX_TEST_CPU"):  # counted beside each test's CPU (conftest.py)
+        with open(os.environ["ONCEBOX_TEST_CPU"], "a") as log:
+            log.write(json.dumps({"serve": os.environ.get("PYTEST_CURRENT_TEST", "")}) + "\n")
     served = Served(proc, port)
     try:
         deadline = time.monotonic() + started
