@@ -89,6 +89,7 @@ TARGET_P99_MS = 50.0  # single-message p99 latency
 TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rate
 TARGET_BATCH_P99_VS_LIBRARY = 2.0  # a batch's p99 <= 2 x the library's, same concurrency
 TARGET_WORKERS_VS_ONE = 1.0  # --workers N single deliveries above one worker's (issue 12)
+GENERAL_ROUTE = False  # --general-route: the servers run without the hot route
 
 
 # -- an emulated slower disk (bench/slowdisk.py) ---------------------------------------
@@ -97,9 +98,10 @@ def store_url(path: Path | str, delay_ms: float) -> str:
 
 
 # -- the server process --------------------------------------------------------------------
-def serve_child(db: str, delay_ms: float, workers: int) -> None:
+def serve_child(db: str, delay_ms: float, workers: int, general: bool = False) -> None:
     """The child: the product app plus a no-op route, on uvicorn, on a free port, in
-    ``workers`` processes (as ``oncebox serve --workers`` runs them)."""
+    ``workers`` processes (as ``oncebox serve --workers`` runs them); ``general``: the
+    delivery route through the framework's router, as before the hot route."""
     # Run as a script, this file's folder is first on sys.path, and this file (http.py)
     # would shadow the standard library's http package that uvicorn and starlette import.
     here = Path(__file__).resolve().parent
@@ -110,10 +112,13 @@ def serve_child(db: str, delay_ms: float, workers: int) -> None:
     from fastapi.responses import JSONResponse
 
     from oncebox.surfaces.http import create_app, server
+    from oncebox.surfaces.http.hotroute import HotRoute
 
     def make_app() -> FastAPI:  # in each worker, after the fork
         box = oncebox.open(store_url(db, delay_ms), inboxes=INBOXES)
         app = create_app(box)
+        if general:  # the middleware stack is built at the first request, not yet
+            app.user_middleware = [m for m in app.user_middleware if m.cls is not HotRoute]
         # Registered while referenced: kept as long as the app is.
         app.state.slow = slowdisk.SlowSync(delay_ms / 1000) if delay_ms else None
 
@@ -121,12 +126,23 @@ def serve_child(db: str, delay_ms: float, workers: int) -> None:
             body = await request.body()  # already read (and bounded) by the app's middleware
             return JSONResponse({"verdict": "noop", "may_ack": True, "size": len(body)}, 201)
 
+        # This module's annotations are strings, and Request is not among its globals:
+        # unresolved, FastAPI would read ``request`` as a required query parameter and
+        # answer every no-op request 422 through the validation error handler.
+        noop.__annotations__ = {"request": Request, "return": JSONResponse}
         app.add_api_route("/bench/noop", noop, methods=["POST"], include_in_schema=False)
         # Routes are matched in order: the no-op goes right after the delivery route, so
         # that finding it costs what finding that route costs (at the end it would cost more).
         routes = app.router.routes
         after = next(i for i, route in enumerate(routes) if _holds_deliveries(route))
-        routes.insert(after + 1, routes.pop())
+        noop_route = routes.pop()
+        routes.insert(after + 1, noop_route)
+        # The gate's head check walks its own list of routes to find what a body needs:
+        # there too right after the delivery route (missing, it would walk them all).
+        gate = app.state.gate.routes
+        gate.insert(
+            1 + next(i for i, route in enumerate(gate) if _holds_deliveries(route)), noop_route
+        )
         return app
 
     # As `oncebox serve` runs it: one process, or N workers on SO_REUSEPORT sockets.
@@ -144,6 +160,7 @@ def _holds_deliveries(route: Any) -> bool:
 @contextlib.contextmanager
 def server(db: Path, log: Path, delay_ms: float, workers: int = 1) -> Iterator[int]:
     command = [sys.executable, __file__, "--_serve", str(db), "--sync-delay-ms", str(delay_ms)]
+    command += ["--general-route"] if GENERAL_ROUTE else []
     with log.open("w") as err:
         child = subprocess.Popen(
             [*command, "--workers", str(workers)],
@@ -305,6 +322,12 @@ async def load(
     return Run(name, len(bodies), len(bodies) * per_body, seconds, latencies, statuses, workers)
 
 
+def expect_noop(status: int, answer: bytes) -> str | None:
+    if status != 201 or json.loads(answer).get("verdict") != "noop":
+        return f"{status} {answer[:200]!r}"
+    return None
+
+
 def expect_accepted(status: int, answer: bytes) -> str | None:
     if status != 201 or json.loads(answer).get("verdict") != "accepted":
         return f"{status} {answer[:200]!r}"
@@ -411,10 +434,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: the CPUs; 1 skips it)",
     )
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
+    parser.add_argument(
+        "--general-route",
+        action="store_true",
+        help="deliveries through the framework's router, without the hot route (as before)",
+    )
     parser.add_argument("--_serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global GENERAL_ROUTE
+    GENERAL_ROUTE = args.general_route
     if args._serve:
-        serve_child(args._serve, args.sync_delay_ms, args.workers)
+        serve_child(args._serve, args.sync_delay_ms, args.workers, args.general_route)
         return 0
     slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
 
@@ -463,7 +493,13 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
             warm = [noop_body] * args.warmup
             await load("warm", port, "/bench/noop", warm, auth, args.clients)
             runs["noop"] = await load(
-                "no-op", port, "/bench/noop", [noop_body] * args.n, auth, args.clients
+                "no-op",
+                port,
+                "/bench/noop",
+                [noop_body] * args.n,
+                auth,
+                args.clients,
+                check=expect_noop,
             )
             say(line(runs["noop"]))
             bodies = [json_body(i) for i in warm_ids]
@@ -659,7 +695,7 @@ async def worker_cases(
     await load("warm", port, "/bench/noop", [noop_body] * args.warmup, auth, args.clients)
     name = f"no-op, {args.workers} workers"
     runs["noop_workers"] = await load(
-        name, port, "/bench/noop", [noop_body] * args.n, auth, args.clients
+        name, port, "/bench/noop", [noop_body] * args.n, auth, args.clients, check=expect_noop
     )
     say(line(runs["noop_workers"]))
     path = f"/v1/inboxes/{INBOX}/deliveries"

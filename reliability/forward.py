@@ -33,10 +33,20 @@ Controls, which must fail:
   on, as a dispatcher that marked a forward done before its answer would: some A
   records never reach B.
 
+``--destination redis-stream`` puts a real redis-server's stream where B was
+(reliability/forward_redis.py): A's ``redis-stream`` destination, a byte-level fault
+proxy that refuses connections, drops answers and holds them past the timeout, and
+Redis itself killed with SIGKILL 5 to 10 s after it answers again (its append-only file
+fsynced before each answer, so nothing it answered is lost). Each A record's key must be
+in exactly one stream entry. Its control, ``--control short-marker``, gives the marker a
+life of 1 ms, as a stream with no dedup would have: a resent revision is added again.
+
     .venv/bin/python reliability/forward.py                       # 60 s of load
     .venv/bin/python reliability/forward.py --backend postgres --kill-a
     .venv/bin/python reliability/forward.py --dispatch-in serve --seconds 30
     .venv/bin/python reliability/forward.py --control new-id --seconds 30
+    .venv/bin/python reliability/forward.py --destination redis-stream --kill-a
+    .venv/bin/python reliability/forward.py --destination redis-stream --control short-marker
 """
 
 from __future__ import annotations
@@ -65,6 +75,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "reliability"))
 
+import forward_redis  # noqa: E402
 import oncebox  # noqa: E402
 from forward_proxy import SECRET, Proxy  # noqa: E402
 from serveproc import ONCEBOX, free_port  # noqa: E402
@@ -162,13 +173,22 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seed", type=int, default=22)
-    parser.add_argument("--control", choices=["none", "new-id", "early-ack"], default="none")
+    parser.add_argument("--control", choices=["none", "new-id", "early-ack", "short-marker"],
+                        default="none")  # fmt: skip
+    parser.add_argument("--destination", choices=["oncebox", "redis-stream"], default="oncebox",
+                        help="where A forwards: oncebox B, or a Redis stream")  # fmt: skip
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                         help="A's and B's stores")  # fmt: skip
     parser.add_argument("--kill-a", action="store_true", help="kill A's server too")
     parser.add_argument("--dispatch-in", choices=["forward", "serve"], default="forward",
                         help="A's dispatcher: `oncebox forward`, or inside A's server")  # fmt: skip
     args = parser.parse_args()
+    if args.control != "none" and (args.control == "short-marker") != (
+        args.destination == "redis-stream"
+    ):
+        parser.error(f"--control {args.control} does not go with --destination {args.destination}")
+    if args.destination == "redis-stream" and shutil.which("redis-server") is None:
+        raise SystemExit("redis-server not found: apt-get install redis-server")
     work = Path(tempfile.mkdtemp(prefix="oncebox-forward-"))
     try:
         with stores(args.backend, work) as (a_url, b_url):
@@ -192,9 +212,17 @@ def main() -> None:
 def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> dict[str, Any]:
     rng = random.Random(args.seed + 1)  # the proxy's
     a_port, b_port, proxy_port = free_port(), free_port(), free_port()
-    (work / "b.toml").write_text(B_CONFIG)
+    to_redis = args.destination == "redis-stream"
     retries = ", ".join(['"1s"'] * 62)
-    (work / "a.toml").write_text(A_CONFIG.format(proxy=proxy_port, retries=retries))
+    if to_redis:
+        ttl = "0.001s" if args.control == "short-marker" else "30d"
+        a_config = forward_redis.CONFIG.format(
+            proxy=proxy_port, retries=retries, stream=forward_redis.STREAM, marker_ttl=ttl
+        )
+    else:
+        (work / "b.toml").write_text(B_CONFIG)
+        a_config = A_CONFIG.format(proxy=proxy_port, retries=retries)
+    (work / "a.toml").write_text(a_config)
     a_env = {**ENV, "ONCEBOX_DB": a_url, "ONCEBOX_CONFIG": str(work / "a.toml")}
     b_env = {**ENV, "ONCEBOX_DB": b_url, "ONCEBOX_CONFIG": str(work / "b.toml")}
     serve = [*ONCEBOX, "serve", "--workers", "1", "--log-format", "off", "--port"]
@@ -202,21 +230,29 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
 
     box = oncebox.open(a_url, config=work / "a.toml")
     secret = box.create_token("clients", ["*"], ["write"]).secret
-    proxy = Proxy(f"http://127.0.0.1:{b_port}", rng, args.control)
+    if to_redis:
+        proxy: Any = forward_redis.FaultProxy(b_port, rng)
+        sent = proxy.passed
+        b = Process(forward_redis.server_command(b_port, work), ENV,
+                    lambda: int(forward_redis.answers(b_port)))  # fmt: skip
+        forward_redis.wait_up(b_port, b.proc)
+    else:
+        proxy = Proxy(f"http://127.0.0.1:{b_port}", rng, args.control)
+        sent = lambda: proxy.done["verified"] + proxy.done["unverified"]  # noqa: E731
     ready, stop = threading.Event(), threading.Event()
     threading.Thread(target=proxy.run, args=(proxy_port, ready, stop), daemon=True).start()
     ready.wait()
     a_command = [*serve, str(a_port), *([] if in_serve else ["--no-forward"])]
     a = Process(a_command, a_env, f"http://127.0.0.1:{a_port}/healthz")
-    b = Process([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
+    if not to_redis:
+        b = Process([*serve, str(b_port)], b_env, f"http://127.0.0.1:{b_port}/healthz")
     victims = []
     if not in_serve:
-        sending = Process([*ONCEBOX, "forward", "--poll", "0.1"], a_env,
-                          lambda: proxy.done["verified"] + proxy.done["unverified"])  # fmt: skip
+        sending = Process([*ONCEBOX, "forward", "--poll", "0.1"], a_env, sent)
         victims.append((sending, "dispatcher", 2.0, 6.0))  # up: it has sent a request
     if in_serve or args.kill_a:
         victims.append((a, "A (dispatcher inside)" if in_serve else "A", 4.0, 10.0))
-    victims.append((b, "B", 5.0, 10.0))
+    victims.append((b, "Redis" if to_redis else "B", 5.0, 10.0))
     kills: Counter[str] = Counter()
     told: set[str] = set()
     seen: Counter[str] = Counter()
@@ -280,17 +316,23 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
         time.sleep(0.5)
     drained = time.monotonic() - drained
     for victim, *_ in victims:
-        victim.stop()
+        if victim is not b or not to_redis:
+            victim.stop()
     if not args.kill_a and not in_serve:
         a.stop()
     stop.set()
     [standing] = box.forwarding("b")
     keys, identities = all_keys(box, "payments")
     box.close()
-    b_box = oncebox.open(b_url, config=work / "b.toml")
-    carried = Counter(json.loads(c)["idempotency_key"] for c in all_contents(b_box, "hooks"))
-    b_box.close()
+    if to_redis:
+        carried = forward_redis.carried(b_port)
+        b.stop()
+    else:
+        b_box = oncebox.open(b_url, config=work / "b.toml")
+        carried = Counter(json.loads(c)["idempotency_key"] for c in all_contents(b_box, "hooks"))
+        b_box.close()
     return {
+        "destination": args.destination,
         "backend": args.backend,
         "dispatch_in": args.dispatch_in,
         "kill_a": args.kill_a or in_serve,
@@ -309,7 +351,7 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
         "drain_seconds": round(drained),
         "kills": dict(kills),
         "clients_heard": dict(seen),
-        "proxy": {"unverified": 0, **proxy.done},
+        "proxy": {**({} if to_redis else {"unverified": 0}), **proxy.done},
     }
 
 

@@ -330,14 +330,20 @@ def split_transactions() -> None:
     of a transaction commits on its own. It patches a private method on purpose: only
     the crashing child runs it, to show the harness sees half-applied transactions."""
     from oncebox.store import sqlite
+    from oncebox.store.sqlitetx import SQLiteTx
 
     @contextlib.contextmanager
     def autocommit(
         store: sqlite.SQLiteStore, begin: str, durable: bool = True
-    ) -> Iterator[sqlite.SQLiteTx]:
-        yield sqlite.SQLiteTx(store._connect(), store._clock, not durable)
+    ) -> Iterator[SQLiteTx]:
+        yield SQLiteTx(store._connect(), store._clock, not durable)
+
+    def autocommit_once(store: sqlite.SQLiteStore, work: Any, durable: bool = True) -> Any:
+        return work(SQLiteTx(store._connect(), store._clock, not durable))
 
     sqlite.SQLiteStore._transaction = autocommit  # type: ignore[method-assign,assignment]
+    # atomic's transaction, which does not go through _transaction
+    sqlite.SQLiteStore._once = autocommit_once  # type: ignore[method-assign,assignment]
 
 
 def seal_apart() -> None:

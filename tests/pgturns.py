@@ -9,6 +9,11 @@ speaks after the server did overcounts: a client writing a long pipeline reads w
 answers have come meanwhile and then writes on, without waiting.) The proxy listens on a
 unix socket of its own (``url`` is the server's URL pointed at it) and relays bytes
 unchanged, reading the client's messages as they pass.
+
+It counts statements too: each Execute of the extended protocol and each simple Query
+is one statement the client sent and the server ran (what psycopg handles one by one,
+pipelined or not), and :attr:`TurnCounter.sent` keeps each one's SQL text, so a test
+or a profile can say which statements a delivery costs.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ASKS = (b"S", b"H", b"Q")  # Sync, Flush, simple Query: the client waits for answers
+RUNS = (b"E", b"Q")  # Execute, simple Query: one statement each
+
+
+def _cstring(body: bytes, at: int) -> tuple[str, int]:
+    end = body.index(b"\0", at)
+    return body[at:end].decode("utf-8", "replace"), end + 1
 
 
 class TurnCounter:
@@ -41,6 +52,8 @@ class TurnCounter:
             parts._replace(query=urllib.parse.urlencode({**query, "host": self._dir}))
         )
         self.turns = 0
+        self.statements = 0
+        self.sent: list[str] = []  # each statement's SQL, in the order sent
         self._lock = threading.Lock()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -63,6 +76,8 @@ class TurnCounter:
         self, source: socket.socket, sink: socket.socket, asked: list[bool], from_client: bool
     ) -> None:
         pending, started = b"", False  # the client's first message (startup) has no type
+        prepared: dict[str, str] = {}  # statement name -> SQL, as Parse gave it
+        bound = ""  # the SQL of the statement the last Bind named
         try:
             while data := source.recv(65536):
                 if not from_client:
@@ -78,10 +93,21 @@ class TurnCounter:
                         whole = size if not started else size + 1
                         if len(pending) < whole:
                             break
-                        if started and pending[:1] in ASKS:
+                        kind = pending[:1] if started else b""
+                        if kind in ASKS:
                             with self._lock:
                                 self.turns += not asked[0]
                                 asked[0] = True
+                        if kind == b"P":
+                            name, at = _cstring(pending, 5)
+                            prepared[name] = _cstring(pending, at)[0]
+                        elif kind == b"B":
+                            bound = prepared.get(_cstring(pending, _cstring(pending, 5)[1])[0], "")
+                        if kind in RUNS:
+                            text = _cstring(pending, 5)[0] if kind == b"Q" else bound
+                            with self._lock:
+                                self.statements += 1
+                                self.sent.append(text)
                         pending, started = pending[whole:], True
                 sink.sendall(data)
         except OSError:
@@ -99,6 +125,16 @@ class TurnCounter:
         yield found
         with self._lock:
             found[0] = self.turns - start
+
+    @contextlib.contextmanager
+    def listing(self) -> Iterator[list[str]]:
+        """The statements sent inside the block, their SQL in order, filled when it ends."""
+        found: list[str] = []
+        with self._lock:
+            start = len(self.sent)
+        yield found
+        with self._lock:
+            found += self.sent[start:]
 
     def close(self) -> None:
         self._closed = True

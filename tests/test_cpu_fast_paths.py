@@ -11,15 +11,17 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oncebox
-from oncebox.domain import Decision, LogEntry, LogEvent, Verdict
-from oncebox.engine import log, merkle
-from oncebox.engine.decision import against, decision_of, template
+from oncebox.domain import Decision, LogEntry, LogEvent, Stored, Verdict
+from oncebox.engine import decide, log, merkle
+from oncebox.engine.decide import Walk
+from oncebox.engine.decided import Decided
 from oncebox.engine.ingest import prepare
 from oncebox.formats import Delivery, Invalid, get_codec
 from oncebox.formats.canonical import canonical, canonical_json, canonical_read
@@ -29,28 +31,42 @@ from oncebox.formats.strictjson import loads
 facts_text = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
 
 
+@settings(max_examples=200)
 @given(
-    st.sampled_from([Verdict.ACCEPTED, Verdict.DUPLICATE]),
-    st.text(max_size=5),
-    st.integers(min_value=1, max_value=10**12),
-    st.integers(min_value=1, max_value=9),
-    st.none() | st.integers(min_value=1, max_value=10**9),
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from([b"a", b"b"])), max_size=12),
+    st.dictionaries(
+        st.integers(0, 3),
+        st.tuples(st.sampled_from([b"a", b"b"]), st.none() | st.integers(1, 99), st.booleans()),
+    ),
+    st.booleans(),
 )
-def test_against_builds_what_decision_of_builds(
-    verdict: Verdict, identity: str, record_id: int, revision: int, position: int | None
+def test_quick_decisions_are_the_general_ones(
+    deliveries: list[tuple[int, bytes]],
+    stored_as: dict[int, tuple[bytes, int | None, bool]],
+    sealed_after: bool,
 ) -> None:
-    made = against(template("inbox", verdict), identity, "w" * 64, record_id, revision, position)
-    expected = decision_of(
-        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
-        revision=revision, log_position=position,
-    )  # fmt: skip
-    assert made == expected
-    # The same facts in the same order: the HTTP answer writes them as they are held.
-    assert list(made.__dict__.items()) == list(expected.__dict__.items())
-    assert made == Decision(
-        "inbox", verdict, True, identity=identity, witness="w" * 64, record_id=record_id,
-        revision=revision, log_position=position,
-    )  # fmt: skip
+    """An accepted delivery's and a plain duplicate's decision, made in line over the
+    verdict's template (``quick_decisions``), is the one the general ``_decision`` makes:
+    the same facts in the same order (the HTTP answer writes them as they are held)."""
+    codec = get_codec("keyed")
+    stored = {}
+    for key, (body, log_seq, evicted) in stored_as.items():
+        item = prepare(codec, Delivery(body, key=str(key)))
+        assert item.ident is not None and item.witness is not None
+        stored[item.ident] = Stored(100 + key, item.ident, item.witness, 1 + key % 2,
+                                    5.0 if evicted else None, 1.0, log_seq)  # fmt: skip
+    walk = Walk(stored, range(1000, 1100))
+    for index, (key, body) in enumerate(deliveries):
+        walk.decide(index, prepare(codec, Delivery(body, key=str(key))), 10.0)
+    kept = [(500 + row, True) for row in range(len(walk.newcomers))]
+    decided = Decided("k", walk, kept, [], set(), {})
+    sealed = {s.id: 9000 + s.id for s in stored.values() if s.log_seq is None}
+    if sealed_after:
+        sealed.update({r.id: 7000 + r.id for r in walk.records})
+    quick = decided.decisions(sealed)
+    general = [decided._decision(i, o, sealed) for i, o in enumerate(walk.outcomes)]
+    assert [list(d.__dict__.items()) for d in quick] == [list(d.__dict__.items()) for d in general]
+    assert quick == [Decision(**d.__dict__) for d in general]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,3 +262,58 @@ def test_the_canonical_form_of_what_was_read_over_the_json_test_suite() -> None:
         assert canonical_read(value, text) == canonical_json(text), path.name
         accepted += 1
     assert accepted > 90  # the y_ files but those a rule refuses, and some i_ files
+
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("send"), st.integers(0, 2), st.sampled_from([b"a", b"b"])),
+        st.tuples(st.just("tick"), st.sampled_from([1.0, 3600.0, 100.0 * 86400])),
+        st.just(("evict",)),
+        st.just(("bad",)),  # a keyed delivery without its key: a dead letter
+        st.tuples(st.just("again"), st.sampled_from([b"a", b"b"])),  # from the last one
+    ),
+    max_size=25,
+)
+
+
+def _run_steps(steps: list[Any], seal: bool) -> list[Any]:
+    now = [1_800_000_000.0]
+    box = oncebox.open("sqlite:///:memory:", clock=lambda: now[0], seal=seal,
+                       inboxes=[oncebox.InboxSpec("k", codec="keyed", retention=3600.0,
+                                                   retention_override="a test")])  # fmt: skip
+    seen: list[Any] = []
+    letter: int | None = None
+    try:
+        for step in steps:
+            if step[0] == "tick":
+                now[0] += step[1]
+                continue
+            if step[0] == "evict":
+                box.evict("k")
+                continue
+            if step[0] == "send":
+                delivery = Delivery(step[2], key=str(step[1]))
+            elif step[0] == "bad":
+                delivery = Delivery(b"x")
+            else:
+                delivery = Delivery(step[1], key="0", dead_letter=letter)
+            decision = box.ingest("k", delivery)
+            letter = decision.dead_letter_id or letter
+            seen.append(dataclasses.asdict(decision))
+        with box.store.reading() as tx:
+            for table in ("records", "verdict_counts", "log", "dead_letters", "quarantine"):
+                seen.append(tx.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3"))  # type: ignore[attr-defined]
+    finally:
+        box.close()
+    return seen
+
+
+@settings(max_examples=80)
+@given(_steps, st.booleans())
+def test_one_duplicate_decides_and_writes_as_the_walk(steps: list[Any], seal: bool) -> None:
+    """A single plain duplicate skips the walk (``decide._one_duplicate``): the same
+    decisions, counts, records, log and dead letters as with every delivery walked."""
+    fast = _run_steps(steps, seal)
+    with mock.patch.object(decide, "_plain_repeat", lambda item, seen: False):
+        general = _run_steps(steps, seal)
+    assert fast == general

@@ -2,7 +2,11 @@
 (tests/pgturns.py), never timed: a single delivery, new or a duplicate, in at most 3
 (before pipelining: 23 and 9); a conflict in 4, its quarantine row's id being read
 before its log event is written; a batch of 1,000 in a handful, however large it is
-(before: 27 to 35)."""
+(before: 27 to 35).
+
+And how many statements they send, which is what the client's CPU follows (psycopg
+handles each one apart, pipelined or not): a batch's writes go as one statement per
+table, and a decision's reads after its locks, like a seal's, as one statement."""
 
 from __future__ import annotations
 
@@ -24,6 +28,11 @@ INBOXES = [
 SINGLE = 3
 CONFLICT = 4
 BATCH = 6
+# Statements: a new delivery 13 (21 before), a duplicate 6 (9), a conflict 12 (19); a
+# batch of 1,000 new 17 (29, its seal done in two transactions), one of 500 new, 499
+# duplicates and a conflict 15 (26).
+SINGLE_STATEMENTS = {"new": 13, "duplicate": 6, "conflict": 12}
+BATCH_STATEMENTS = 17
 
 
 def event(i: int, price: int = 1) -> Delivery:
@@ -111,3 +120,20 @@ def test_a_step_s_sql_of_several_statements_runs_outside_the_pipeline(pg_url: st
         assert box.ingest("orders", Delivery(b'{"id": 1}')).verdict is Verdict.DUPLICATE
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM seen_a").fetchone() == (2,)
+
+
+def test_a_delivery_and_a_batch_send_few_statements(
+    counted: tuple[Oncebox, TurnCounter],
+) -> None:
+    box, counter = counted
+    sent: dict[str, list[str]] = {}
+    for case, price in (("new", 1), ("duplicate", 1), ("conflict", 2)):
+        with counter.listing() as sent[case]:
+            box.ingest("listing", event(1, price=price))
+    assert {case: len(s) for case, s in sent.items()} == SINGLE_STATEMENTS, sent
+    with counter.listing() as first:
+        box.ingest_batch("listing", [event(i) for i in range(10, 1_010)])
+    mixed = [event(i) for i in range(510, 1_509)] + [event(20, price=9)]
+    with counter.listing() as second:
+        box.ingest_batch("listing", mixed)
+    assert max(len(first), len(second)) <= BATCH_STATEMENTS, (first, second)

@@ -229,14 +229,27 @@ PG_HOT: dict[str, Case] = {
     "log_entries": Case(
         (1000, 1100), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"
     ),
-    # What a decision and a seal read in the same round trip (store/pgtx.py).
-    "reserve_unknown_ids": Case(
+    # What a decision and a seal send as one statement each (store/pgtx.py).
+    "decision_lookup": Case(
         (idents(IDS), 1),
-        {"records": ("records_one_per_identity",)},
+        {"records": ("records_one_per_identity",), "seal_positions": ("seal_positions_pkey",)},
         "ALTER TABLE records DROP CONSTRAINT records_one_per_identity",
     ),
-    "log_tail": Case((16, 16), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"),
-    "merkle_frontier": Case((), {"log": ("log_pkey",)}, "ALTER TABLE log DROP CONSTRAINT log_pkey"),
+    "seal_reads": Case(
+        (100, 16),
+        {"log_pending": ("log_pending_pkey",), "log": ("log_pkey",)},
+        "ALTER TABLE log_pending DROP CONSTRAINT log_pending_pkey",
+    ),
+    "seal_writes": Case(
+        (
+            *([[]] * 10),
+            list(range(ROWS + 1, ROWS + 1 + BATCH)),
+            IDS,
+            list(range(1, 101)),
+        ),
+        {"records": ("records_pkey", "records_unsealed"), "log_pending": ("log_pending_pkey",)},
+        "ALTER TABLE log_pending DROP CONSTRAINT log_pending_pkey",
+    ),
     "get_record": Case(
         (8,),
         {"records": ("records_pkey",), "seal_positions": ("seal_positions_pkey",)},

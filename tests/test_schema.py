@@ -32,10 +32,12 @@ OWN = {
         "lock_inbox_shared",
         "defer_durability",
         "lock_migrations",
-        # what a decision and a seal read in one round trip (store/pgtx.py)
-        "reserve_unknown_ids",
-        "log_tail",
-        "merkle_frontier",
+        # what a decision and a seal send as one statement each (store/pgtx.py)
+        "lock_inbox_shared_relaxed",
+        "decision_lookup",
+        "seal_reads",
+        "seal_writes",
+        "count_verdicts",
     },
 }
 

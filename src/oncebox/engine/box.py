@@ -200,9 +200,10 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
             watched=True,
             light=light,
         )
-        self._light[inbox] = counted(decided.walk)
+        only_counts = self._light[inbox] = counted(decided.walk)
         # Only now has everything the decisions wrote committed durably (counts aside).
-        self._sealed()
+        if not only_counts:  # counts alone appended nothing to the log: no news
+            self._sealed()
         decisions = decided.decisions(positions)
         alert(decisions)
         return decisions

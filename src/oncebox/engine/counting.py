@@ -39,7 +39,10 @@ def counted(walk: Walk) -> bool:
     rests on what a power cut could take back."""
     if walk.records or walk.newcomers or walk.letters or walk.retried:
         return False
-    return all(o.seen is None or o.seen.log_seq is not None for o in walk.outcomes)
+    for outcome in walk.outcomes:
+        if outcome.seen is not None and outcome.seen.log_seq is None:
+            return False
+    return True
 
 
 _VERDICT_REASON = itemgetter(0, 4)  # an Outcome's (verdict, reason)
@@ -53,5 +56,8 @@ def verdict_counts(walk: Walk) -> dict[tuple[str, str], int]:
     if walk.retried:
         outcomes = [o for i, o in enumerate(outcomes)
                     if i not in walk.retried or o.verdict is not Verdict.REJECTED]  # fmt: skip
+    if len(outcomes) == 1:  # a single delivery's: no Counter to build and read back
+        verdict, reason = _VERDICT_REASON(outcomes[0])
+        return {(verdict.value, reason): 1}
     counts = Counter(map(_VERDICT_REASON, outcomes))
     return {(verdict.value, reason): n for (verdict, reason), n in counts.items()}

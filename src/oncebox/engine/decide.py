@@ -21,8 +21,8 @@ stores nothing at all, valid or not, so it must not be acknowledged (step 3).
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple, Protocol
 
 from oncebox.domain import (
@@ -30,7 +30,6 @@ from oncebox.domain import (
     LATE_REPLAY,
     UNSTORED,
     DeadLetter,
-    Decision,
     Letter,
     LogEvent,
     Newcomer,
@@ -41,7 +40,8 @@ from oncebox.domain import (
 from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
-from oncebox.engine.decision import classify, decision_of, quick_decisions
+from oncebox.engine.decided import Decided
+from oncebox.engine.decision import classify
 from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
 from oncebox.engine.step import Change, NoEffect
 from oncebox.errors import RetryTransaction
@@ -76,6 +76,14 @@ class Outcome(NamedTuple):
         return self.verdict is Verdict.REJECTED and self.reason in UNSTORED
 
 
+# Named tuples built from all their fields at C speed (their own __new__ is Python):
+# one of each is built per delivery.
+_outcome = partial(tuple.__new__, Outcome)
+_new_record = partial(tuple.__new__, NewRecord)
+_stored = partial(tuple.__new__, Stored)
+_event = partial(tuple.__new__, LogEvent)
+
+
 class Walk:
     """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
 
@@ -91,7 +99,7 @@ class Walk:
         self.outcomes: list[Outcome] = []
         self.records: list[NewRecord] = []
         self.firsts: list[int] = []  # the delivery index of each new record
-        self.repeats: Counter[int] = Counter()  # record id -> duplicates
+        self.repeats: dict[int, int] = {}  # record id -> duplicates
         self.late: dict[int, tuple[int, float]] = {}  # record id -> (count, most late)
         self.newcomers: list[Newcomer] = []
         self._newcomer_rows: dict[tuple[bytes, bytes], int] = {}
@@ -129,30 +137,33 @@ class Walk:
         self.outcomes.append(Outcome(Verdict.REJECTED, item, reason=reason, detail=detail))
 
     def decide(self, index: int, item: Prepared, now: float) -> None:
-        ident, witness, decoded, identity = item.ident, item.witness, item.decoded, item.identity
+        delivery, decoded, identity, _, ident, witness = item  # unpacked at once: it is a tuple
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
         seen = self.seen.get(ident)
-        verdict = classify(None if seen is None else seen.witness, witness)
+        # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
             record_id = next(self._ids)
             self.records.append(
-                NewRecord(record_id, ident, identity.identity, witness, decoded.content,
-                          fields_json(decoded), arrival(item.delivery), None,
-                          item.delivery.key)
+                _new_record((record_id, ident, identity.identity, witness, decoded.content,
+                             fields_json(decoded), arrival(delivery), None, delivery.key))
             )  # fmt: skip
             self.firsts.append(index)
-            self.seen[ident] = Stored(record_id, ident, witness, 1, None, now, None)
-            self.outcomes.append(Outcome(verdict, item, len(self.records) - 1))
-        elif verdict is Verdict.DUPLICATE and seen.evicted_at is not None:
+            self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
+            row = len(self.records) - 1
+            self.outcomes.append(_outcome((Verdict.ACCEPTED, item, row, None, "", "")))
+            return
+        if seen.witness == witness and seen.evicted_at is None:
+            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
+            self.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+            return
+        verdict = classify(seen.witness, witness)
+        if verdict is Verdict.DUPLICATE:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
             count, most = self.late.get(seen.id, (0, 0.0))
             self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
             self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
-        elif verdict is Verdict.DUPLICATE:
-            self.repeats[seen.id] += 1
-            self.outcomes.append(Outcome(verdict, item, seen=seen))
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they
             # are; the newcomer is kept for an operator, never merged and never dropped.
@@ -186,10 +197,17 @@ def decide_batch(
     ``counts_only`` True / False: :class:`WrongLevel`, nothing written, unless it is / isn't.
     """
     inbox_id = inbox.row.id
-    idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
+    if len(items) == 1:  # a single delivery's: no generator to run and dictionary to fill
+        idents = [] if items[0].ident is None else [items[0].ident]
+    else:
+        idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
     # Steps 1 to 3's reads at once (on PostgreSQL in one round trip).
     scopes = [item.delivery.snapshot_id or "" for item in items] if inbox.row.fenced else None
     current, now, found, fresh = tx.decision_reads(inbox_id, idents, scopes)
+    if len(items) == 1 and scopes is None and counts_only is not False:
+        seen = found.get(items[0].ident) if items[0].ident is not None else None
+        if seen is not None and _plain_repeat(items[0], seen):
+            return _one_duplicate(tx, inbox, items[0], seen, now)
     fenced: dict[int, str] = {}
     if scopes is not None:
         # Every delivery is fenced, valid or not: a sender without the scope's current
@@ -220,74 +238,30 @@ def decide_batch(
     return _write(tx, inbox, walk, now, seal, again)
 
 
-class Decided:
-    """A batch decided and written, not yet committed: :meth:`decisions` gives the
-    decisions once it has (they are built only then, so none can leave early)."""
+def _plain_repeat(item: Prepared, seen: Stored) -> bool:
+    """Whether ``item`` repeats ``seen`` as a plain duplicate: the same content, of a
+    record still kept and already sealed, not delivered again from a dead letter."""
+    return (
+        seen.witness == item.witness
+        and seen.evicted_at is None
+        and seen.log_seq is not None
+        and item.delivery.dead_letter is None
+    )
 
-    def __init__(
-        self,
-        inbox: str,
-        walk: Walk,
-        kept: Sequence[tuple[int, bool]],
-        letter_ids: Sequence[int],
-        opened: set[int],
-        positions: dict[int, int],
-    ) -> None:
-        self.inbox = inbox
-        self.walk = walk
-        self.kept = kept
-        self.letter_ids = letter_ids
-        self.opened = opened  # the outcomes that opened a quarantine row
-        self.positions = positions  # record id -> log position, when sealed in the batch
 
-    def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
-        """The committed decisions, in delivery order; ``positions`` gives the log
-        positions of records sealed after the commit."""
-        sealed, walk = self.positions if positions is None else positions, self.walk
-        return quick_decisions(self.inbox, walk.outcomes, walk.records, sealed, self._decision)
-
-    def _decision(self, index: int, outcome: Outcome, sealed: Mapping[int, int]) -> Decision:
-        name, verdict, item = self.inbox, outcome.verdict, outcome.item
-        if outcome.fenced:
-            # Fenced out: nothing stored, so nothing may be acked; lease again, resend.
-            return decision_of(name, verdict, False, reason=outcome.reason, detail=outcome.detail)
-        if verdict is Verdict.REJECTED and index in self.walk.retried:  # its dead letter still
-            return decision_of(
-                name, verdict, True, reason=outcome.reason, detail=outcome.detail,
-                identity=item.delivery.key, dead_letter_id=self.walk.retried[index].id,
-            )  # fmt: skip
-        if verdict is Verdict.REJECTED:
-            letter = self.walk.letters[outcome.row]
-            return decision_of(
-                name, verdict, True, reason=letter.reason, detail=letter.detail,
-                identity=letter.key, dead_letter_id=self.letter_ids[outcome.row],
-            )  # fmt: skip
-        assert item.identity is not None
-        facts = {"identity": item.identity.identity, "witness": item.identity.witness}
-        if verdict is Verdict.ACCEPTED:
-            record_id = self.walk.records[outcome.row].id
-            return decision_of(
-                name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
-                log_position=sealed.get(record_id), **facts,
-            )  # fmt: skip
-        seen = outcome.seen
-        assert seen is not None
-        against = {
-            "record_id": seen.id,
-            "revision": seen.revision,
-            "log_position": seen.log_seq if seen.log_seq is not None else sealed.get(seen.id),
-        }
-        if verdict is Verdict.DUPLICATE and outcome.reason == LATE_REPLAY:
-            return decision_of(
-                name, verdict, True, reason=LATE_REPLAY, late_replay=True, **against, **facts
-            )
-        if verdict is Verdict.DUPLICATE:
-            return decision_of(name, verdict, True, **against, **facts)
-        return decision_of(
-            name, Verdict.CONFLICT, True, reason=CONFLICT_REASON,
-            quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
-            late_replay=seen.evicted_at is not None, **against, **facts,
-        )  # fmt: skip
+def _one_duplicate(
+    tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: Stored, now: float
+) -> Decided:
+    """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
+    inbox: what the walk and :func:`_write` decide and write for it, its two counts,
+    without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
+    walk = Walk({}, ())
+    walk.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+    walk.repeats[seen.id] = 1
+    if tx.count_duplicates(walk.repeats, now) != 1:
+        raise RetryTransaction("a record changed under this batch")
+    tx.count_verdicts(inbox.row.id, int(now // 3600), {(Verdict.DUPLICATE.value, ""): 1})
+    return Decided(inbox.name, walk, (), (), set(), {})
 
 
 def _write(
@@ -304,14 +278,16 @@ def _write(
     events: list[LogEvent] = []
     opened: set[int] = set()
     first_rows: set[int] = set()
-    for index, outcome in enumerate(walk.outcomes):
+    # Nothing to log for a batch of repeats and refusals alone (duplicates, late replays).
+    logged = walk.outcomes if walk.records or walk.newcomers or walk.retried else ()
+    for index, outcome in enumerate(logged):
         if outcome.verdict is Verdict.ACCEPTED:
             record = walk.records[outcome.row]
             state = log.record_state_text(
                 name, record.id, record.identity, record.witness.hex(), 1,
                 record.arrival.snapshot_id,
             )  # fmt: skip
-            events.append(LogEvent("accept", state, record.id, 1, inbox_id))
+            events.append(_event(("accept", state, record.id, 1, inbox_id)))
         elif (
             outcome.verdict is Verdict.CONFLICT
             and kept[outcome.row][1]
@@ -328,13 +304,14 @@ def _write(
     if walk.records:
         crashpoints.reach(crashpoints.BEFORE_INSERT)
         records = walk.records if not positions else [
-            NewRecord(*r[:7], positions.get(r.id), r.key) for r in walk.records]  # fmt: skip
+            _new_record((*r[:7], positions.get(r.id), r.key)) for r in walk.records]  # fmt: skip
         if tx.insert_records(inbox_id, records, now) != len(records):
             # A concurrent writer inserted one of these identities first.
             raise RetryTransaction("an identity of this batch was inserted meanwhile")
         _apply(tx, inbox, walk)
         # What the new records owe downstream commits with them (none without destinations).
-        outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
+        if inbox.forward:
+            outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
         crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):

@@ -43,31 +43,9 @@ def decision_of(inbox: str, verdict: Verdict, may_ack: bool = False, **facts: An
 @lru_cache(maxsize=1024)
 def template(inbox: str, verdict: Verdict) -> dict[str, Any]:
     """The facts every decision of ``verdict`` in ``inbox`` shares (may be acked), in the
-    order :func:`decision_of` leaves them: what :func:`against` fills in per delivery.
+    order :func:`decision_of` leaves them: what :func:`quick_decisions` fills in per delivery.
     Made once per inbox and verdict, and only ever read."""
     return {**_DEFAULTS, "inbox": inbox, "verdict": verdict, "may_ack": True}
-
-
-def against(
-    shared: dict[str, Any],
-    identity: str,
-    witness: str,
-    record_id: int,
-    revision: int,
-    log_position: int | None,
-) -> Decision:
-    """``decision_of`` for the two decisions nearly every delivery gets (accepted, and a
-    duplicate): the same object, its facts set one by one over ``shared`` instead of
-    through keyword arguments, which cost more than the object itself."""
-    made: Decision = object.__new__(Decision)
-    data = made.__dict__
-    data.update(shared)
-    data["identity"] = identity
-    data["witness"] = witness
-    data["record_id"] = record_id
-    data["revision"] = revision
-    data["log_position"] = log_position
-    return made
 
 
 class _Outcome(Protocol):
@@ -93,23 +71,35 @@ def quick_decisions(
     other: Callable[[int, OutcomeT, Mapping[int, int]], Decision],
 ) -> list[Decision]:
     """The decisions of a batch's outcomes, in order: an accepted delivery's and a plain
-    duplicate's (nearly all of them) made here through :func:`against`, the rest by
-    ``other``. ``sealed`` gives the log positions of records sealed in the batch."""
+    duplicate's (nearly all of them) made here over the verdict's :func:`template`, their
+    facts set one by one instead of through keyword arguments (which cost more than the
+    object itself); the rest by ``other``. ``sealed`` gives the log positions of records
+    sealed in the batch."""
     accepted, duplicate = template(inbox, Verdict.ACCEPTED), template(inbox, Verdict.DUPLICATE)
     made = []
+    new = object.__new__
     for index, outcome in enumerate(outcomes):
         verdict, identity = outcome.verdict, outcome.item.identity
         if verdict is Verdict.ACCEPTED and identity is not None:
-            record_id = records[outcome.row].id
-            made.append(against(accepted, identity.identity, identity.witness, record_id,
-                                1, sealed.get(record_id)))  # fmt: skip
+            record_id, revision, position = records[outcome.row].id, 1, None
+            shared = accepted
         elif verdict is Verdict.DUPLICATE and not outcome.reason and outcome.seen is not None:
             seen = outcome.seen
-            position = seen.log_seq if seen.log_seq is not None else sealed.get(seen.id)
-            made.append(against(duplicate, identity.identity, identity.witness, seen.id,
-                                seen.revision, position))  # fmt: skip
+            record_id, revision, position = seen.id, seen.revision, seen.log_seq
+            shared = duplicate
         else:  # the rarer kinds, each as it needs
             made.append(other(index, outcome, sealed))
+            continue
+        # Over the template, in line: this loop runs over every delivery of every batch.
+        decision: Decision = new(Decision)
+        data = decision.__dict__
+        data.update(shared)
+        data["identity"] = identity.identity
+        data["witness"] = identity.witness
+        data["record_id"] = record_id
+        data["revision"] = revision
+        data["log_position"] = position if position is not None else sealed.get(record_id)
+        made.append(decision)
     return made
 
 

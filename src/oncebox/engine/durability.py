@@ -50,8 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from oncebox.engine import crashpoints, sealing
 from oncebox.store.base import Store, Tx, WrongLevel
@@ -60,13 +59,13 @@ T = TypeVar("T")
 Positions = dict[int, int]  # record id -> log position, for records sealed after the commit
 
 
-@dataclass(frozen=True)
-class Light(Generic[T]):
+class Light(NamedTuple, Generic[T]):
     """How a write says it may be nothing but counts. ``work(tx, together, counts_only)``
     is the write itself; with ``counts_only`` True it raises
     :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
     with False where it would write only counts (None: neither). ``counted`` tells
-    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand."""
+    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand.
+    A named tuple: one is made per ingest."""
 
     work: Callable[[Tx, bool, bool | None], T]
     counted: Callable[[T], bool]
@@ -104,8 +103,9 @@ def commit_sealed(
             result = _chosen_up_front(store, light, seal)
         else:
             result = store.atomic(lambda tx: run(tx, seal))
-        _reach(watched, crashpoints.AFTER_COMMIT)
-        _reach(watched, crashpoints.AFTER_SEAL)
+        if watched:
+            crashpoints.reach(crashpoints.AFTER_COMMIT)
+            crashpoints.reach(crashpoints.AFTER_SEAL)
         return result, None
     # PostgreSQL opens the seal's transaction in the commit's own round trip.
     with getattr(store, "sealing_next", nullcontext)():

@@ -108,17 +108,16 @@ def held(tx: Retrying, inbox_id: int, items: Sequence[Prepared]) -> dict[int, De
     until the transaction ends (in id order, so two batches cannot deadlock on them).
     An id that names no dead letter of this inbox is not one: that delivery is decided
     as any other."""
-    wanted = {i: item.delivery.dead_letter for i, item in enumerate(items)}
-    ids = sorted({letter_id for letter_id in wanted.values() if letter_id is not None})
-    if not ids:
+    wanted = {i: item.delivery.dead_letter for i, item in enumerate(items)
+              if item.delivery.dead_letter is not None}  # fmt: skip
+    if not wanted:
         return {}
+    ids = sorted(set(wanted.values()))
     found = {letter_id: tx.get_dead_letter(letter_id) for letter_id in ids}
     return {
         i: letter
         for i, letter_id in wanted.items()
-        if letter_id is not None
-        and (letter := found.get(letter_id)) is not None
-        and letter.inbox_id == inbox_id
+        if (letter := found.get(letter_id)) is not None and letter.inbox_id == inbox_id
     }
 
 

@@ -35,10 +35,6 @@ def _columnar(statement: Statement) -> bool:
     return _query(statement).columnar
 
 
-def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    return [list(column) for column in zip(*rows, strict=True)]
-
-
 def _first(cursor: psycopg.Cursor[Any]) -> float:
     row = cursor.fetchone()
     assert row is not None
@@ -63,16 +59,26 @@ class PipelinedTx(SqlTx):
         self._expected: list[tuple[psycopg.Cursor[Any], int, str]] = []
         self._leave: Callable[[], None] | None = None  # ends the pipeline, where one runs
 
+    def _settle(self) -> None:
+        """Send what was held back to go with the next statement (see PostgresTx)."""
+
     def _send(self, name: Statement, params: Params = ()) -> psycopg.Cursor[Any]:
         """Send a statement; in a pipeline its answer is not waited for."""
+        self._settle()
         return self._conn.execute(_sql(name), params)
+
+    @staticmethod
+    def _columns(name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """A columnar statement's parameters: one array per column."""
+        return [list(column) for column in zip(*rows, strict=True)]
 
     def _send_many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
         if _columnar(name):
-            self._send(name, _columns(rows))
+            self._send(name, self._columns(name, rows))
             return
+        self._settle()
         # Not closed here: in a pipeline its answers are still on their way.
         self._conn.cursor().executemany(_sql(name), rows)
 
@@ -108,7 +114,8 @@ class PipelinedTx(SqlTx):
             self._send_many(name, rows)
             return len(rows)
         if _columnar(name):
-            return max(self._answered(self._send(name, _columns(rows))), 0)
+            return max(self._answered(self._send(name, self._columns(name, rows))), 0)
+        self._settle()
         with self._conn.cursor() as cur:
             cur.executemany(_sql(name), rows)
             if self._pipe is not None:  # every row's answer, not only the first's
@@ -120,9 +127,10 @@ class PipelinedTx(SqlTx):
             return []
         if _columnar(name):
             # One statement for the batch: one array per column.
-            cur = self._ready(self._send(name, _columns(rows)))
+            cur = self._ready(self._send(name, self._columns(name, rows)))
             return cur.fetchall() if cur.description else []
         found_rows: list[Any] = []
+        self._settle()
         with self._conn.cursor() as cur:
             cur.executemany(_sql(name), rows, returning=True)
             while True:
@@ -138,6 +146,7 @@ class PipelinedTx(SqlTx):
 
     def before_commit(self) -> None:
         """Check what must hold before the commit (one turn, only where something must)."""
+        self._settle()
         for cursor, rows, why in self._expected:
             if self._answered(cursor) != rows:
                 raise RetryTransaction(why)
@@ -151,12 +160,14 @@ class PipelinedTx(SqlTx):
 
     # -- a user's own SQL --------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._settle()
         if not params:
             self._apart(sql)
         cur = self._ready(self._conn.execute(sql, params))
         return [tuple(row) for row in cur.fetchall()] if cur.description else []
 
     def script(self, sql: str) -> None:
+        self._settle()
         self._apart(sql)
         self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
 

@@ -17,6 +17,17 @@ read the code needs before it can go on, and the store asks for those together:
 - a check that must hold before the commit (a duplicate's record still there) waits
   for its count just before the ``COMMIT`` (:meth:`PostgresTx.expect`).
 
+Each statement sent costs the client about as much as a small round trip (psycopg
+handles each apart), so the store also sends few: what a decision reads once its locks
+are held (the clock, the stored records, the fresh ids) is one statement
+(``decision_lookup``), and so is what a seal reads once it holds the log
+(``seal_reads``); a relaxed beginning's ``SET LOCAL`` rides with the inbox lock; a
+seal's four writes are held back and go as one statement (``seal_writes``) with
+whatever is sent next; a batch's writes are one statement per table, an array per
+column. A lock stays a statement of
+its own: a statement reads one snapshot, taken as it starts, so what must see the
+state after a lock is granted comes in the statement after it.
+
 An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
 included, so nothing of a failed transaction commits; the store rolls it back and
 retries it as it always did.
@@ -42,11 +53,13 @@ from oncebox.domain import (
     Stored,
 )
 from oncebox.errors import RetryTransaction
-from oncebox.store.pgpipe import PipelinedTx, _columns, _first
+from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
 SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
 LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
 RECORDS_IDENTITY = "records_one_per_identity"
+# The parts of seal_writes, in its order, with how many arrays each takes.
+SEAL_PARTS = (("append_log", 7), ("put_merkle_node", 3), ("mark_sealed", 2), ("drop_pending", 1))
 
 
 def lost_identity(exc: BaseException) -> bool:
@@ -74,12 +87,29 @@ class PostgresTx(PipelinedTx):
         self._tail: list[LogEntry] | None = None
         self._lease: dict[str, LeaseState] | None = None
         self._nodes: dict[tuple[int, int], bytes] = {}  # stored, so never stale
+        # Held back to ride with the next statement (_settle): a relaxed beginning's
+        # SET LOCAL, and a seal's writes (log entries, Merkle nodes, seal positions,
+        # the queue rows it drained), sent as one statement.
+        self._relax_next = False
+        self._seal: dict[str, list[Any]] = {}
 
     # -- the clock and durability --------------------------------------------------------
     def relax_durability(self) -> None:
-        """Begun relaxed (``atomic(..., durable=False)``): the commit will not wait."""
-        self._send("defer_durability")
-        self.deferred = True
+        """Begun relaxed (``atomic(..., durable=False)``): the commit will not wait. Sent
+        with the decision's inbox lock where one follows (one statement fewer)."""
+        self._relax_next = self.deferred = True
+
+    def _settle(self) -> None:
+        if self._relax_next:
+            self._relax_next = False
+            self._conn.execute(Q["defer_durability"].sql)
+        if self._seal:
+            seal, self._seal = self._seal, {}
+            arrays: list[list[Any]] = []
+            for name, width in SEAL_PARTS:  # a part with no rows: each of its arrays empty
+                rows = seal.get(name)
+                arrays += [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
+            self._conn.execute(Q["seal_writes"].sql, arrays)
 
     def relax(self) -> bool:
         """Counts only: a server restart may lose them, so nothing need cover the commit."""
@@ -108,19 +138,31 @@ class PostgresTx(PipelinedTx):
         self.lock_identities(inbox_id, idents)
         names = json.dumps(sorted(set(scopes))) if scopes else None
         leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
-        clock = self._send("now") if self._clock is None else None
+        if not idents:
+            sent = self._send("now") if self._clock is None else None
+            held = self._leases(leases)
+            return held, _first(sent) if sent is not None else self.now(), {}, []
+        # The clock, the stored records and the fresh ids: one statement after the locks.
         wanted = json.dumps([ident.hex() for ident in idents])
-        found = self._send("find_records", (inbox_id, wanted)) if idents else None
-        fresh = self._send("reserve_unknown_ids", (wanted, inbox_id)) if idents else None
-        held: dict[str, LeaseState] = {}
-        if leases is not None:
-            held = {row.name: row for row in self._shaped(leases, "held_leases", LeaseState)}
-        now = _first(clock) if clock is not None else self.now()
+        lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
+        held = self._leases(leases)
         stored: dict[bytes, Stored] = {}
-        if found is not None:
-            stored = {bytes(r.ident): r for r in self._shaped(found, "find_records", Stored)}
-        new_ids = [int(row[0]) for row in fresh.fetchall()] if fresh is not None else []
-        return held, now, stored, new_ids
+        new_ids: list[int] = []
+        clock = 0.0
+        for kind, *row in lookup.fetchall():
+            if kind == "stored":
+                stored[bytes(row[1])] = Stored._make(row)
+            elif kind == "fresh":
+                new_ids.append(int(row[0]))
+            else:
+                clock = float(row[5])
+        new_ids.sort()  # ascending: new records take them in identity order
+        return held, clock if self._clock is None else self.now(), stored, new_ids
+
+    def _leases(self, sent: psycopg.Cursor[Any] | None) -> dict[str, LeaseState]:
+        if sent is None:
+            return {}
+        return {row.name: row for row in self._shaped(sent, "held_leases", LeaseState)}
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
@@ -135,7 +177,10 @@ class PostgresTx(PipelinedTx):
         # of the transaction). One that meets an identity another uncommitted batch is
         # inserting waits for that commit, then decides again against the row
         # (RetryTransaction).
-        if idents:
+        if idents and self._relax_next and not exclusive:
+            self._relax_next = False  # its SET LOCAL rides with the lock
+            self._send("lock_inbox_shared_relaxed", (inbox_id,))
+        elif idents:
             self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
     def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
@@ -165,7 +210,7 @@ class PostgresTx(PipelinedTx):
     def _counted(self, name: str, rows: list[tuple[Any, ...]]) -> None:
         # A stored row that vanished between the read and the count (retention dropped a
         # tombstone meanwhile) has the batch decided again, checked before the commit.
-        cursor = self._send(name, _columns(rows))
+        cursor = self._send(name, self._columns(name, rows))
         self.expect(cursor, len(rows), "a record changed under this batch")
 
     def quarantine(
@@ -192,16 +237,18 @@ class PostgresTx(PipelinedTx):
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         # A fixed order: concurrent batches then lock the counter rows in the same order.
         rows = [(inbox_id, hour, v, r, n) for (v, r), n in sorted(counts.items())]
-        self._send_many("count_verdict", rows)
+        self._send_many("count_verdicts", rows)
 
+    # A seal's writes: held back, then sent as one statement (seal_writes) with whatever
+    # comes next (the COMMIT, or a read, which then sees them).
     def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
-        self._send_many("mark_sealed", seals)
+        self._seal.setdefault("mark_sealed", []).extend(seals)
 
     def drop_pending(self, event_ids: Sequence[int]) -> None:
-        self._send_many("drop_pending", [(event_id,) for event_id in event_ids])
+        self._seal.setdefault("drop_pending", []).extend((i,) for i in event_ids)
 
     def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
-        self._send_many("put_merkle_node", list(nodes))
+        self._seal.setdefault("put_merkle_node", []).extend(nodes)
 
     # -- sealing: its reads with its lock -------------------------------------------------
     def held(
@@ -222,18 +269,37 @@ class PostgresTx(PipelinedTx):
         the commit before) by the call returned, once they are there."""
         params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
         lease = self._send("held_leases_exclusive", params)
-        clock = self._send("now") if self._clock is None else None
-        pending = self._send("pending_log", (SEAL_BATCH,))
-        tail = self._send("log_tail", (LOG_BLOCK, LOG_BLOCK))
-        frontier = self._send("merkle_frontier")
+        reads = self._send("seal_reads", {"limit": SEAL_BATCH, "block": LOG_BLOCK})
 
         def take() -> None:
-            self._lease = {r.name: r for r in self._shaped(lease, "held_leases", LeaseState)}
-            if clock is not None:
-                self._now = _first(clock)
-            self._pending = self._shaped(pending, "pending_log", PendingEvent)
-            self._tail = self._shaped(tail, "log_entries", LogEntry)
-            self._nodes = {(int(lv), int(i)): bytes(h) for lv, i, h in frontier.fetchall()}
+            self._lease = self._leases(lease)
+            pending: list[PendingEvent] = []
+            tail: list[LogEntry] = []
+            nodes: dict[tuple[int, int], bytes] = {}
+            for (
+                kind,
+                a,
+                b,
+                step,
+                state,
+                hashed,
+                node,
+                record,
+                revision,
+                inbox,
+                at,
+            ) in reads.fetchall():
+                if kind == "pending":
+                    pending.append(PendingEvent(a, step, state, record, revision, inbox))
+                elif kind == "tail":
+                    tail.append(LogEntry(a, step, state, hashed))
+                elif kind == "node":
+                    nodes[int(a), int(b)] = bytes(node)
+                elif self._clock is None:
+                    self._now = float(at)
+            self._pending = sorted(pending, key=lambda event: event.id)
+            self._tail = sorted(tail, key=lambda entry: entry.seq)
+            self._nodes = nodes
 
         if self._pipe is not None:
             take()
@@ -265,6 +331,6 @@ class PostgresTx(PipelinedTx):
         return super().log_entries(start, end)
 
     def append_log(self, entries: Sequence[LogEntry]) -> None:
-        self._send_many("append_log", entries)
+        self._seal.setdefault("append_log", []).extend(entries)
         if self._tail is not None:
             self._tail = [*self._tail, *entries]  # the tail stays the log's whole tail

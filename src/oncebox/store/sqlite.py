@@ -25,11 +25,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
 
 import apsw
 
-from oncebox.domain import Stored
 from oncebox.errors import (
     ApplyError,
     ConfigError,
@@ -41,16 +39,7 @@ from oncebox.errors import (
 )
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
-from oncebox.store.sqlfile import load_queries
-from oncebox.store.sqltx import Params, SqlTx, Statement
-
-Q = load_queries("sqlite")
-
-
-def _sql(statement: Statement) -> str:
-    """A statement's SQL: the store's own by name, or an apply step's :class:`Query`."""
-    return (Q[statement] if isinstance(statement, str) else statement).sql
-
+from oncebox.store.sqlitetx import SQLiteTx
 
 BUSY_TIMEOUT_MS = 30_000
 SCAN_STEPS = 1000  # virtual machine steps between a scan's looks at its deadline
@@ -118,77 +107,6 @@ def _storage_error(exc: apsw.Error) -> StorageError:
     if isinstance(exc, apsw.FullError | apsw.IOError | apsw.CantOpenError):
         return StorageUnavailable(f"SQLite cannot write: {exc}")
     return StorageError(f"SQLite failed: {exc}")
-
-
-class SQLiteTx(SqlTx):
-    """The store interface over one APSW connection inside one transaction."""
-
-    dialect = "sqlite"
-
-    def __init__(
-        self, conn: apsw.Connection, clock: Callable[[], float], relaxed: bool = False
-    ) -> None:
-        self._conn = conn
-        self._clock = clock
-        self._relaxed = relaxed
-
-    def now(self) -> float:
-        return float(self._clock())
-
-    def relax(self) -> bool:
-        """Only one begun relaxed (``durable=False``): the level cannot change inside."""
-        return self._relaxed
-
-    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
-        cursor = self._conn.execute(_sql(name), params)
-        try:
-            columns = [column[0] for column in cursor.description]
-        except apsw.ExecutionCompleteError:  # no rows at all
-            return (), []
-        return columns, cursor.fetchall()
-
-    def _one(self, name: Statement, params: Params = ()) -> Any:
-        for row in self._conn.execute(_sql(name), params):
-            return tuple(row)
-        return None
-
-    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
-        return [tuple(row) for row in self._conn.execute(_sql(name), params)]
-
-    def _run(self, name: Statement, params: Params = ()) -> int:
-        self._conn.execute(_sql(name), params)
-        return int(self._conn.changes())
-
-    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
-        if not rows:
-            return 0
-        before = self._conn.total_changes()
-        for _ in self._conn.executemany(_sql(name), rows):
-            pass  # a statement that returns rows runs only as far as they are read
-        return int(self._conn.total_changes() - before)
-
-    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        if not rows:
-            return []
-        # A statement that returns rows runs only as far as its rows are read.
-        return [tuple(row) for row in self._conn.executemany(_sql(name), rows)]
-
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
-        if len(idents) != 1:
-            return super().find_records(inbox_id, idents)
-        found = self._rows("find_record", (inbox_id, idents[0]), Stored)
-        return {bytes(row.ident): row for row in found}
-
-    def lock_identities(
-        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
-    ) -> None:
-        """BEGIN IMMEDIATE already serializes writers: nothing more to lock."""
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._conn.execute(sql, params)]
-
-    def script(self, sql: str) -> None:
-        self._conn.execute(sql)
 
 
 class SQLiteStore:
@@ -259,6 +177,7 @@ class SQLiteStore:
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         self._local.conn = conn
+        self._local.cursor = conn.cursor()  # for whole statements: begin, commit, SqlTx's
         self._local.level = self._synchronous
         with self._lock:
             self._connections.append(conn)
@@ -274,12 +193,23 @@ class SQLiteStore:
         # RetryTransaction cannot arise under one writer, but is honoured all the same.
         for _ in range(RETRIES - 1):
             try:
-                with self._transaction("BEGIN IMMEDIATE", durable) as tx:
-                    return work(tx)
+                return self._once(work, durable)
             except RetryTransaction:
                 continue
-        with self._transaction("BEGIN IMMEDIATE", durable) as tx:
-            return work(tx)
+        return self._once(work, durable)
+
+    def _once(self, work: Callable[[Tx], T], durable: bool) -> T:
+        """One write transaction around ``work``: :meth:`_transaction`'s steps without a
+        generator's context manager, which costs more than a duplicate's statements."""
+        conn = self._begin("BEGIN IMMEDIATE", durable)
+        cursor = self._local.cursor
+        try:
+            result = work(SQLiteTx(conn, self._clock, not durable, cursor))
+        except BaseException as exc:
+            self._failed(conn, exc)
+            raise
+        self._commit(conn, cursor)
+        return result
 
     def reading(self) -> AbstractContextManager[SQLiteTx]:
         # A deferred transaction: one consistent snapshot that never takes the write lock.
@@ -304,6 +234,16 @@ class SQLiteStore:
 
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
+        conn = self._begin(begin, durable)
+        cursor = self._local.cursor
+        try:
+            yield SQLiteTx(conn, self._clock, not durable, cursor)
+        except BaseException as exc:
+            self._failed(conn, exc)
+            raise
+        self._commit(conn, cursor)
+
+    def _begin(self, begin: str, durable: bool) -> apsw.Connection:
         conn = self._connect()
         level = self._synchronous if durable else "NORMAL"
         if self._local.level != level:
@@ -315,25 +255,29 @@ class SQLiteStore:
             conn.execute(f"PRAGMA synchronous={level}")
             self._local.level = level
         try:
-            conn.execute(begin)
+            self._local.cursor.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
+        return conn
+
+    @staticmethod
+    def _failed(conn: apsw.Connection, exc: BaseException) -> None:
+        """Roll back after ``exc``; raise what it becomes, if it becomes anything else."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if isinstance(exc, apsw.Error):
+            raise _storage_error(exc) from exc
+        # An apply step's failure stays that delivery's ApplyError, unless the
+        # store itself failed under it (busy, full, I/O): then nothing of the
+        # batch could be decided, and the caller must retry it whole.
+        cause = exc.__cause__ if isinstance(exc, ApplyError) else None
+        if isinstance(cause, apsw.Error) and _store_failed(cause):
+            raise _storage_error(cause) from exc
+
+    @staticmethod
+    def _commit(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
         try:
-            yield SQLiteTx(conn, self._clock, not durable)
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, apsw.Error):
-                raise _storage_error(exc) from exc
-            # An apply step's failure stays that delivery's ApplyError, unless the
-            # store itself failed under it (busy, full, I/O): then nothing of the
-            # batch could be decided, and the caller must retry it whole.
-            cause = exc.__cause__ if isinstance(exc, ApplyError) else None
-            if isinstance(cause, apsw.Error) and _store_failed(cause):
-                raise _storage_error(cause) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
+            cursor.execute("COMMIT")
         except apsw.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

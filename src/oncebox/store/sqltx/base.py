@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from oncebox.errors import StorageError
@@ -46,8 +47,10 @@ def shape(
             )
         if columns == names[: len(columns)]:
             # The usual case: the columns are the fields, in order (trailing ones defaulted).
+            # A named tuple filled whole is the row's values as they are: built by
+            # tuple.__new__ itself, what its Python-level _make calls, at C speed.
             whole = len(columns) == len(names) and hasattr(cls, "_make")
-            make = cls._make if whole else (lambda row: cls(*row))  # type: ignore[attr-defined]
+            make = partial(tuple.__new__, cls) if whole else (lambda row: cls(*row))  # type: ignore[type-var]
         else:
 
             def make(row: Sequence[Any]) -> Any:

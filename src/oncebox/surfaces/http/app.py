@@ -23,11 +23,13 @@ from oncebox.surfaces.http.auth import Gate
 from oncebox.surfaces.http.console import BASE as CONSOLE
 from oncebox.surfaces.http.console import MAX_FORM, mount_console
 from oncebox.surfaces.http.groupcommit import GroupCommit
+from oncebox.surfaces.http.hotroute import HotRoute
 from oncebox.surfaces.http.metrics import Metrics
 from oncebox.surfaces.http.middleware import BoundedBody, HeadCheck, Timing
 from oncebox.surfaces.http.news import News
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.routes import ROUTERS, TAGS
+from oncebox.surfaces.http.routes.deliveries import deliver
 from oncebox.surfaces.http.routes.health import Readiness
 from oncebox.surfaces.http.senders import DEFAULT_BUDGET, Senders
 from oncebox.surfaces.http.slashes import redirect_slashes_relatively
@@ -105,8 +107,10 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, problems.on_http_error)
     app.add_exception_handler(RequestValidationError, problems.on_validation_error)
     app.add_exception_handler(Exception, problems.on_unexpected)
-    # Outermost first: latency covers everything, the gate refuses from the head alone,
-    # the bound runs before any parsing.
+    # Each one added wraps the ones before. From the outside in: latency covers
+    # everything, the gate refuses from the head alone, the bound runs before any
+    # parsing, and the one-delivery route is called as soon as its body is read.
+    app.add_middleware(HotRoute, endpoint=deliver, handlers=app.exception_handlers)
     app.add_middleware(BoundedBody, max_body=max_body)
     app.add_middleware(HeadCheck, gate=gate, form_prefix=CONSOLE, form_limit=MAX_FORM)
     app.add_middleware(Timing, metrics=metrics)

@@ -68,6 +68,7 @@ KEEP_OVERSIZE_KEY = "oncebox.keep_oversize"  # BoundedBody keeps a body over its
 SIGNING_KEY = "oncebox.signing"  # a webhook request's Signing, fed by BoundedBody
 LOOKED_UP_KEY = "oncebox.token"  # the request's token, once looked up
 SESSION_KEY = "oncebox.session"  # the request's console session, once looked up
+MATCHED_KEY = "oncebox.matched"  # the route the head check matched, and its child scope
 SEND_TOKEN = "send Authorization: Bearer <token>"
 
 
@@ -83,6 +84,7 @@ class Need:
 ANY = Need()  # a body on a public route, or on none, needs a live token all the same
 NEEDS: dict[Callable[..., object], Need] = {}
 Endpoint = TypeVar("Endpoint", bound=Callable[..., object])
+Checked = Delivery | ProblemError | None  # a request as the group commit turn found it
 
 
 def needs(
@@ -273,6 +275,7 @@ class Gate:
         for route in self.routes:
             match, child = route.matches(scope)
             if match is Match.FULL:
+                scope[MATCHED_KEY] = (route, child)
                 need = NEEDS.get(route.endpoint, ANY)
                 return need, _inbox(child.get("path_params", {}), need)
         return ANY, None
@@ -288,9 +291,6 @@ class Gate:
             raise unauthorized(str(exc)) from None
         if not self.replays.first_use(signature):
             raise unauthorized("this signed request was seen before (replay)")
-
-
-Checked = Delivery | ProblemError | None
 
 
 def in_turn(box: Oncebox, credentials: Sequence[Caller | Sender | None]) -> list[Checked]:

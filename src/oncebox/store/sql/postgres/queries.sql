@@ -13,6 +13,11 @@ SELECT extract(epoch FROM clock_timestamp())::double precision;
 -- Advisory lock space 3: an inbox's identities, shared by the batches deciding in it.
 SELECT pg_advisory_xact_lock_shared(3, %s::int);
 
+-- name: lock_inbox_shared_relaxed
+-- lock_inbox_shared and defer_durability in one statement, for a decision begun relaxed
+-- (set_config(..., true) is SET LOCAL).
+SELECT pg_advisory_xact_lock_shared(3, %s::int), set_config('synchronous_commit', 'off', true);
+
 -- name: lock_inbox
 -- Advisory lock space 3, exclusive: a stored record of the inbox is being revised.
 SELECT pg_advisory_xact_lock(3, %s::int);
@@ -67,34 +72,51 @@ ORDER BY 3;
 -- The identity sequence never goes back, so an id is never handed out twice.
 SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
 
--- name: reserve_unknown_ids
--- A fresh id for each of a batch's identities (a JSON array of hex digests) that no
--- record holds yet: read with find_records, in the same turn, before the decision knows
--- which are new. An identity inserted by another writer between the two statements gets
--- an id too (ids are never reused, so one unused leaves a gap, nothing more).
-SELECT nextval(pg_get_serial_sequence('records', 'id'))
-FROM (SELECT DISTINCT decode(value, 'hex') AS ident
-      FROM json_array_elements_text(%s::json)) AS w
-WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %s AND r.ident = w.ident)
-ORDER BY 1;
+-- name: decision_lookup
+-- What a decision reads once its locks are held, in one statement (one snapshot): the
+-- server clock (kind 'clock', in first_seen), the batch's stored records (kind 'stored',
+-- as find_records gives them) and a fresh id for each identity (a JSON array of hex
+-- digests) that no record holds (kind 'fresh', in id). Run after the locks, so the
+-- clock is read once they are granted.
+WITH wanted AS (
+  SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
+)
+SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
+FROM records_read
+WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
+UNION ALL
+SELECT 'fresh', nextval(pg_get_serial_sequence('records', 'id')), NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM wanted w
+WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %(inbox)s AND r.ident = w.ident)
+UNION ALL
+SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
+       extract(epoch FROM clock_timestamp())::double precision, NULL;
 
--- name: log_tail
--- The log's head and the entries of its last Merkle block (of the given size), which a seal's
--- appends hash with: read in the seal's first turn, with the log held.
-SELECT seq, step, state, hash FROM log
-WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %s * %s + 1 FROM log)
-ORDER BY seq;
-
--- name: merkle_frontier
--- The kept Merkle nodes a seal's appends may hash with: at each kept level (every
--- fourth), those of the last group of 16 before the log's end; read in the seal's
--- first turn, one index range per level.
-SELECT l.level, m.idx, m.hash
-FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
-CROSS JOIN generate_series(4, 60, 4) AS l(level)
-JOIN merkle_nodes m ON m.level = l.level
-    AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
-WHERE (h.n >> l.level) > 0;
+-- name: seal_reads
+-- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
+-- one statement (one snapshot): the clock (kind 'clock'), the queue's next events (kind
+-- 'pending', as pending_log), the log's head with the entries of its last Merkle block
+-- of block entries (kind 'tail') and the kept Merkle nodes the appends may hash with
+-- (kind 'node': level in a, index in b; at each kept level, every fourth, those of the
+-- last group of 16 before the log's end). Named parameters: limit, block.
+(SELECT 'clock' AS kind, NULL::bigint AS a, NULL::bigint AS b, NULL::text AS step,
+        NULL::text AS state, NULL::text AS hash, NULL::bytea AS node, NULL::bigint AS record_id,
+        NULL::bigint AS revision, NULL::bigint AS inbox_id,
+        extract(epoch FROM clock_timestamp())::double precision AS clock)
+UNION ALL
+(SELECT 'pending', id, NULL, step, state, NULL, NULL, record_id, revision, inbox_id, NULL
+ FROM log_pending ORDER BY id LIMIT %(limit)s)
+UNION ALL
+(SELECT 'tail', seq, NULL, step, state, hash, NULL, NULL, NULL, NULL, NULL FROM log
+ WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %(block)s * %(block)s + 1 FROM log))
+UNION ALL
+(SELECT 'node', l.level, m.idx, NULL, NULL, NULL, m.hash, NULL, NULL, NULL, NULL
+ FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
+ CROSS JOIN generate_series(4, 60, 4) AS l(level)
+ JOIN merkle_nodes m ON m.level = l.level
+     AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
+ WHERE (h.n >> l.level) > 0);
 
 -- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
@@ -261,6 +283,42 @@ WITH s AS (
 INSERT INTO seal_positions (record_id, seq)
 SELECT id, seq FROM s WHERE id NOT IN (SELECT id FROM legacy) ORDER BY id
 ON CONFLICT (record_id) DO NOTHING;
+
+-- name: seal_writes
+-- A seal's writes in one statement: append_log, put_merkle_node, mark_sealed and
+-- drop_pending as they are apart (each part's arrays may be empty). Nothing in it reads
+-- what another part writes; the log is held (the sealer's lease, FOR UPDATE).
+WITH appended AS (
+  INSERT INTO log (seq, step, state, hash, inbox_id, record_id, revision)
+  SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                       %b::bigint[], %b::bigint[])
+), nodes AS (
+  INSERT INTO merkle_nodes (level, idx, hash)
+  SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[])
+), s AS (
+  SELECT * FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
+), legacy AS (
+  UPDATE records SET log_seq = s.seq FROM s
+  WHERE records.id = s.id AND records.log_seq IS NULL
+  RETURNING records.id
+), positions AS (
+  INSERT INTO seal_positions (record_id, seq)
+  SELECT id, seq FROM s WHERE id NOT IN (SELECT id FROM legacy) ORDER BY id
+  ON CONFLICT (record_id) DO NOTHING
+)
+DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
+
+-- name: count_verdicts
+-- columnar; rows (inbox, hour, verdict, reason, n), one per (verdict, reason), sorted so
+-- that concurrent batches lock the counter rows in one order (count_verdict, a batch
+-- at once); an upsert: one row each.
+INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n)
+SELECT inbox_id, hour, verdict, reason, n
+FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bigint[])
+     WITH ORDINALITY AS c(inbox_id, hour, verdict, reason, n, ord)
+ORDER BY ord
+ON CONFLICT (inbox_id, hour, verdict, reason) DO UPDATE
+SET n = verdict_counts.n + excluded.n;
 
 -- name: queue_logs
 -- columnar; queue order is seal order, so the rows keep theirs.

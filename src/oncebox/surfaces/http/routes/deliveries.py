@@ -35,6 +35,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from oncebox.domain import UNSTORED, Decision, Verdict
 from oncebox.engine.tokens import Scope as TokenScope
@@ -133,6 +134,19 @@ def decision_json(decision: Decision) -> bytes:
     return _ENCODE(data).encode()
 
 
+OURS = frozenset(name.lower().encode("latin-1") for name in HEADERS)
+
+
+def ours(scope: Scope) -> dict[bytes, str]:
+    """The request's first value of each of :data:`HEADERS` (as ``request.headers.get``
+    reads them), in one pass over its headers rather than one a header."""
+    found: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name in OURS and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
 def parse_lease_token(value: str | None) -> int | None:
     if value is None:
         return None
@@ -220,11 +234,11 @@ async def deliver(request: Request) -> Response:
     if isinstance(who, Sender):  # its key and body are what its signature stands for
         decision = await svc.group.submit(inbox, Delivery(body=who.body), who)
         return Response(decision_json(decision), status_for(decision), media_type=JSON)
-    headers = request.headers
+    headers = ours(scope)
     try:
         codec = svc.box.inbox(inbox).codec
-        lease_token = parse_lease_token(headers.get("oncebox-lease-token"))
-        if not headers.get("oncebox-key") and needs_key(codec):
+        lease_token = parse_lease_token(headers.get(b"oncebox-lease-token"))
+        if not headers.get(b"oncebox-key") and needs_key(codec):
             # The sender's misconfiguration, not bad content: refused, nothing stored.
             detail = f"inbox {inbox} is identified by the Oncebox-Key header: send it"
             raise ProblemError(400, "missing-key", detail)
@@ -233,10 +247,10 @@ async def deliver(request: Request) -> Response:
         raise
     delivery = Delivery(
         body=who.body,
-        key=headers.get("oncebox-key"),
-        snapshot_id=headers.get("oncebox-snapshot"),
-        device_time=headers.get("oncebox-device-time"),
-        delivery_id=headers.get("oncebox-delivery-id"),
+        key=headers.get(b"oncebox-key"),
+        snapshot_id=headers.get(b"oncebox-snapshot"),
+        device_time=headers.get(b"oncebox-device-time"),
+        delivery_id=headers.get(b"oncebox-delivery-id"),
         lease_token=lease_token,
     )
     overflow: Overflow | None = scope.get(OVERSIZE_KEY)

@@ -1,0 +1,145 @@
+"""One SQLite transaction over an APSW connection: the store interface's primitives
+(:class:`~oncebox.store.sqltx.SqlBase`) and what SQLite does differently. The store that
+opens, commits and rolls these back is :mod:`oncebox.store.sqlite`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import apsw
+
+from oncebox.domain import Fenced, LeaseState, Stored
+from oncebox.store.sqlfile import load_queries
+from oncebox.store.sqltx import Params, SqlTx, Statement
+from oncebox.store.sqltx.base import shape
+
+Q = load_queries("sqlite")
+R = TypeVar("R")
+# (store statement, type) -> how its rows are built, once its columns were matched
+_MADE: dict[tuple[str, type], Callable[[Sequence[Any]], Any]] = {}
+
+
+def _bare(sql: str) -> str:
+    """``sql`` without the comment lines that describe it: SQLite's statement cache
+    hashes and compares the whole text on every run, comments and all."""
+    lines = sql.splitlines()
+    while lines and lines[0].lstrip().startswith("--"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+_TEXT = {name: _bare(query.sql) for name, query in Q.items()}
+
+
+def _sql(statement: Statement) -> str:
+    """A statement's SQL: the store's own by name, or an apply step's :class:`Query`."""
+    return _TEXT[statement] if isinstance(statement, str) else statement.sql
+
+
+class SQLiteTx(SqlTx):
+    """The store interface over one APSW connection inside one transaction."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        clock: Callable[[], float],
+        relaxed: bool = False,
+        cursor: apsw.Cursor | None = None,
+    ) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._relaxed = relaxed
+        # The connection's own cursor, for statements read to their end: making and
+        # dropping a cursor per statement costs more than a duplicate's lookup. A
+        # statement read only in part (_one, _described) gets a cursor of its own, which
+        # resets it when dropped, so that no statement is left open after its call.
+        self._cursor = conn.cursor() if cursor is None else cursor
+
+    def now(self) -> float:
+        return float(self._clock())
+
+    def relax(self) -> bool:
+        """Only one begun relaxed (``durable=False``): the level cannot change inside."""
+        return self._relaxed
+
+    def _described(self, name: Statement, params: Params = ()) -> tuple[Sequence[str], list[Any]]:
+        cursor = self._conn.execute(_sql(name), params)
+        try:
+            columns = [column[0] for column in cursor.description]
+        except apsw.ExecutionCompleteError:  # no rows at all
+            return (), []
+        return columns, cursor.fetchall()
+
+    def _one(self, name: Statement, params: Params = ()) -> Any:
+        for row in self._conn.execute(_sql(name), params):
+            return tuple(row)
+        return None
+
+    def _all(self, name: Statement, params: Params = ()) -> list[Any]:
+        return [tuple(row) for row in self._cursor.execute(_sql(name), params)]
+
+    def _run(self, name: Statement, params: Params = ()) -> int:
+        self._conn.execute(_sql(name), params)
+        return int(self._conn.changes())
+
+    def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
+        if not rows:
+            return 0
+        conn = self._conn
+        before = conn.total_changes()
+        # Read to the end: a statement that returns rows runs only as far as they are read.
+        # One row of parameters (a single delivery's) runs as one execute, for less.
+        run = self._cursor.execute if len(rows) == 1 else self._cursor.executemany
+        for _ in run(_sql(name), rows[0] if len(rows) == 1 else rows):
+            pass
+        return int(conn.total_changes() - before)
+
+    def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        if not rows:
+            return []
+        # A statement that returns rows runs only as far as its rows are read.
+        return [tuple(row) for row in self._conn.executemany(_sql(name), rows)]
+
+    def _rows(self, name: Statement, params: Params, cls: type[R]) -> list[R]:
+        """Built as the columns matched ``cls`` the first time: a store statement's
+        columns are fixed by its text, so they are not asked of the cursor again. No
+        columns are asked where no row came (no exception raised and caught for it)."""
+        if isinstance(name, str) and (made := _MADE.get((name, cls))) is not None:
+            return [made(row) for row in self._cursor.execute(_TEXT[name], params)]
+        cursor = self._cursor.execute(_sql(name), params)
+        for first in cursor:  # the columns are known while the statement runs
+            make = shape(name, cls, [column[0] for column in cursor.description])
+            if isinstance(name, str):
+                _MADE[(name, cls)] = make
+            return [make(first), *(make(row) for row in cursor)]
+        return []
+
+    def decision_reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+        """:class:`SqlTx`'s reads, one after another, less the identity lock that
+        BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
+        names = sorted(set(scopes)) if scopes else []
+        leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
+        return leases, float(self._clock()), self.find_records(inbox_id, idents), None
+
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
+        if len(idents) != 1:
+            return super().find_records(inbox_id, idents)
+        found = self._rows("find_record", (inbox_id, idents[0]), Stored)
+        return {bytes(row.ident): row for row in found}
+
+    def lock_identities(
+        self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
+    ) -> None:
+        """BEGIN IMMEDIATE already serializes writers: nothing more to lock."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._conn.execute(sql, params)]
+
+    def script(self, sql: str) -> None:
+        self._conn.execute(sql)
