@@ -11,8 +11,13 @@ trap 'rm -rf "$work"' EXIT
 # migration would ship twice), so the wheel is built from a clean one.
 rm -rf build
 .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --no-deps -w "$work/dist" .
-python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+# A bare environment (no pip of its own: bootstrapping one costs ten seconds of CPU), the
+# wheel and the dependencies it declares installed into it by .venv's pip; none of them
+# compiled ahead (pip would compile every dependency's modules; the demo compiles what
+# it imports).
+python3 -m venv --without-pip "$work/venv"
+.venv/bin/python -m pip --python "$work/venv/bin/python" install --quiet \
+    --disable-pip-version-check --no-compile \
     "$work"/dist/oncebox-*.whl 2> >(grep -v "^WARNING: Location" >&2)
 cd "$work"  # nothing of the checkout on the path
 "$work/venv/bin/oncebox" demo >/dev/null

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,30 @@ def make_box(store_url: str, clock: ManualClock) -> Iterator[BoxFactory]:
 @pytest.fixture
 def box(make_box: BoxFactory) -> Oncebox:
     return make_box()
+
+
+# `ONCEBOX_TEST_CPU=FILE` appends one JSON line per test to FILE: its module, and the CPU
+# seconds (user + system) the worker and the processes it started and waited for spent
+# on it, its fixtures' set-up and tear-down included. docs/contributing.md sums them by
+# module to find where the suite's CPU goes.
+CPU_LOG = os.environ.get("ONCEBOX_TEST_CPU")
+
+
+def _cpu_seconds() -> float:
+    used = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        used += usage.ru_utime + usage.ru_stime
+    return used
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    if not CPU_LOG:
+        yield
+        return
+    before = _cpu_seconds()
+    yield
+    line = {"module": item.location[0], "test": item.nodeid, "cpu": _cpu_seconds() - before}
+    with open(CPU_LOG, "a") as log:
+        log.write(json.dumps(line) + "\n")

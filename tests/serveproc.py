@@ -70,13 +70,22 @@ def serving(
     env: Mapping[str, str] | None = None,
     stderr: IO[bytes] | None = None,
 ) -> Iterator[Served]:
-    """``oncebox --db URL serve --port P ARGS`` until the block ends (then SIGTERM), with
-    ``env`` added to the environment (``ONCEBOX_CONFIG``, a webhook's secret) and its
-    standard error (the access log among it) to ``stderr`` when given."""
+    """``oncebox --db URL serve --port P [--workers 1] ARGS`` until the block ends
+    (then SIGTERM), with ``env`` added to the environment (``ONCEBOX_CONFIG``, a
+    webhook's secret) and its standard error (the access log among it) to ``stderr``
+    when given."""
     port = free_port()
     env = {**os.environ, **(env or {}), "ONCEBOX_DB": url}
-    command = [*ONCEBOX, "serve", "--port", str(port), *args]
+    # One worker process unless the test asks for more: the default, one per CPU, is
+    # whatever the machine running the suite has (so no test could count on it), and
+    # each worker builds the app again, a second of CPU. test_serve_workers.py and
+    # test_forward_serve.py ask for two and prove what several workers must do.
+    workers = [] if "--workers" in args else ["--workers", "1"]
+    command = [*ONCEBOX, "serve", "--port", str(port), *workers, *args]
     proc = subprocess.Popen(command, env=env, stderr=stderr)
+    if os.environ.get("ONCEBOX_TEST_CPU"):  # counted beside each test's CPU (conftest.py)
+        with open(os.environ["ONCEBOX_TEST_CPU"], "a") as log:
+            log.write(json.dumps({"serve": os.environ.get("PYTEST_CURRENT_TEST", "")}) + "\n")
     served = Served(proc, port)
     try:
         deadline = time.monotonic() + started

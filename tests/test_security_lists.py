@@ -28,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 
 import oncebox
+from conftest import POSTGRES, fresh_database
 from helpers import event_body
 from httpserver import serving as serving_app
 from oncebox import Delivery
@@ -63,12 +64,25 @@ class Served:
         return httpx.Client(base_url=self.base, headers=headers, timeout=60)
 
 
-@pytest.fixture
-def served(shared_url: str, tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["sqlite-file", POSTGRES])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     """Conflicts of 300 KB (and one with a 2,000-character key) in ``blobs``, one in
-    ``other``, three dead letters of 64 KiB in ``listing``; then ``oncebox serve``."""
-    with _serving(shared_url, tmp_path) as found:
-        yield found
+    ``other``, three dead letters of 64 KiB in ``listing``; then ``oncebox serve``. One
+    service per backend for the module: the tests given it only read (another inbox's
+    resolve and replay are refused and change nothing), and a service costs seconds."""
+    tmp_path = tmp_path_factory.mktemp("lists")
+    if request.param != "postgres":
+        with _serving(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path) as found:
+            yield found
+        return
+    server = request.getfixturevalue("pg_server")
+    database = fresh_database(server, request.getfixturevalue("pg_template"))
+    with contextlib.closing(database):
+        with _serving(next(database), tmp_path) as found:
+            yield found
+        next(database, None)  # drops it
 
 
 @pytest.fixture
