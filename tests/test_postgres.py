@@ -293,3 +293,22 @@ def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
         assert box.record("ussd", "rec1-1") is not None
     finally:
         box.close()
+
+
+def test_a_write_finding_no_free_connection_is_storage_unavailable(pg_url: str) -> None:
+    """Every connection taken (a server slow to come back, a pool too small): the write
+    waits the pool's timeout and fails as StorageUnavailable, which callers retry and
+    the service answers 503, never as the pool's own exception."""
+    box = oncebox.open(pg_url, inboxes=[InboxSpec("ussd", codec="ussd-h1")])
+    pool = box.store._pool  # type: ignore[attr-defined]
+    pool.timeout = 0.2  # the wait for a connection, 30 s otherwise
+    held = [pool.getconn(timeout=30) for _ in range(pool.max_size)]
+    try:
+        frame = make_frame(1, "K", "MED", 3, 86).encode()
+        with pytest.raises(StorageUnavailable):
+            box.ingest("ussd", Delivery(frame, key="k-1"))
+    finally:
+        for conn in held:
+            pool.putconn(conn)
+    assert box.ingest("ussd", Delivery(frame, key="k-1")).verdict == "accepted"
+    box.close()

@@ -189,7 +189,10 @@ class PostgresStore:
         a relaxed commit that a seal must follow opens that seal's transaction in the
         same turn (its reads included), and the next one here takes it up."""
         carried: Carried | None = self._carry.__dict__.pop("tx", None)
-        conn = carried.conn if carried is not None else self._pool.getconn()
+        try:
+            conn = carried.conn if carried is not None else self._pool.getconn()
+        except PoolTimeout as exc:  # every connection busy, or the server not back yet
+            raise storage_error(exc) from exc
         kept = False
         committed: psycopg.Cursor[Any] | None = None
         follow: Callable[[], None] | None = None
