@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 import argparse
 import collections
-import json
 import re
 import time
 from collections.abc import Callable
 
 import oncebox
+from helpers import event_body
 from oncebox import Delivery, InboxSpec
 from pgcluster import throwaway_server
 from pgturns import TurnCounter
@@ -40,14 +40,11 @@ INBOX = InboxSpec("listing", codec="json-event", apply="generation")
 
 
 def event(i: int, price: int = 1) -> Delivery:
-    body = {
-        "schema_version": 1, "source": "sp-api", "subscription": "sub-eu-1",
-        "notification_id": f"n-{i:08d}", "seller_id": "SELLER01", "sku": f"SKU-{i % 50:03d}",
-        "marketplace_id": "A1PA6795UKMFR9", "notification_type": "listing_status_changed",
-        "event_time": "2026-01-01T00:00:00Z",
+    changes = {
+        "sku": f"SKU-{i % 50:03d}",
         "payload": {"status": "BUYABLE", "issues": [], "price": price},
-    }  # fmt: skip
-    return Delivery(json.dumps(body).encode())
+    }
+    return Delivery(event_body(f"n-{i:08d}", **changes))
 
 
 def _short(sql: str) -> str:
