@@ -60,7 +60,7 @@ beside wheel-check bash scripts/wheel-check.sh  # the built wheel, installed alo
 # leaves both caches for the workers; a collection error shows in the run itself.
 beside warm-caches bash -c '.venv/bin/python -m compileall -q src tests >/dev/null
     PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest --collect-only -q -p no:cacheprovider \
-        >/dev/null 2>&1 || true'
+        -p no:schemathesis >/dev/null 2>&1 || true'
 failed=()
 for i in "${!pids[@]}"; do
     wait "${pids[$i]}" || failed+=("${names[$i]}")
@@ -75,5 +75,8 @@ trap - EXIT
 # On several workers (pytest-xdist): many tests wait on processes, servers, fsyncs and a
 # browser, so four workers keep two CPUs busy (the run is bound by CPU: docs/contributing.md). A module's tests stay on one
 # worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
-# them in this process, one after another.
-exec .venv/bin/python -m pytest -q -n "${ONCEBOX_TEST_WORKERS:-4}" --dist loadscope "$@"
+# them in this process, one after another. schemathesis's pytest plugin is left out (as
+# in the collection above): tests/test_schemathesis.py drives Hypothesis itself, and the
+# plugin cost each of the five pytest processes most of a second before any test.
+exec .venv/bin/python -m pytest -q -n "${ONCEBOX_TEST_WORKERS:-4}" --dist loadscope \
+    -p no:schemathesis "$@"
