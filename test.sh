@@ -55,8 +55,7 @@ beside wheel-check bash scripts/wheel-check.sh  # the built wheel, installed alo
 # Compiled once, before the workers start. The tests start hundreds of `oncebox`
 # processes, each of which would otherwise compile every module it imports; and each
 # worker would rewrite the asserts of every test module and of every pytest plugin's
-# package (hypothesis, schemathesis: pytest rewrites them whole), twenty seconds of CPU
-# apiece. One collection with bytecode kept (even where PYTHONDONTWRITEBYTECODE is set)
+# package (hypothesis: pytest rewrites it whole), twenty seconds of CPU apiece. One collection with bytecode kept (even where PYTHONDONTWRITEBYTECODE is set)
 # leaves both caches for the workers; a collection error shows in the run itself.
 beside warm-caches bash -c '.venv/bin/python -m compileall -q src tests >/dev/null
     PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest --collect-only -q -p no:cacheprovider \
