@@ -1,0 +1,270 @@
+"""The third CPU round's fast paths on ``json-event`` give exactly what the general code
+gives: the strict reader's direct scan, the event checked in line, the canonical form
+written around the payload, the event time checked by ``fromisoformat``. Each is
+compared with the general path it skips, over generated events and texts, and the
+reader over the whole JSONTestSuite corpus."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oncebox.formats import Delivery, Invalid, strictjson
+from oncebox.formats import json_event as je
+from oncebox.formats.canonical import canonical
+from oncebox.formats.strictjson import JsonNumber, loads
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "JSONTestSuite"
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    try:
+        return ("ok", call(*args))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+def _general_loads(data: bytes | str, max_depth: int = 20) -> Any:
+    """The reader without its direct scan: the decoder parses every text."""
+
+    def no_scan(text: str, index: int) -> Any:
+        raise StopIteration(index)
+
+    saved = strictjson._SCAN
+    strictjson._SCAN = no_scan
+    try:
+        return _outcome(lambda: loads(data, max_depth=max_depth))
+    finally:
+        strictjson._SCAN = saved
+
+
+def _same_reading(data: bytes | str, max_depth: int = 20) -> None:
+    fast = _outcome(lambda: loads(data, max_depth=max_depth))
+    general = _general_loads(data, max_depth)
+    assert fast == general
+    if fast[0] == "ok":  # the same types too: numbers stay JsonNumber, spelled alike
+        assert canonical(fast[1]) == canonical(general[1])
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the JSONTestSuite corpus is shared test data")
+def test_the_direct_scan_reads_the_json_test_suite_as_the_decoder() -> None:
+    paths = sorted(CORPUS.glob("test_parsing/*.json")) + sorted(
+        CORPUS.glob("test_transform/*.json")
+    )
+    assert len(paths) > 300
+    for path in paths:
+        _same_reading(path.read_bytes(), je.MAX_DEPTH)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1,"a":2}',  # duplicate members
+        '{"a":1,"a":2} x',
+        "[NaN]",
+        "[-Infinity]",
+        '["\\ud800"]',  # a lone surrogate
+        '{"\\udc00":1}',
+        "[1e999]",
+        "[-1e400]",
+        "[" * 21 + "]" * 21,  # past the depth bound
+        "[" * 20 + "]" * 20,
+        " [1] ",
+        "[1] ",
+        " [1]",
+        "[1]x",
+        "",
+        " ",
+        "\ufeff[1]",
+        '"a"',
+        "1.50",
+        "-0",
+        '{"a":[1,2.0,{"b":null}]}\n',
+    ],
+)
+def test_the_direct_scan_reads_adversarial_texts_as_the_decoder(text: str) -> None:
+    _same_reading(text)
+    _same_reading(text.encode("utf-8", "surrogatepass"))
+
+
+_GOOD: dict[str, Any] = {
+    "schema_version": JsonNumber("1"),
+    "source": "sp-api",
+    "subscription": "sub-eu-1",
+    "notification_id": "n-1",
+    "seller_id": "SELLER01",
+    "sku": "SKU-00001",
+    "marketplace_id": "A1PA6795UKMFR9",
+    "notification_type": "listing_status_changed",
+    "event_time": "2026-02-28T12:00:00Z",
+    "payload": {"status": "BUYABLE", "price": JsonNumber("1.50"), "issues": []},
+}
+
+_EDGES = ["", " a", "a ", "a b", "a\tb", "\x00", "\x7f", "\xa0x", "x\u2028", "é",
+          "\U0001f600", "x" * 256, "x" * 257, "y" * 200]  # fmt: skip
+_strings = st.one_of(st.text(max_size=6), st.sampled_from(_EDGES))
+_others = st.sampled_from(
+    [None, True, JsonNumber("1"), JsonNumber("1.0"), JsonNumber("01"), "1", [], {}, ["a"]]
+)
+_times = st.one_of(
+    st.sampled_from(
+        [
+            "2026-02-28T12:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-02-28T24:00:00Z",
+            "2026-02-28T23:59:60Z",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59Z",
+            "2026-02-28 12:00:00Z",
+            "2026-02-28T12:00:00",
+            "2026-02-28T12:00:00+00:00",
+            "\uff12026-02-28T12:00:00Z",
+            " 2026-02-28T12:00:00Z",
+            "2024-02-29T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-00-10T00:00:00Z",
+        ]
+    ),
+    st.builds(
+        "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}Z".format,
+        st.integers(0, 9999),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+    ),
+)
+_changes = st.dictionaries(
+    st.sampled_from([*sorted(je.FIELDS), "extra", "Source"]),
+    st.one_of(
+        _strings,
+        _others,
+        _times,
+        st.sampled_from(sorted(je.NOTIFICATION_TYPES)),
+        st.just(("drop",)),
+    ),
+    max_size=4,
+)
+
+
+def _event(changes: dict[str, Any]) -> dict[str, Any]:
+    event = dict(_GOOD)
+    for name, value in changes.items():
+        if value == ("drop",):
+            event.pop(name, None)
+        else:
+            event[name] = value
+    return event
+
+
+@settings(max_examples=500)
+@given(_changes)
+def test_an_event_checked_in_line_is_checked_as_rule_by_rule(changes: dict[str, Any]) -> None:
+    """``validate_event`` (in line where it can) accepts, refuses and orders the fields
+    exactly as the rule-by-rule ``_validate_event``."""
+    event = _event(changes)
+    fast = _outcome(je.validate_event, event)
+    general = _outcome(je._validate_event, event)
+    assert fast == general
+    if fast[0] == "ok":
+        assert list(fast[1].items()) == list(general[1].items())
+
+
+@pytest.mark.parametrize("name", sorted(je.FIELDS))
+def test_each_edge_in_each_field_is_checked_as_rule_by_rule(name: str) -> None:
+    for value in [*_EDGES, None, JsonNumber("1"), JsonNumber("1.0"), "1", [], {}]:
+        event = _event({name: value})
+        assert _outcome(je.validate_event, event) == _outcome(je._validate_event, event)
+
+
+def _dump(value: Any) -> str:
+    if isinstance(value, JsonNumber):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_dump(k)}: {_dump(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _general_decode(body: bytes) -> Any:
+    """json-event's decode as the general code makes it: the decoder's parse, the rules
+    one by one, the canonical form written whole."""
+    read = _general_loads(body, je.MAX_DEPTH)
+    if read[0] == "invalid":
+        raise Invalid(read[1], read[2])
+    event = read[1]
+    fields = je._validate_event(event)
+    content = canonical(event)
+    key = json.dumps([fields[name] for name in je.IDENTITY_FIELDS], ensure_ascii=False,
+                     separators=(",", ":"))  # fmt: skip
+    return content, key, list(fields.items())
+
+
+_payloads = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.sampled_from(["0", "-0", "1.0", "2E+3"]).map(JsonNumber)
+    | _strings,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_strings, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400)
+@given(_changes, _payloads, st.permutations([*sorted(je.FIELDS), "extra", "Source"]))
+def test_json_event_decodes_as_its_general_path(
+    changes: dict[str, Any], payload: Any, order: list[str]
+) -> None:
+    """The whole decode: the same content bytes (the witness), identity key and fields,
+    or the same refusal, whatever the members' order and the payload."""
+    event = _event({"payload": payload, **changes})
+    body = _dump({name: event[name] for name in order if name in event}).encode("utf-8")
+    try:
+        decoded = je.JsonEventCodec().decode(Delivery(body))
+        fast: Any = ("ok", decoded.content, decoded.key, list(decoded.fields.items()))
+    except Invalid as invalid:
+        fast = ("invalid", invalid.reason, invalid.detail)
+    try:
+        general: Any = ("ok", *_general_decode(body))
+    except Invalid as invalid:
+        general = ("invalid", invalid.reason, invalid.detail)
+    assert fast == general
+
+
+def test_fromisoformat_refuses_what_datetime_refuses() -> None:
+    """Every date and time of the event time's shape that ``datetime()`` refuses,
+    ``fromisoformat`` refuses (the in-line check relies on it), month, day, hour,
+    minute and second through 00 to 99."""
+
+    def valid(text: str) -> bool:
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            return False
+        return True
+
+    def made(*parts: int) -> bool:
+        try:
+            datetime(*parts)
+        except ValueError:
+            return False
+        return True
+
+    for year in (0, 1, 1900, 2000, 2024, 2026, 9999):
+        for month in range(100):
+            for day in range(100):
+                text = f"{year:04d}-{month:02d}-{day:02d}T12:00:00"
+                assert valid(text) == made(year, month, day, 12, 0, 0), text
+    for hour in range(100):
+        for minute in range(100):
+            for second in (0, 1, 59, 60, 61, 99):
+                text = f"2026-02-28T{hour:02d}:{minute:02d}:{second:02d}"
+                assert valid(text) == made(2026, 2, 28, hour, minute, second), text
