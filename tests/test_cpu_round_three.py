@@ -1,8 +1,9 @@
-"""The third CPU round's fast paths on ``json-event`` give exactly what the general code
-gives: the strict reader's direct scan, the event checked in line, the canonical form
-written around the payload, the event time checked by ``fromisoformat``. Each is
-compared with the general path it skips, over generated events and texts, and the
-reader over the whole JSONTestSuite corpus."""
+"""The third CPU round gives exactly what the general code gives: on ``json-event``, the
+strict reader's direct scan, the event checked in line, the canonical form written
+around the payload, the event time checked by ``fromisoformat``, each compared with the
+general path it skips over generated events and texts (the reader over the whole
+JSONTestSuite corpus); on SQLite, a batch's records found by one blob of digests, as
+each is found by its own."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +21,8 @@ from oncebox.formats import Delivery, Invalid, strictjson
 from oncebox.formats import json_event as je
 from oncebox.formats.canonical import canonical
 from oncebox.formats.strictjson import JsonNumber, loads
+from oncebox.store import open_store
+from oncebox.store.sqlfile import load_queries
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "JSONTestSuite"
 
@@ -268,3 +272,43 @@ def test_fromisoformat_refuses_what_datetime_refuses() -> None:
             for second in (0, 1, 59, 60, 61, 99):
                 text = f"2026-02-28T{hour:02d}:{minute:02d}:{second:02d}"
                 assert valid(text) == made(2026, 2, 28, hour, minute, second), text
+
+
+def _digest(n: int) -> bytes:
+    return n.to_bytes(32, "big")
+
+
+@pytest.fixture(scope="module")
+def records_db(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A SQLite store holding records 1 to 30 of inbox 1 and 31 to 40 of inbox 2."""
+    file = tmp_path_factory.mktemp("lookups") / "s.db"
+    open_store(f"sqlite:///{file}").close()
+    conn = apsw.Connection(str(file))
+    conn.execute("INSERT INTO inboxes (name, codec, apply) VALUES ('a', 'keyed', 'none'), "
+                 "('b', 'keyed', 'none')")  # fmt: skip
+    for n in range(1, 41):
+        conn.execute(
+            "INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, "
+            "first_seen, last_seen, log_seq) VALUES (?, ?, ?, ?, ?, 'c', '{}', ?, ?, ?)",
+            (n, 1 if n <= 30 else 2, _digest(n), f"k{n}", _digest(1000 + n), 1.0 * n, 2.0,
+             None if n % 3 else n),
+        )  # fmt: skip
+    yield conn
+    conn.close()
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 2), st.lists(st.integers(0, 45), max_size=60))
+def test_a_batch_finds_its_records_as_each_finds_its_own(
+    records_db: Any, inbox: int, numbers: list[int]
+) -> None:
+    """``find_records`` (the digests end to end in one blob) gives the rows that
+    ``find_record`` gives for each digest alone: stored or not, of this inbox or the
+    other, repeated, in any order."""
+    queries = load_queries("sqlite")
+    idents = list(dict.fromkeys(_digest(n) for n in numbers))
+    together = sorted(records_db.execute(queries["find_records"].sql,
+                                         (inbox, b"".join(idents))))  # fmt: skip
+    one = queries["find_record"].sql
+    alone = sorted(row for ident in idents for row in records_db.execute(one, (inbox, ident)))
+    assert together == alone
