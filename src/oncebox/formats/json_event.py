@@ -14,7 +14,7 @@ from json.encoder import encode_basestring
 from typing import Any
 
 from oncebox.formats.canonical import canonical_read_text
-from oncebox.formats.codec import Decoded, Delivery, IdentityMode
+from oncebox.formats.codec import Decoded, Delivery, IdentityMode, decoded_of
 from oncebox.formats.invalid import Invalid
 from oncebox.formats.strictjson import JsonNumber, loads, loads_utf8
 
@@ -212,4 +212,4 @@ class JsonEventCodec:
         content = canonical_event(event, fields, text)
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
-        return Decoded(content, identity_key(fields), fields)
+        return decoded_of((content, identity_key(fields), fields))
