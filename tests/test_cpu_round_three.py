@@ -7,6 +7,7 @@ each is found by its own."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from oncebox.engine import merkle
 from oncebox.formats import Delivery, Invalid, strictjson
 from oncebox.formats import json_event as je
 from oncebox.formats.canonical import canonical
@@ -312,3 +314,24 @@ def test_a_batch_finds_its_records_as_each_finds_its_own(
     one = queries["find_record"].sql
     alone = sorted(row for ident in idents for row in records_db.execute(one, (inbox, ident)))
     assert together == alone
+
+
+@settings(max_examples=100)
+@given(st.integers(0, 40), st.integers(1, 70), st.sampled_from([1, 2, 3, 4]))
+def test_the_kept_merkle_nodes_alone_are_those_of_all_nodes(
+    before: int, count: int, stride: int
+) -> None:
+    """``appended_nodes`` with a stride builds exactly the nodes of the kept levels that
+    it gives, in order, without one: what ``log.chain`` stores."""
+    leaves = [hashlib.sha256(str(i).encode()).digest() for i in range(before + count)]
+    store = {
+        (level, index): node
+        for level, index, node in merkle.appended_nodes(0, leaves[:before], lambda lv, ix: b"")
+    }
+
+    def get(level: int, index: int) -> bytes:
+        return store[(level, index)]
+
+    every = merkle.appended_nodes(before, leaves[before:], get)
+    kept = merkle.appended_nodes(before, leaves[before:], get, stride)
+    assert kept == [node for node in every if node[0] and not node[0] % stride]
