@@ -19,9 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oncebox.engine import merkle
-from oncebox.formats import Delivery, Invalid, strictjson
+from oncebox.engine.ingest import _FIELDS_ENCODE, fields_json
+from oncebox.formats import Decoded, Delivery, Invalid, strictjson
 from oncebox.formats import json_event as je
 from oncebox.formats.canonical import canonical
+from oncebox.formats.jsontext import sorted_ascii_strings
 from oncebox.formats.strictjson import JsonNumber, loads
 from oncebox.store import open_store
 from oncebox.store.sqlfile import load_queries
@@ -335,3 +337,39 @@ def test_the_kept_merkle_nodes_alone_are_those_of_all_nodes(
     every = merkle.appended_nodes(before, leaves[before:], get)
     kept = merkle.appended_nodes(before, leaves[before:], get, stride)
     assert kept == [node for node in every if node[0] and not node[0] % stride]
+
+
+class _Shouting(str):
+    def __str__(self) -> str:
+        return self.upper()
+
+
+class _Quiet(_Shouting):
+    pass
+
+
+_names = st.text(max_size=4) | st.sampled_from(["a", "b%", "%s", 'q"', "b\\", "é", "\x7f"])
+_field_values = (
+    st.text(max_size=5)
+    | st.sampled_from(["x", "%s", "%%", "a b", "\x1f", "\x7f", "~", 'q"', "\\", "é"])
+    | st.builds(JsonNumber, st.sampled_from(["1", "2.5"]))
+    | st.builds(_Quiet, st.sampled_from(["q", "r"]))
+    | st.sampled_from([None, 1, True, [], {}])
+)
+
+
+@settings(max_examples=400)
+@given(st.dictionaries(_names, _field_values, max_size=9))
+def test_fields_written_without_the_encoder_are_the_encoders(fields: dict[str, Any]) -> None:
+    """A record's stored fields (``fields_json``), written from a template where every
+    name and value is plain, are what the sorted ASCII-only encoder writes."""
+    decoded = Decoded(b"", None, fields)
+    assert fields_json(decoded) == _FIELDS_ENCODE(fields)
+    plain = sorted_ascii_strings(fields)
+    assert plain is None or plain == _FIELDS_ENCODE(fields)
+
+
+def test_plain_fields_take_the_template() -> None:
+    fields = {"sku": "SKU-1", "b": "x%sy", "a": "2026-02-28T12:00:00Z"}
+    assert sorted_ascii_strings(fields) == _FIELDS_ENCODE(fields)
+    assert sorted_ascii_strings({"a": "x", "b": _Quiet("q")}) is None
