@@ -373,3 +373,14 @@ def test_plain_fields_take_the_template() -> None:
     fields = {"sku": "SKU-1", "b": "x%sy", "a": "2026-02-28T12:00:00Z"}
     assert sorted_ascii_strings(fields) == _FIELDS_ENCODE(fields)
     assert sorted_ascii_strings({"a": "x", "b": _Quiet("q")}) is None
+
+
+def test_identities_that_are_not_digests_are_found_one_by_one(tmp_path: Path) -> None:
+    """Not a store's own case (identities are SHA-256s), but a batch of other lengths is
+    still found right: each on its own, not through the 32-byte blob."""
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        with store.reading() as tx:
+            assert tx.find_records(1, [b"ab", b"abc" * 20]) == {}
+    finally:
+        store.close()

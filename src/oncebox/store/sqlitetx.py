@@ -132,8 +132,12 @@ class SQLiteTx(SqlTx):
             return {}
         if len(idents) == 1:
             found = self._rows("find_record", (inbox_id, idents[0]), Stored)
-        else:  # each identity is a SHA-256: 32 bytes, so one blob holds them all
-            found = self._rows("find_records", (inbox_id, b"".join(idents)), Stored)
+            return {bytes(row.ident): row for row in found}
+        # Each identity is a SHA-256, 32 bytes: one blob holds them all, end to end.
+        packed = b"".join(idents)
+        if len(packed) != 32 * len(idents):  # not digests: each looked up on its own
+            return {k: v for i in idents for k, v in self.find_records(inbox_id, [i]).items()}
+        found = self._rows("find_records", (inbox_id, packed), Stored)
         return {bytes(row.ident): row for row in found}
 
     def lock_identities(
