@@ -55,8 +55,9 @@ beside wheel-check bash scripts/wheel-check.sh  # the built wheel, installed alo
 # Compiled once, before the workers start. The tests start hundreds of `oncebox`
 # processes, each of which would otherwise compile every module it imports; and each
 # worker would rewrite the asserts of every test module and of every pytest plugin's
-# package (hypothesis: pytest rewrites it whole), twenty seconds of CPU apiece. One collection with bytecode kept (even where PYTHONDONTWRITEBYTECODE is set)
-# leaves both caches for the workers; a collection error shows in the run itself.
+# package (hypothesis: pytest rewrites it whole), twenty seconds of CPU apiece. One
+# collection with bytecode kept (even where PYTHONDONTWRITEBYTECODE is set) leaves both
+# caches for the workers; a collection error shows in the run itself.
 beside warm-caches bash -c '.venv/bin/python -m compileall -q src tests >/dev/null
     PYTHONDONTWRITEBYTECODE= .venv/bin/python -m pytest --collect-only -q -p no:cacheprovider \
         -p no:schemathesis >/dev/null 2>&1 || true'
@@ -72,8 +73,8 @@ fi
 rm -rf "$logs"
 trap - EXIT
 # On several workers (pytest-xdist): many tests wait on processes, servers, fsyncs and a
-# browser, so four workers keep two CPUs busy (the run is bound by CPU: docs/contributing.md). A module's tests stay on one
-# worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
+# browser, so four workers keep two CPUs busy (the run is bound by CPU:
+# docs/contributing.md). A module's tests stay on one worker (--dist loadscope), in order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs
 # them in this process, one after another. schemathesis's pytest plugin is left out (as
 # in the collection above): tests/test_schemathesis.py drives Hypothesis itself, and the
 # plugin cost each of the five pytest processes most of a second before any test.
