@@ -77,18 +77,23 @@ SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, 
 -- server clock (kind 'clock', in first_seen), the batch's stored records (kind 'stored',
 -- as find_records gives them) and a fresh id for each identity (a JSON array of hex
 -- digests) that no record holds (kind 'fresh', in id). Run after the locks, so the
--- clock is read once they are granted.
+-- clock is read once they are granted. The fresh ids are for the identities the lookup
+-- did not find, so the records are read once, by their identity index: an anti-join
+-- against records instead may be planned (as a generic plan is, with few rows counted)
+-- as a hash of every record of the inbox, a cost that grows with the store.
 WITH wanted AS (
   SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
+), found AS (
+  SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
+  FROM records_read
+  WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
 )
-SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
-FROM records_read
-WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
+SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL
 SELECT 'fresh', nextval(pg_get_serial_sequence('records', 'id')), NULL, NULL, NULL, NULL,
        NULL, NULL
 FROM wanted w
-WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %(inbox)s AND r.ident = w.ident)
+WHERE w.ident <> ALL (ARRAY(SELECT ident FROM found))
 UNION ALL
 SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
        extract(epoch FROM clock_timestamp())::double precision, NULL;
