@@ -31,6 +31,8 @@ OWN = {
         "lock_inbox",
         "lock_inbox_shared",
         "defer_durability",
+        "hold_log_durably",
+        "insist_durability",
         "lock_migrations",
         # what a decision and a seal send as one statement each (store/pgtx.py)
         "lock_inbox_shared_relaxed",

@@ -111,6 +111,11 @@ class PostgresTx(PipelinedTx):
                 arrays += [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
             self._conn.execute(Q["seal_writes"].sql, arrays)
 
+    def _durable_again(self) -> bool:
+        """Whether this transaction was begun relaxed; from now on it is not."""
+        was, self.deferred = self.deferred, False
+        return was
+
     def relax(self) -> bool:
         """Counts only: a server restart may lose them, so nothing need cover the commit."""
         if not self.deferred:
@@ -255,6 +260,9 @@ class PostgresTx(PipelinedTx):
         self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
     ) -> dict[str, LeaseState]:
         sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
+        if sealer and self.deferred and self._pipe is None:
+            self._durable_again()
+            self._conn.execute(Q["insist_durability"].sql)
         if sealer and self._lease is None and self._pipe is not None:
             self.read_for_seal()
         if sealer and self._lease is not None:
@@ -268,7 +276,10 @@ class PostgresTx(PipelinedTx):
         pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
         the commit before) by the call returned, once they are there."""
         params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
-        lease = self._send("held_leases_exclusive", params)
+        # A transaction begun relaxed that takes the log commits durably after all: an
+        # append is what a durable commit covers. Said in the same statement.
+        held = "hold_log_durably" if self._durable_again() else "held_leases_exclusive"
+        lease = self._send(held, params)
         reads = self._send("seal_reads", {"limit": SEAL_BATCH, "block": LOG_BLOCK})
 
         def take() -> None:

@@ -327,7 +327,8 @@ class PostgresStore:
                     result = work(tx)
                     server = self._servers.get(tx._conn)
                 if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
-                    self._covered(server, durable)
+                    # Begun relaxed, it commits durably all the same where it took the log.
+                    self._covered(server, not tx.deferred)
                 return result
             except Stale as exc:
                 # Each dead connection is dropped by the pool; a server that is down
