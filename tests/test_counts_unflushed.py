@@ -24,7 +24,7 @@ import oncebox
 from conftest import INBOXES, POSTGRES, SESSION
 from helpers import event
 from oncebox import Delivery, ManualClock
-from oncebox.engine import durability, sealing
+from oncebox.engine import sealing
 from oncebox.store.postgres import PostgresStore, PostgresTx
 from serveproc import ONCEBOX, create_token, get, serving
 
