@@ -9,10 +9,13 @@ says how, per backend:
   transaction itself: it holds the database's one write lock already, so appending costs
   no concurrency, and its one commit (one fsync in WAL mode with ``synchronous=FULL``)
   makes the change and its entries durable together. A crash leaves both or neither.
-- **Many writers at once (PostgreSQL).** Writers must not queue for the log head, so the
-  write only queues its events, and commits without waiting for the disk
-  (``synchronous_commit = off``); the seal that follows appends the queued events under
-  the sealer's lease and commits durably. The write-ahead log is one sequence, so that
+- **Many writers at once (PostgreSQL).** Writers must not queue for the log head while
+  they decide, so the write only queues its events. A single delivery then takes the
+  log last, after every row it locks, appends the queue and commits once, durably. A
+  batch commits without waiting for the disk (``synchronous_commit = off``), letting go
+  of the rows it locked, which the batches of other processes share (the apply step's
+  keys); the seal that follows appends the queued events under the sealer's lease and
+  commits durably. The write-ahead log is one sequence, so that
   durable commit's flush covers the relaxed one before it: one flush for both. If the
   server restarted in between (the relaxed commit may be lost), the seal's commit refuses
   (:class:`~oncebox.errors.StorageUnavailable`) and nothing is acknowledged; the sender's

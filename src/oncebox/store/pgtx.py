@@ -47,14 +47,19 @@ from oncebox.domain import (
     Fenced,
     LeaseState,
     LogEntry,
+    LogEvent,
     Newcomer,
     NewRecord,
     PendingEvent,
+    Record,
     Stored,
 )
 from oncebox.errors import RetryTransaction
 from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
+# Ids of a transaction's own events, sealed in it before they were ever queued: above
+# any the queue gives, so they drain after what was queued before them.
+OWN_EVENTS = 1 << 62
 SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
 LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
 RECORDS_IDENTITY = "records_one_per_identity"
@@ -92,6 +97,11 @@ class PostgresTx(PipelinedTx):
         # the queue rows it drained), sent as one statement.
         self._relax_next = False
         self._seal: dict[str, list[Any]] = {}
+        # Log events this transaction queued, held back: a seal in this very transaction
+        # (a single delivery's) appends them without their touching the queue; otherwise
+        # they are queued in the commit's round trip (before_commit), or before any read
+        # of the queue.
+        self._own: list[LogEvent] = []
 
     # -- the clock and durability --------------------------------------------------------
     def relax_durability(self) -> None:
@@ -236,8 +246,29 @@ class PostgresTx(PipelinedTx):
         """Nothing to remember: the identity sequence never goes back."""
 
     # -- writes nobody reads back: sent, answered at the next turn -----------------------
-    def queue_logs(self, events: Sequence[Any]) -> None:
-        self._send_many("queue_logs", events)
+    def queue_logs(self, events: Sequence[LogEvent]) -> None:
+        self._own.extend(events)
+
+    def _queue_own(self) -> None:
+        if self._own:
+            own, self._own = self._own, []
+            self._send_many("queue_logs", own)
+
+    def before_commit(self) -> None:
+        self._queue_own()
+        super().before_commit()
+
+    def last_pending_id(self) -> int:
+        self._queue_own()
+        return super().last_pending_id()
+
+    def log_pending_count(self) -> int:
+        self._queue_own()
+        return super().log_pending_count()
+
+    def unsealed_records(self, limit: int) -> list[Record]:
+        self._queue_own()
+        return super().unsealed_records(limit)
 
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         # A fixed order: concurrent batches then lock the counter rows in the same order.
@@ -250,7 +281,8 @@ class PostgresTx(PipelinedTx):
         self._seal.setdefault("mark_sealed", []).extend(seals)
 
     def drop_pending(self, event_ids: Sequence[int]) -> None:
-        self._seal.setdefault("drop_pending", []).extend((i,) for i in event_ids)
+        drained = [(i,) for i in event_ids if i < OWN_EVENTS]  # our own were never queued
+        self._seal.setdefault("drop_pending", []).extend(drained)
 
     def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
         self._seal.setdefault("put_merkle_node", []).extend(nodes)
@@ -325,7 +357,9 @@ class PostgresTx(PipelinedTx):
     def pending_log(self, limit: int) -> list[PendingEvent]:
         if self._pending is not None and limit == SEAL_BATCH:
             pending, self._pending = self._pending, None
-            return pending
+            own, self._own = self._own, []
+            return pending + [PendingEvent(OWN_EVENTS + i, *e) for i, e in enumerate(own)]
+        self._queue_own()
         return super().pending_log(limit)
 
     def log_head(self) -> LogEntry | None:
