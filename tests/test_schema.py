@@ -37,6 +37,7 @@ OWN = {
         # what a decision and a seal send as one statement each (store/pgtx.py)
         "lock_inbox_shared_relaxed",
         "decision_lookup",
+        "decision_reads",
         "seal_reads",
         "seal_writes",
         "count_verdicts",

@@ -55,6 +55,7 @@ from oncebox.domain import (
     Stored,
 )
 from oncebox.errors import RetryTransaction
+from oncebox.store.pgarrays import typed
 from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
 # Ids of a transaction's own events, sealed in it before they were ever queued: above
@@ -115,11 +116,12 @@ class PostgresTx(PipelinedTx):
             self._conn.execute(Q["defer_durability"].sql)
         if self._seal:
             seal, self._seal = self._seal, {}
-            arrays: list[list[Any]] = []
+            arrays: list[Sequence[Any]] = []
             for name, width in SEAL_PARTS:  # a part with no rows: each of its arrays empty
                 rows = seal.get(name)
-                arrays += [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
-            self._conn.execute(Q["seal_writes"].sql, arrays)
+                arrays += list(zip(*rows, strict=True)) if rows else [()] * width
+            sql = Q["seal_writes"].sql
+            self._conn.execute(sql, typed(sql, arrays))
 
     def _durable_again(self) -> bool:
         """Whether this transaction was begun relaxed; from now on it is not."""
@@ -150,17 +152,22 @@ class PostgresTx(PipelinedTx):
         identity not stored. Read in this order, so no wait lets a stale time pass."""
         if self._pipe is None:
             return super().decision_reads(inbox_id, idents, scopes)
-        self.lock_identities(inbox_id, idents)
-        names = json.dumps(sorted(set(scopes))) if scopes else None
-        leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
-        if not idents:
-            sent = self._send("now") if self._clock is None else None
-            held = self._leases(leases)
-            return held, _first(sent) if sent is not None else self.now(), {}, []
-        # The clock, the stored records and the fresh ids: one statement after the locks.
         wanted = json.dumps([ident.hex() for ident in idents])
-        lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
-        held = self._leases(leases)
+        if idents and scopes is None:  # the lock and the lookup: one statement
+            relaxed, self._relax_next = self._relax_next, False
+            reads = {"inbox": inbox_id, "idents": wanted, "relaxed": relaxed}
+            lookup, held = self._send("decision_reads", reads), {}
+        else:
+            self.lock_identities(inbox_id, idents)
+            names = json.dumps(sorted(set(scopes))) if scopes else None
+            leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
+            if not idents:
+                sent = self._send("now") if self._clock is None else None
+                held = self._leases(leases)
+                return held, _first(sent) if sent is not None else self.now(), {}, []
+            # The clock, the stored records, the fresh ids: one statement after the locks.
+            lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
+            held = self._leases(leases)
         stored: dict[bytes, Stored] = {}
         new_ids: list[int] = []
         clock = 0.0

@@ -39,6 +39,7 @@ from oncebox.errors import (
     RetryTransaction,
     StorageUnavailable,
 )
+from oncebox.store import pgarrays
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.pgerrors import (
@@ -298,7 +299,9 @@ class PostgresStore:
             ConnectionPool.check_connection(conn)
 
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
-        """On each new connection: the start time of the server run it reached."""
+        """On each new connection: the start time of the server run it reached, and the
+        typed columns a batch's arrays travel as (store/pgarrays.py)."""
+        pgarrays.register(conn)
         row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
         self._servers[conn] = row[0] if row else None
 
