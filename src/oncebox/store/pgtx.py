@@ -83,8 +83,10 @@ class PostgresTx(PipelinedTx):
         conn: psycopg.Connection[Any],
         clock: Callable[[], float] | None,
         pipeline: psycopg.Pipeline | None = None,
+        level: str = "on",
     ) -> None:
         super().__init__(conn, clock, pipeline)
+        self._level = level  # the connection's synchronous_commit, to go back to
         # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
         self.deferred = self.relaxed = False
         # A seal's reads, fetched with its lock (see held), each taken once.
@@ -301,7 +303,7 @@ class PostgresTx(PipelinedTx):
         sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
         if sealer and self.deferred and self._pipe is None:
             self._durable_again()
-            self._conn.execute(Q["insist_durability"].sql)
+            self._conn.execute(Q["insist_durability"].sql, (self._level,))
         if sealer and self._lease is None and self._pipe is not None:
             self.read_for_seal()
         if sealer and self._lease is not None:
@@ -317,8 +319,10 @@ class PostgresTx(PipelinedTx):
         params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
         # A transaction begun relaxed that takes the log commits durably after all: an
         # append is what a durable commit covers. Said in the same statement.
-        held = "hold_log_durably" if self._durable_again() else "held_leases_exclusive"
-        lease = self._send(held, params)
+        if self._durable_again():
+            lease = self._send("hold_log_durably", (self._level, *params))
+        else:
+            lease = self._send("held_leases_exclusive", params)
         reads = self._send("seal_reads", {"limit": SEAL_BATCH, "block": LOG_BLOCK})
 
         def take() -> None:

@@ -271,22 +271,20 @@ FOR UPDATE;
 
 -- name: hold_log_durably
 -- held_leases_exclusive for the log's sealer, in a transaction begun relaxed that now
--- appends to the log, so must commit durably: synchronous_commit back to the session's
--- own value for this transaction (set_config(..., true) is SET LOCAL) in the same
--- statement. The sealer's row is always there, so set_config runs once.
+-- appends to the log, so must commit durably: synchronous_commit back to the
+-- connection's own level (read as it connected; the first parameter) for this
+-- transaction (set_config(..., true) is SET LOCAL), in the same statement. The
+-- sealer's row is always there, so set_config runs once.
 SELECT f.kind, f.owner, f.name, f.token, f.holder, f.issued_at, f.expires_at, f.released_at
-FROM fences f,
-     (SELECT set_config('synchronous_commit', reset_val, true) FROM pg_settings
-      WHERE name = 'synchronous_commit') AS durable
+FROM (SELECT set_config('synchronous_commit', %s, true)) AS durable, fences f
 WHERE f.kind = %s AND f.owner = %s
   AND f.name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
 FOR UPDATE OF f;
 
 -- name: insist_durability
 -- This transaction's commit waits for its WAL flush after all (it began relaxed, then
--- took the log outside a pipeline): synchronous_commit back to the session's own.
-SELECT set_config('synchronous_commit', reset_val, true) FROM pg_settings
-WHERE name = 'synchronous_commit';
+-- took the log outside a pipeline): synchronous_commit back to the connection's own.
+SELECT set_config('synchronous_commit', %s, true);
 
 -- name: append_log
 -- columnar. An entry that seals a record's revision names it (inbox, record, revision):
