@@ -31,7 +31,6 @@ OWN = {
         "lock_inbox",
         "lock_inbox_shared",
         "defer_durability",
-        "hold_log_durably",
         "insist_durability",
         "lock_migrations",
         # what a decision and a seal send as one statement each (store/pgtx.py)
@@ -39,6 +38,7 @@ OWN = {
         "decision_lookup",
         "decision_reads",
         "seal_reads",
+        "seal_reads_held",
         "seal_writes",
         "count_verdicts",
     },

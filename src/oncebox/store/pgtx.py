@@ -11,22 +11,26 @@ read the code needs before it can go on, and the store asks for those together:
   together with the ``COMMIT``;
 - a seal's reads, all at once, as it takes the log (:meth:`PostgresTx.read_for_seal`):
   the sealer's lease, the clock, the queue, the log's head with the entries of its last
-  Merkle block and the kept nodes the appends hash with; sent in the very round trip
-  that commits the decision before it, where a seal follows one
-  (:meth:`PostgresStore.sealing_next`);
+  Merkle block and the kept nodes the appends hash with; a single delivery's in its own
+  transaction, once its writes are sent; a batch's in the very round trip that commits
+  the decision before it (:meth:`PostgresStore.sealing_next`);
 - a check that must hold before the commit (a duplicate's record still there) waits
   for its count just before the ``COMMIT`` (:meth:`PostgresTx.expect`).
 
 Each statement sent costs the client about as much as a small round trip (psycopg
-handles each apart), so the store also sends few: what a decision reads once its locks
-are held (the clock, the stored records, the fresh ids) is one statement
-(``decision_lookup``), and so is what a seal reads once it holds the log
-(``seal_reads``); a relaxed beginning's ``SET LOCAL`` rides with the inbox lock; a
-seal's four writes are held back and go as one statement (``seal_writes``) with
-whatever is sent next; a batch's writes are one statement per table, an array per
-column. A lock stays a statement of
-its own: a statement reads one snapshot, taken as it starts, so what must see the
-state after a lock is granted comes in the statement after it.
+handles each apart), so the store also sends few: a decision's inbox lock and what it
+reads once the lock is held (the clock, the stored records, the fresh ids) are one
+statement, and so are the log's lease and what a seal reads once it holds it: each a
+call of a server-side function (``decision_reads_locked``, ``seal_reads_held``,
+migration 24) whose queries after the lock take a new snapshot, as a statement of
+their own would (a statement reads one snapshot, taken as it starts, so what must see
+the state after a lock is granted cannot share the lock's statement). A lease-fenced
+inbox, whose scopes' leases are held between the lock and the lookup, sends the three
+apart (``decision_lookup`` the last). A relaxed beginning's ``SET LOCAL`` rides with
+the inbox lock; a seal's four writes are held back and go as one statement
+(``seal_writes``) with whatever is sent next; a transaction's own log events are held
+back until its seal takes them or its commit queues them; a batch's writes are one
+statement per table, an array per column, each typed (:mod:`oncebox.store.pgarrays`).
 
 An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
 included, so nothing of a failed transaction commits; the store rolls it back and
@@ -312,24 +316,20 @@ class PostgresTx(PipelinedTx):
         return super().held(kind, owner, names, exclusive)
 
     def read_for_seal(self) -> Callable[[], None]:
-        """The log's lease, held, and what a seal reads next, sent together (read after
-        the lock is granted: the server runs them in order). In this transaction's
+        """The log's lease, held, and what a seal reads next, in one statement (a
+        function whose reads come after the lock is granted). In this transaction's
         pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
-        the commit before) by the call returned, once they are there."""
-        params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
-        # A transaction begun relaxed that takes the log commits durably after all: an
-        # append is what a durable commit covers. Said in the same statement.
-        if self._durable_again():
-            lease = self._send("hold_log_durably", (self._level, *params))
-        else:
-            lease = self._send("held_leases_exclusive", params)
-        reads = self._send("seal_reads", {"limit": SEAL_BATCH, "block": LOG_BLOCK})
+        the commit before) by the call returned, once they are there. A transaction
+        begun relaxed that takes the log commits durably after all (an append is what a
+        durable commit covers): the same statement sets its level back."""
+        level = self._level if self._durable_again() else None
+        reads = self._send("seal_reads_held", (level, SEAL_BATCH, LOG_BLOCK))
 
         def take() -> None:
-            self._lease = self._leases(lease)
             pending: list[PendingEvent] = []
             tail: list[LogEntry] = []
             nodes: dict[tuple[int, int], bytes] = {}
+            lease: dict[str, LeaseState] = {}
             for (
                 kind,
                 a,
@@ -342,6 +342,7 @@ class PostgresTx(PipelinedTx):
                 revision,
                 inbox,
                 at,
+                *until,
             ) in reads.fetchall():
                 if kind == "pending":
                     pending.append(PendingEvent(a, step, state, record, revision, inbox))
@@ -349,8 +350,11 @@ class PostgresTx(PipelinedTx):
                     tail.append(LogEntry(a, step, state, hashed))
                 elif kind == "node":
                     nodes[int(a), int(b)] = bytes(node)
+                elif kind == "lease":
+                    lease[step] = LeaseState(SEALER.kind, a, step, b, state, at, *until)
                 elif self._clock is None:
                     self._now = float(at)
+            self._lease = lease
             self._pending = sorted(pending, key=lambda event: event.id)
             self._tail = sorted(tail, key=lambda entry: entry.seq)
             self._nodes = nodes

@@ -105,6 +105,12 @@ UNION ALL
 SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
        extract(epoch FROM clock_timestamp())::double precision, NULL;
 
+-- name: seal_reads_held
+-- The log's lease, held, and seal_reads' rows in one statement (the function
+-- seal_reads_held, migration 24). Parameters: the connection's own synchronous_commit
+-- to go back to (NULL: leave it), limit, block.
+SELECT * FROM seal_reads_held(%s, %s, %s);
+
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
 -- one statement (one snapshot): the clock (kind 'clock'), the queue's next events (kind
@@ -112,6 +118,8 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 -- of block entries (kind 'tail') and the kept Merkle nodes the appends may hash with
 -- (kind 'node': level in a, index in b; at each kept level, every fourth, those of the
 -- last group of 16 before the log's end). Named parameters: limit, block.
+-- What seal_reads_held runs once it holds the lease, as one statement: kept here so
+-- that tests/test_query_plans.py holds its plans on their indexes.
 (SELECT 'clock' AS kind, NULL::bigint AS a, NULL::bigint AS b, NULL::text AS step,
         NULL::text AS state, NULL::text AS hash, NULL::bytea AS node, NULL::bigint AS record_id,
         NULL::bigint AS revision, NULL::bigint AS inbox_id,
@@ -268,18 +276,6 @@ FROM fences
 WHERE kind = %s AND owner = %s AND name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
 ORDER BY name
 FOR UPDATE;
-
--- name: hold_log_durably
--- held_leases_exclusive for the log's sealer, in a transaction begun relaxed that now
--- appends to the log, so must commit durably: synchronous_commit back to the
--- connection's own level (read as it connected; the first parameter) for this
--- transaction (set_config(..., true) is SET LOCAL), in the same statement. The
--- sealer's row is always there, so set_config runs once.
-SELECT f.kind, f.owner, f.name, f.token, f.holder, f.issued_at, f.expires_at, f.released_at
-FROM (SELECT set_config('synchronous_commit', %s, true)) AS durable, fences f
-WHERE f.kind = %s AND f.owner = %s
-  AND f.name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
-FOR UPDATE OF f;
 
 -- name: insist_durability
 -- This transaction's commit waits for its WAL flush after all (it began relaxed, then
