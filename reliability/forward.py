@@ -23,7 +23,10 @@ records must be the deliveries its clients were told were accepted, and each A r
 idempotency key must be in exactly one B record (B's records carry A's document, the key
 in it), none missing. B's inbox applies each record once (I3), so B's records are its
 apply count. ``--backend postgres`` puts A and B in a throwaway PostgreSQL server
-(tests/pgcluster.py, unix socket under /tmp), stopped and wiped after.
+(tests/pgcluster.py, unix socket under /tmp), stopped and wiped after; with
+``--kill-pg`` that server runs durable and its postmaster is killed with SIGKILL 5 to 12
+seconds after it is up again, and started again on the same socket and port
+(reliability/forward_victims.py), while A takes deliveries and the dispatcher forwards.
 
 Controls, which must fail:
 
@@ -43,6 +46,7 @@ life of 1 ms, as a stream with no dedup would have: a resent revision is added a
 
     .venv/bin/python reliability/forward.py                       # 60 s of load
     .venv/bin/python reliability/forward.py --backend postgres --kill-a
+    .venv/bin/python reliability/forward.py --backend postgres --kill-pg
     .venv/bin/python reliability/forward.py --dispatch-in serve --seconds 30
     .venv/bin/python reliability/forward.py --control new-id --seconds 30
     .venv/bin/python reliability/forward.py --destination redis-stream --kill-a
@@ -57,8 +61,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -78,6 +80,7 @@ sys.path.insert(0, str(ROOT / "reliability"))
 import forward_redis  # noqa: E402
 import oncebox  # noqa: E402
 from forward_proxy import SECRET, Proxy  # noqa: E402
+from forward_victims import STARTED, Postmaster, Process, again  # noqa: E402
 from serveproc import ONCEBOX, free_port  # noqa: E402
 
 A_CONFIG = """
@@ -101,67 +104,21 @@ ENV = {**os.environ, "HOOK_SECRET": SECRET}
 os.environ["HOOK_SECRET"] = SECRET  # this process opens A's store with A's configuration
 
 
-STARTED: list[subprocess.Popen[bytes]] = []  # killed on the way out, whatever happened
-
-
-class Process:
-    """One of the campaign's processes, started again at once after each SIGKILL. Its
-    next kill is drawn from when it is up again (``health``: a URL that answers 200, or
-    a test), so that each kill lands in a working process, however slowly it starts on
-    a loaded machine."""
-
-    def __init__(self, command: list[str], env: dict[str, str], health: Any = None):
-        self.command, self.env, self.health = command, env, health
-        self.proc = self.start()
-        while not callable(health) and not self.up():
-            if self.proc.poll() is not None or time.monotonic() > self.began + 600:
-                raise SystemExit(f"{self.command} did not start")
-            time.sleep(0.1)
-
-    def start(self) -> subprocess.Popen[bytes]:
-        self.began, self.ready = time.monotonic(), self.health is None
-        self.since = self.health() if callable(self.health) else None
-        proc = subprocess.Popen(self.command, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-        STARTED.append(proc)
-        return proc
-
-    def up(self) -> bool:
-        if self.ready or self.health is None:
-            return True
-        if callable(self.health):
-            self.ready = self.health() > self.since
-            return self.ready
-        with contextlib.suppress(httpx.HTTPError):
-            self.ready = httpx.get(self.health, timeout=0.5).status_code == 200
-        return self.ready
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        self.proc = self.start()
-
-    def stop(self) -> None:
-        while not self.up():  # a server killed last is still starting: let it finish
-            time.sleep(0.1)
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
-
-
 @contextlib.contextmanager
-def stores(backend: str, work: Path) -> Iterator[tuple[str, str]]:
-    """A's and B's store URLs: SQLite files in ``work``, or two databases of a throwaway
-    PostgreSQL server (or the one ``ONCEBOX_TEST_PG`` names), dropped afterwards."""
+def stores(backend: str, work: Path, durable: bool) -> Iterator[tuple[str, str, Any]]:
+    """A's and B's store URLs and their server: SQLite files in ``work`` (no server), or
+    two databases of a throwaway PostgreSQL server (or the one ``ONCEBOX_TEST_PG``
+    names), dropped afterwards."""
     if backend == "sqlite":
-        yield f"sqlite:///{work / 'a.db'}", f"sqlite:///{work / 'b.db'}"
+        yield f"sqlite:///{work / 'a.db'}", f"sqlite:///{work / 'b.db'}", None
         return
     from pgcluster import throwaway_server
 
-    with throwaway_server("oncebox-fwd-") as server:
+    with throwaway_server("oncebox-fwd-", durable=durable) as server:
         names = [f"fwd_{side}_{uuid.uuid4().hex[:8]}" for side in "ab"]
         a_url, b_url = (server.create_database(name) for name in names)
         try:
-            yield a_url, b_url
+            yield a_url, b_url, server
         finally:
             for name in names:
                 with contextlib.suppress(Exception):
@@ -180,6 +137,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
                         help="A's and B's stores")  # fmt: skip
     parser.add_argument("--kill-a", action="store_true", help="kill A's server too")
+    parser.add_argument("--kill-pg", action="store_true",
+                        help="kill the PostgreSQL server too (--backend postgres)")  # fmt: skip
     parser.add_argument("--dispatch-in", choices=["forward", "serve"], default="forward",
                         help="A's dispatcher: `oncebox forward`, or inside A's server")  # fmt: skip
     args = parser.parse_args()
@@ -187,13 +146,15 @@ def main() -> None:
         args.destination == "redis-stream"
     ):
         parser.error(f"--control {args.control} does not go with --destination {args.destination}")
+    if args.kill_pg and args.backend != "postgres":
+        parser.error("--kill-pg goes with --backend postgres")
     if args.destination == "redis-stream" and shutil.which("redis-server") is None:
         raise SystemExit("redis-server not found: apt-get install redis-server")
     work = Path(tempfile.mkdtemp(prefix="oncebox-forward-"))
     try:
-        with stores(args.backend, work) as (a_url, b_url):
+        with stores(args.backend, work, durable=args.kill_pg) as (a_url, b_url, server):
             try:
-                report = campaign(args, work, a_url, b_url)
+                report = campaign(args, work, a_url, b_url, server)
             finally:
                 for proc in STARTED:
                     if proc.poll() is None:
@@ -209,7 +170,9 @@ def main() -> None:
     sys.exit(0 if ok else 1)
 
 
-def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> dict[str, Any]:
+def campaign(
+    args: argparse.Namespace, work: Path, a_url: str, b_url: str, server: Any
+) -> dict[str, Any]:
     rng = random.Random(args.seed + 1)  # the proxy's
     a_port, b_port, proxy_port = free_port(), free_port(), free_port()
     to_redis = args.destination == "redis-stream"
@@ -253,6 +216,9 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
     if in_serve or args.kill_a:
         victims.append((a, "A (dispatcher inside)" if in_serve else "A", 4.0, 10.0))
     victims.append((b, "Redis" if to_redis else "B", 5.0, 10.0))
+    postmaster = Postmaster(server) if args.kill_pg else None
+    if postmaster is not None:
+        victims.append((postmaster, "PostgreSQL", 5.0, 12.0))
     kills: Counter[str] = Counter()
     told: set[str] = set()
     seen: Counter[str] = Counter()
@@ -294,9 +260,11 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
     began = time.monotonic()
     when = random.Random(args.seed)  # the kills' own draws: the proxy's race with them
     due: list[float | None] = [None] * len(victims)  # drawn once the victim is up
+    watched = [a, *(v[0] for v in victims if v[0] is not a)]
     while time.monotonic() - began < args.seconds:
         time.sleep(0.05)
         for i, (victim, name, low, high) in enumerate(victims):
+            victim.supervise()
             if due[i] is None and victim.up():
                 due[i] = time.monotonic() + when.uniform(low, high)
             elif (at := due[i]) is not None and time.monotonic() >= at:
@@ -310,9 +278,11 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
 
     deadline = time.monotonic() + 1800
     while time.monotonic() < deadline:
-        [standing] = box.forwarding("b")
+        [standing] = again(lambda: box.forwarding("b"))
         if standing.backlog == 0:
             break
+        for each in watched:
+            each.supervise()
         time.sleep(0.5)
     drained = time.monotonic() - drained
     for victim, *_ in victims:
@@ -321,8 +291,8 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
     if not args.kill_a and not in_serve:
         a.stop()
     stop.set()
-    [standing] = box.forwarding("b")
-    keys, identities = all_keys(box, "payments")
+    [standing] = again(lambda: box.forwarding("b"))
+    keys, identities = again(lambda: all_keys(box, "payments"))
     box.close()
     if to_redis:
         carried = forward_redis.carried(b_port)
@@ -350,8 +320,10 @@ def campaign(args: argparse.Namespace, work: Path, a_url: str, b_url: str) -> di
         "a_dead": standing.dead,
         "drain_seconds": round(drained),
         "kills": dict(kills),
+        "exited_on_their_own": sum(getattr(each, "exits", 0) for each in watched),
         "clients_heard": dict(seen),
         "proxy": {**({} if to_redis else {"unverified": 0}), **proxy.done},
+        **({"postgres": postmaster.figures()} if postmaster is not None else {}),
     }
 
 

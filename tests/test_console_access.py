@@ -24,6 +24,7 @@ from httpserver import serving
 from oncebox import ManualClock, Oncebox
 from oncebox.surfaces.http import create_app
 from test_security_sessions import COOKIE, client, sign_in
+from test_token_listing import many_tokens
 
 POST = re.compile(r'<form[^>]*method="post"[^>]*action="([^"]+)"')
 PAGES = ["", "/records", "/triage", "/quarantine", "/dead-letters", "/forwarding", "/work", "/log"]
@@ -254,3 +255,27 @@ def test_the_session_cookie_of_a_read_token_opens_no_form(served: Served) -> Non
         answer = other.post("/console/tokens", data={"csrf": csrf, "name": "x", "inboxes": "*"})
     assert answer.status_code == 403
     assert [t.name for t in box.list_tokens()] == ["auditor"]
+
+
+def test_the_tokens_page_lists_fifty_a_page_newest_first_each_row_bounded(
+    served: Served,
+) -> None:
+    ids = many_tokens(served.box, 69)
+    admin = served.box.create_token("root", ["*"], ["admin"])
+    seen: list[int] = []
+    with client(served.url) as http:
+        sign_in(http, admin.secret)
+        page = http.get("/console/tokens")
+        while True:
+            assert page.status_code == 200
+            rows = re.findall(r'<tr class="\w+"><td>(\d+)</td>', page.text)
+            assert 0 < len(rows) <= 50
+            seen += [int(row) for row in rows]
+            assert len(page.text) < 100_000  # 200 long inbox names are 12 KB a token
+            more = re.search(r'href="(/console/tokens\?after=\d+)">Next page', page.text)
+            if more is None:
+                break
+            page = http.get(more[1])
+            assert 'href="/console/tokens">First page' in page.text
+    assert seen == [admin.token.id, *ids[::-1]]
+    assert "inbox-000-" in page.text and ", …</td>" in page.text  # a long list, cut

@@ -1,6 +1,6 @@
 """Issue 23, item 5 (access) in a real Chromium: a read token signs in and sees every
 page with no form that acts; an admin creates a token with an expiry on the tokens
-page, sees its secret once, and revokes it.
+page, sees its secret once, revokes it, and pages on to the oldest tokens.
 
 Set ``ONCEBOX_SCREENSHOTS`` to a directory to keep screenshots at 1280 and 420 px."""
 
@@ -15,6 +15,7 @@ from test_console import browser as browser  # the same Chromium fixture
 from test_console import page as page
 from test_console import served as served
 from test_console_bulk import _letters, shoot
+from test_token_listing import many_tokens
 
 pytestmark = pytest.mark.slow  # browsers: every test drives Chromium
 
@@ -80,3 +81,10 @@ def test_an_admin_creates_a_token_sees_its_secret_once_and_revokes_it(
     assert "revoked" in page.locator("table.tokens tr", has_text="gateway-2").inner_text()
     assert served.box.authenticate(secret) is None
     shoot(page, "tokens-revoked")
+    many_tokens(served.box, 50)  # 54 now: a second page of the 4 oldest
+    page.goto(f"{served.url}/console/tokens")
+    assert page.locator("table.tokens tbody tr").count() == 50
+    with page.expect_navigation():
+        page.click("a:text('Next page')")
+    names = page.locator("table.tokens tbody tr td:nth-child(2)").all_inner_texts()
+    assert names == ["gateway-2", "root", "ops", "api"]

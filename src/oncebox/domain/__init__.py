@@ -4,7 +4,7 @@ No I/O and no rules here: the store builds these types from its rows, the engine
 decides in them, and the surfaces show them (their HTTP models are generated from them).
 """
 
-from oncebox.domain.access import SessionRow, TokenRow
+from oncebox.domain.access import ListedToken, SessionRow, TokenRow
 from oncebox.domain.decision import Decision
 from oncebox.domain.feed import Consumer, FeedEntry
 from oncebox.domain.finding import Happened, TimelineEntry
@@ -71,6 +71,7 @@ __all__ = [
     "LedgerRow",
     "Letter",
     "LetterStatus",
+    "ListedToken",
     "LogEntry",
     "LogEvent",
     "NewRecord",

@@ -23,6 +23,14 @@ class TokenRow:
 
 
 @dataclass(frozen=True)
+class ListedToken(TokenRow):
+    """A token as a listing reads it: ``inboxes`` (its JSON text) read only to a listing's
+    cut, beside the whole text's length, so that no row is read whole to list it."""
+
+    inboxes_length: int
+
+
+@dataclass(frozen=True)
 class SessionRow(TokenRow):
     """A live console session: the token it belongs to, and when the session ends."""
 

@@ -28,7 +28,7 @@ from oncebox.domain import (
     Revision,
     WorkItem,
 )
-from oncebox.engine import attention, audit, journal, log, tokens
+from oncebox.engine import attention, audit, journal, log, token_listing, tokens
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.inboxes import format_duration
@@ -324,9 +324,20 @@ class Reads(ABC):
         with self.store.reading() as tx:
             return work.get(tx, inbox_id, key)
 
-    def list_tokens(self) -> list[tokens.Token]:
-        with self.store.reading() as tx:
-            return tokens.listing(tx)
+    def list_tokens(
+        self,
+        after: int = 0,
+        limit: int = 1000,
+        *,
+        newest: bool = False,
+        preview: Preview | None = None,
+    ) -> list[tokens.Token]:
+        """Up to ``limit`` tokens in id order after id ``after`` (``newest``: newest
+        first, the page below id ``after``); with a ``preview`` (``LISTED``), each
+        inbox list shown to the names that fit in ``preview.text`` characters, ``cut``
+        saying so. Never the secrets nor the HMAC keys in what ``to_dict`` gives."""
+        with self.store.scanning() as tx:
+            return token_listing.listing(tx, after, limit, newest, preview)
 
     def seal_lag(self) -> int:
         """Log events queued by committed writes and not sealed yet."""

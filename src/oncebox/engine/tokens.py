@@ -70,6 +70,7 @@ class Token:
     revoked_at: float | None
     expires_at: float | None = None  # None: never
     last_used_at: float | None = None
+    cut: tuple[str, ...] = ()  # ("inboxes",): a listing shows only the first of them
 
     @property
     def signs(self) -> bool:
@@ -96,6 +97,7 @@ class Token:
             "expires_at": iso(self.expires_at),
             "last_used_at": iso(self.last_used_at),
             "revoked_at": iso(self.revoked_at),
+            "cut": list(self.cut),
         }
 
 
@@ -188,10 +190,6 @@ def revoke(tx: Access, name_or_id: str, actor: str | None = None) -> None:
     for token_id in revoked:
         tx.end_token_sessions(token_id)
     log.event(tx, "token_revoke", {"token": name_or_id, "actor": actor})
-
-
-def listing(tx: Access) -> list[Token]:
-    return [from_row(row) for row in tx.list_tokens()]
 
 
 def authenticate(tx: Access, secret: str) -> Token | None:

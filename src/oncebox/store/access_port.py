@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from oncebox.domain import SessionRow, TokenRow
+from oncebox.domain import WHOLE, ListedToken, SessionRow, TokenRow
 from oncebox.store.ports import Clock, Events
 
 
@@ -27,7 +27,13 @@ class Access(Events, Clock, Protocol):
 
     def token_by_hash(self, secret_hash: bytes) -> TokenRow | None: ...
 
-    def list_tokens(self) -> list[TokenRow]: ...
+    def list_tokens(
+        self, after: int, limit: int, newest: bool = False, cut: int = WHOLE.text
+    ) -> list[ListedToken]:
+        """A page of tokens by id: after id ``after`` (``newest``: newest first, below
+        id ``after``, 0 meaning from the top), each inbox list read to ``cut``
+        characters of its JSON text."""
+        ...
 
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
         """Revoke the live token with that name (or id); the ids revoked (none: there is

@@ -59,6 +59,21 @@ def letter_pages(
         yield [as_json(letter, inbox=name) for name, letter in found]
 
 
+def token_pages(box: Oncebox, limit: int, after: int = 0) -> Iterator[Rows]:
+    """Up to ``limit`` tokens after id ``after``, as JSON, a page at a time; each inbox
+    list cut to :data:`LISTED`'s text (never a secret nor an HMAC key)."""
+    sent = 0
+    while sent < limit:
+        size = min(PAGE, limit - sent)
+        found = box.list_tokens(after, size, preview=LISTED)
+        if not found:
+            return
+        yield [token.to_dict() for token in found]
+        sent, after = sent + len(found), found[-1].id
+        if len(found) < size:
+            return
+
+
 def json_array(
     pages: Iterator[Rows], encode: Callable[[dict[str, Any]], str], indent: str = ""
 ) -> Iterator[str]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, replace
 from typing import TypeVar
 
-from oncebox.domain import LeaseState, SessionRow, TokenRow
+from oncebox.domain import WHOLE, LeaseState, ListedToken, SessionRow, TokenRow
 from oncebox.store.sqltx.base import SqlBase
 
 R = TypeVar("R", bound=TokenRow)
@@ -52,8 +52,14 @@ class TokensSql(SqlBase):
         row = self._row("token_by_hash", (secret_hash,), TokenRow)
         return _bytes_hash(row) if row else None
 
-    def list_tokens(self) -> list[TokenRow]:
-        return [_bytes_hash(row) for row in self._rows("list_tokens", (), TokenRow)]
+    def list_tokens(
+        self, after: int, limit: int, newest: bool = False, cut: int = WHOLE.text
+    ) -> list[ListedToken]:
+        if newest:  # a page down from the one before (from the newest: from the top)
+            rows = self._rows("list_tokens_newest", (cut, after or 2**63 - 1, limit), ListedToken)
+        else:
+            rows = self._rows("list_tokens", (cut, after, limit), ListedToken)
+        return [_bytes_hash(row) for row in rows]
 
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
         named = (now, name_or_id, name_or_id, name_or_id)

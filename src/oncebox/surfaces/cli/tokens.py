@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from oncebox.surfaces import listing
 from oncebox.surfaces.cli.base import Context, cli, emit
-from oncebox.surfaces.cli.output import JSON, columns, show
+from oncebox.surfaces.cli.output import JSON, columns, show_pages
 
 TOKENS = columns("id", "name", "inboxes", "scopes", "hmac", ("created", "created_at"),
                  ("expires", "expires_at"), ("last used", "last_used_at"),
@@ -50,11 +51,18 @@ def token_create(
 
 
 @token.command("list")
+@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @JSON
 @click.pass_obj
-def token_list(obj: Context) -> None:
-    """Tokens with their inboxes, scopes and times (ISO 8601), never the secrets."""
-    show([t.to_dict() for t in obj.reader.list_tokens()], TOKENS)
+def token_list(obj: Context, after: int, limit: int) -> None:
+    """Tokens in id order with their inboxes, scopes and times (ISO 8601), never the
+    secrets; a page at a time (--after the last id shown), each inbox list cut to its
+    first 512 characters (``cut`` says so).
+
+    Example: oncebox token list --after 100 --limit 100
+    """
+    show_pages(listing.token_pages(obj.reader, limit, after), TOKENS)
 
 
 @token.command("revoke")

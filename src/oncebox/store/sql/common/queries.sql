@@ -321,9 +321,19 @@ SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
 FROM api_tokens WHERE secret_hash = ?;
 
 -- name: list_tokens
-SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
-       expires_at, last_used_at
-FROM api_tokens ORDER BY id;
+-- A page of tokens in id order after id ?; the inbox list (JSON text) read only to its
+-- first ? characters, its whole length beside, so that a listing is bounded in bytes.
+SELECT id, name, secret_hash, substr(inboxes, 1, CAST(? AS INTEGER)) AS inboxes, scopes,
+       hmac_key, created_at, revoked_at, expires_at, last_used_at,
+       length(inboxes) AS inboxes_length
+FROM api_tokens WHERE id > ? ORDER BY id LIMIT ?;
+
+-- name: list_tokens_newest
+-- list_tokens newest first: the page below id ? (the last id of the page before).
+SELECT id, name, secret_hash, substr(inboxes, 1, CAST(? AS INTEGER)) AS inboxes, scopes,
+       hmac_key, created_at, revoked_at, expires_at, last_used_at,
+       length(inboxes) AS inboxes_length
+FROM api_tokens WHERE id < ? ORDER BY id DESC LIMIT ?;
 
 -- name: revoke_token
 -- The ids of the tokens revoked (none: no live token by that name or id). A live name

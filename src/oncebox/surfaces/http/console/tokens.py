@@ -1,12 +1,12 @@
 """The console's tokens page: for a session whose token has the ``admin`` scope only.
 
-It lists every token (name, scopes, inboxes, created, expires, last used, revoked),
-creates one with scopes, inboxes and an expiry, and revokes one. A new token's secret is
-shown once, on the page the creating form answers with (never kept, never redirected
-to, never cached), and nowhere again. Creating and revoking are forms like any other
-(:data:`~.session.Actor`: a live session, its CSRF value, not read-only), logged with
-the admin's token name as the actor. No rule lives here: the engine checks names,
-scopes, inboxes and expiry (:mod:`oncebox.engine.tokens`).
+It lists the tokens newest first, 50 a page (name, scopes, inboxes cut as listings cut
+them, created, expires, last used, revoked), creates one with scopes, inboxes and an
+expiry, and revokes one. A new token's secret is shown once, on the page the creating
+form answers with (never kept, never redirected to, never cached), and nowhere again.
+Creating and revoking are forms like any other (:data:`~.session.Actor`: a live session,
+its CSRF value, not read-only), logged with the admin's token name as the actor. No rule
+lives here: the engine checks names, scopes, inboxes and expiry (:mod:`oncebox.engine.tokens`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,17 @@ from starlette.responses import RedirectResponse, Response
 from oncebox.engine.sessions import Session
 from oncebox.engine.token_times import state
 from oncebox.engine.tokens import Created, Scope, Token
+from oncebox.engine.views import LISTED
 from oncebox.errors import NotFound, OnceboxError
+from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import Actor, Console, Refused, Served, Viewer
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
 TITLE = "Tokens"
+PAGE = 50  # tokens a page shows
+Paging = tuple[str | None, str, str]  # a link (href, text, class), as macros.paging takes
 _SPLIT = re.compile(r"[\s,]+")
 
 
@@ -44,7 +48,8 @@ class Row:
 
     @property
     def inboxes(self) -> str:
-        return ", ".join(self.token.inboxes)
+        shown = ", ".join(self.token.inboxes)
+        return f"{shown}, …" if "inboxes" in self.token.cut else shown
 
 
 def _admin(who: Session) -> Session:
@@ -53,10 +58,18 @@ def _admin(who: Session) -> Session:
     return who
 
 
-def _rows(svc: Console) -> list[Row]:
+def _rows(svc: Console, after: int) -> tuple[list[Row], list[Paging]]:
+    """A page of tokens, newest first, below id ``after`` (0: from the newest), and its
+    links to the first and next pages."""
     now = svc.box.store.now()  # the server clock decides what has expired
-    listed = reversed(svc.box.list_tokens())  # newest first
-    return [Row(t, state(t.revoked_at, t.expires_at, now)) for t in listed]
+    found = svc.box.list_tokens(after, PAGE + 1, newest=True, preview=LISTED)
+    more, found = len(found) > PAGE, found[:PAGE]
+    paging: list[Paging] = []
+    if after:
+        paging.append((f"{BASE}/tokens", "First page", ""))
+    if more:
+        paging.append((f"{BASE}/tokens?after={found[-1].id}", "Next page", ""))
+    return [Row(t, state(t.revoked_at, t.expires_at, now)) for t in found], paging
 
 
 async def _page(
@@ -68,14 +81,16 @@ async def _page(
     banner: str | None = None,
     kind: str = "ok",
     asked: dict[str, str] | None = None,
+    after: int = 0,
 ) -> Response:
-    rows = await run_in_threadpool(_rows, svc)
+    rows, paging = await run_in_threadpool(_rows, svc, after)
     return h.page(
         "tokens.html",
         who,
         TITLE,
         status,
         rows=rows,
+        paging=paging,
         created=created,
         banner=banner,
         banner_kind=kind,
@@ -86,17 +101,24 @@ async def _page(
 
 
 @router.get("/tokens")
-async def tokens_page(who: Viewer, svc: Served, revoked: str | None = None) -> Response:
+async def tokens_page(
+    who: Viewer, svc: Served, revoked: str | None = None, after: str = ""
+) -> Response:
     _admin(who)
     banner = None if revoked is None else await run_in_threadpool(_revoked, svc, revoked)
-    return await _page(svc, who, banner=banner)
+    return await _page(svc, who, banner=banner, after=asking.after_of({"after": after}))
+
+
+def _by_id(svc: Console, token_id: int) -> Token | None:
+    found = svc.box.list_tokens(token_id - 1, 1, preview=LISTED)
+    return found[0] if found and found[0].id == token_id else None
 
 
 def _revoked(svc: Console, asked: str) -> str | None:
     """What the revoking form did, read back from the store (not the query's words)."""
-    for token in svc.box.list_tokens():
-        if str(token.id) == asked and token.revoked_at is not None:
-            return f"Token {token.name} revoked."
+    token = _by_id(svc, int(asked)) if asked.isdigit() and len(asked) < 19 else None
+    if token is not None and token.revoked_at is not None:
+        return f"Token {token.name} revoked."
     return None
 
 
@@ -133,7 +155,7 @@ async def revoke(token_id: int, form: Actor, svc: Served) -> Response:
 def _revoke(svc: Console, token_id: int, actor: str) -> None:
     """The live token of this id, revoked by its name: a name is unique among live
     tokens, where a number given as name or id could name two."""
-    live = [t for t in svc.box.list_tokens() if t.id == token_id and t.revoked_at is None]
-    if not live:
+    live = _by_id(svc, token_id)
+    if live is None or live.revoked_at is not None:
         raise NotFound(f"no live token with id {token_id}")
-    svc.box.revoke_token(live[0].name, actor)
+    svc.box.revoke_token(live.name, actor)
