@@ -2,7 +2,7 @@
 the triage ledger with its CSV, dead letters filtered, paged, downloaded and replayed,
 quarantine grouped by record with what differs marked, and pages that stay legible on a
 420 px screen, in the browser's own time zone. One served app and one browser for the
-module; screenshots go to ``test-artifacts/console/`` (``desk-*``)."""
+module; ``ONCEBOX_SCREENSHOTS=dir`` keeps screenshots there (``desk-*``)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.views import parse_when
-from test_console import ARTIFACTS
 from test_console import browser as browser  # the same Chromium, checked there
+from test_console import shot as console_shot
 
 pytestmark = pytest.mark.slow  # browsers: every test drives Chromium
 
@@ -98,8 +98,7 @@ def page(browser: sync_api.Browser, desk: Desk) -> Iterator[sync_api.Page]:
 
 
 def shot(page: sync_api.Page, name: str, *, full: bool = True) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"desk-{name}.png"), full_page=full)
+    console_shot(page, f"desk-{name}", full=full)  # kept when ONCEBOX_SCREENSHOTS is set
 
 
 def cookies(page: sync_api.Page) -> dict[str, str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import pytest
@@ -30,6 +29,7 @@ from oncebox import Delivery, InboxSpec, ManualClock, Oncebox
 from oncebox.surfaces.http import create_app
 from oncebox.surfaces.http.console.html import ENV, render
 from test_console import browser as browser  # the same Chromium, checked there
+from test_console import shot
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'")
 
@@ -180,10 +180,8 @@ def test_hostile_fields_keep_their_values_and_links_stay_on_the_console(
         form.locator("button").click()
     assert "Sent back from review by ops." in page.locator(".notice").inner_text()
     assert hostile.box.reconciler("listing").review() == []
-    shot = Path(__file__).resolve().parent.parent / "test-artifacts" / "console"
-    shot.mkdir(parents=True, exist_ok=True)
     page.goto(hostile.url + "/console/quarantine")
-    page.screenshot(path=str(shot / "hostile-quarantine.png"), full_page=True)
+    shot(page, "hostile-quarantine")  # kept when ONCEBOX_SCREENSHOTS is set
 
 
 def test_a_value_a_template_was_not_given_fails_instead_of_rendering_blank() -> None:

@@ -1,8 +1,8 @@
 """Issue 21, "Find", in the console: a Records page that finds records by delivery key,
 identity or content, a page at a time, and a record's page with its timeline (arrival,
 duplicates, conflicts, resolutions, log entries) and its proof. In a real Chromium, as
-an operator sees it, at a desktop's width and a phone's; a screenshot of each is kept in
-``test-artifacts/console/`` (records-*.png).
+an operator sees it, at a desktop's width and a phone's; ``ONCEBOX_SCREENSHOTS=dir`` keeps
+a screenshot of each there (records-*.png).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from oncebox.domain import Decision, Verdict
@@ -259,7 +259,10 @@ VALID_EVENT: dict[str, Any] = {
 }
 
 
-@settings(max_examples=1000)
+# 300 examples: five mutants of the fast path (a bound off by one, either end's whitespace
+# or the control characters unchecked, isinstance for type) are caught at 300 as at 1,000
+# where they are caught at all; the bound is pinned by the next test's examples.
+@settings(max_examples=300)
 @given(
     st.dictionaries(
         st.sampled_from([*sorted(FIELDS), "extra"]), field_values | st.sampled_from(["1"])
@@ -273,8 +276,10 @@ def test_validate_event_decides_as_rule_by_rule(changes: dict[str, Any], drop: s
     assert _outcome(validate_event, event) == _outcome(_validate_reference, event)
 
 
-@settings(max_examples=1000)
+@settings(max_examples=300)
 @given(st.text(max_size=300) | field_values)
+@example("x" * 256)
+@example("x" * 257)
 def test_a_plain_string_is_one_the_rules_accept(value: Any) -> None:
     if _plain_string(value):
         assert bounded_string(value, "source") == value

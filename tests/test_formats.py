@@ -276,10 +276,10 @@ def test_canonical_form_over_the_bound_is_too_large(monkeypatch: pytest.MonkeyPa
     # Canonical JSON is never longer than the raw text it came from (it drops whitespace
     # and only ever shortens escapes), so real input cannot reach this rule; it stays as
     # defence in depth, exercised here by widening the canonical form.
-    def wide(value: Any, text: str) -> bytes:
-        return canonical_read(value, text) + b" " * MAX_BYTES
+    def wide(value: Any, text: str) -> str:
+        return canonical_read(value, text).decode() + " " * MAX_BYTES
 
-    monkeypatch.setattr(json_event, "canonical_read", wide)
+    monkeypatch.setattr(json_event, "canonical_read_text", wide)
     assert event_refusal(event()) == "too_large"
 
 

@@ -185,12 +185,18 @@ def test_respelling_a_number_changes_canonical_form(value: Any, data: st.DataObj
 
 
 @PURE
-@given(items=st.lists(json_values, min_size=2, max_size=5), data=st.data())
+@given(
+    # Items of distinct canonical forms and an order that moves one: what the property is
+    # about, drawn as such (an assume() threw away most draws, seconds of CPU).
+    items=st.lists(json_values, min_size=2, max_size=5, unique_by=lambda v: canon(dump(v))),
+    data=st.data(),
+)
 def test_array_order_changes_canonical_form(items: list[Any], data: st.DataObject) -> None:
-    order = data.draw(st.permutations(range(len(items))))
+    order = data.draw(
+        st.permutations(range(len(items))).filter(lambda o: o != sorted(o)), label="order"
+    )
     shuffled = [items[i] for i in order]
-    distinct = [canon(dump(item)) for item in items] != [canon(dump(item)) for item in shuffled]
-    assume(distinct)
+    assert [canon(dump(item)) for item in items] != [canon(dump(item)) for item in shuffled]
     assert canon(dump(shuffled)) != canon(dump(items))
 
 

@@ -27,7 +27,7 @@ from oncebox.formats import (
     Verified,
     identify,
 )
-from oncebox.formats.jsontext import compact_encoder
+from oncebox.formats.jsontext import compact_encoder, sorted_ascii_strings
 from oncebox.logtext import escaped
 
 logger = logging.getLogger("oncebox")
@@ -199,6 +199,10 @@ def fields_json(decoded: Decoded) -> str:
     fields = decoded.fields
     if not fields:
         return "{}"  # opaque codecs (keyed, feed without facts) name no fields
+    # The usual fields (plain names to plain strings) written without the encoder.
+    plain = sorted_ascii_strings(fields)
+    if plain is not None:
+        return plain
     return _FIELDS_ENCODE(fields if type(fields) is dict else dict(fields))
 
 

@@ -73,9 +73,8 @@ def chain(tx: Chain, items: Sequence[LogEvent]) -> list[LogEntry]:
         leaves.append(sha256(f"\x00{seq}|{step}|{text}|{prev}".encode()).digest())
         seq += 1
     tx.append_log(entries)
-    completed = merkle.appended_nodes(first - 1, leaves, Nodes(tx))
-    # _kept, in line: it is asked of every node, about two an entry.
-    tx.put_merkle_nodes([node for node in completed if node[0] and not node[0] % NODE_STRIDE])
+    # Only the kept levels' nodes (_kept), built as they complete.
+    tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, Nodes(tx), NODE_STRIDE))
     return entries
 
 

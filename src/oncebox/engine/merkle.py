@@ -108,10 +108,11 @@ def completed_nodes(leaf_index: int, leaf: bytes, get: NodeGetter) -> list[tuple
 
 
 def appended_nodes(
-    first_index: int, leaves: Sequence[bytes], get: NodeGetter
+    first_index: int, leaves: Sequence[bytes], get: NodeGetter, stride: int = 0
 ) -> list[tuple[int, int, bytes]]:
     """What :func:`completed_nodes` gives for consecutive leaves from ``first_index``,
-    in order, in one pass.
+    in order, in one pass; with ``stride``, only those of levels ``stride``,
+    ``2 * stride``, ... (the ones a store keeps: the others are not even built).
 
     Why: the sealer appends a batch at a time; a left sibling completed earlier in the
     batch is taken from memory (the last even node of each level) instead of a lookup,
@@ -122,7 +123,8 @@ def appended_nodes(
     nodes: list[tuple[int, int, bytes]] = []
     lefts: dict[int, tuple[int, bytes]] = {}  # level -> its latest even node
     for index, leaf in enumerate(leaves, first_index):
-        nodes.append((0, index, leaf))
+        if not stride:
+            nodes.append((0, index, leaf))
         level, current = 0, leaf
         while index & 1:
             held = lefts.get(level)
@@ -130,7 +132,8 @@ def appended_nodes(
             current = sha256(b"\x01" + left + current).digest()
             level += 1
             index >>= 1
-            nodes.append((level, index, current))
+            if not stride or not level % stride:
+                nodes.append((level, index, current))
         lefts[level] = (index, current)
     return nodes
 

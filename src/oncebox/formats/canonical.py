@@ -143,10 +143,15 @@ def canonical_read(value: Any, text: str) -> bytes:
     spelled. Member order is code point order there, which is UTF-16 order unless a key
     holds a character beyond the Basic Multilingual Plane; texts that may hold one (such
     a character, or a surrogate escape) take the exact path."""
+    return canonical_read_text(value, text).encode("utf-8")
+
+
+def canonical_read_text(value: Any, text: str) -> str:
+    """:func:`canonical_read` as text, for a writer that puts it inside its own."""
     if (
         _READ_ENCODE is None
-        or _SURROGATE_ESCAPE.search(text)
+        or ("\\" in text and _SURROGATE_ESCAPE.search(text))
         or (not text.isascii() and _ASTRAL.search(text))
     ):
-        return canonical(value)
-    return "".join(_READ_ENCODE(value, 0)).encode("utf-8")
+        return canonical(value).decode("utf-8")
+    return "".join(_READ_ENCODE(value, 0))

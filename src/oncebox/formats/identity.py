@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from typing import NamedTuple
 
 from oncebox.formats.codec import Codec, Decoded
@@ -30,6 +31,11 @@ class Identity(NamedTuple):
         return (self.digest_bytes or _sha256(self.identity.encode("utf-8"))).hex()
 
 
+# An Identity from all four of its fields at C speed (a named tuple's own __new__ is
+# Python): every delivery makes one.
+_identity = partial(tuple.__new__, Identity)
+
+
 def _sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
@@ -41,4 +47,4 @@ def identify(codec: Codec, decoded: Decoded) -> Identity:
     identity = witness_hex if codec.identity == "content" else decoded.key
     if not identity:
         raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
-    return Identity(identity, witness_hex, sha256(identity.encode("utf-8")).digest(), witness)
+    return _identity((identity, witness_hex, sha256(identity.encode("utf-8")).digest(), witness))

@@ -13,10 +13,10 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.formats.canonical import canonical_read
-from oncebox.formats.codec import Decoded, Delivery, IdentityMode
+from oncebox.formats.canonical import canonical_read_text
+from oncebox.formats.codec import Decoded, Delivery, IdentityMode, decoded_of
 from oncebox.formats.invalid import Invalid
-from oncebox.formats.strictjson import JsonNumber, loads
+from oncebox.formats.strictjson import JsonNumber, loads, loads_utf8
 
 MAX_BYTES = 65_536
 MAX_DEPTH = 20
@@ -85,6 +85,58 @@ def _event_time(value: Any) -> str:
 
 def validate_event(event: Any) -> dict[str, Any]:
     """Check a parsed event against every field rule; return the fields apply steps use."""
+    fields = _plain_event(event)
+    return fields if fields is not None else _validate_event(event)
+
+
+_FROM_ISO = datetime.fromisoformat
+_PLAIN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+
+
+def _plain_event(event: Any) -> dict[str, Any] | None:
+    """:func:`_validate_event`'s fields for an event that surely passes every rule (the
+    usual one), checked in line; None for any other, which the rule-by-rule path refuses
+    with its reason (or accepts)."""
+    if type(event) is not dict or len(event) != len(FIELDS):
+        return None
+    try:  # ten members, each of them one of the ten names: exactly the fields
+        source, subscription, notification_id = (
+            event["source"], event["subscription"], event["notification_id"])  # fmt: skip
+        seller_id, sku, marketplace_id = (
+            event["seller_id"], event["sku"], event["marketplace_id"])  # fmt: skip
+        version, kind, time, payload = (event["schema_version"], event["notification_type"],
+                                        event["event_time"], event["payload"])  # fmt: skip
+    except KeyError:
+        return None
+    if type(version) is not JsonNumber or version != "1" or type(payload) is not dict:
+        return None
+    # The six strings at once: plain str, none empty, at most 256 characters together,
+    # printable (so no control character) and without a space (so no whitespace at all).
+    if not (type(source) is type(subscription) is type(notification_id) is str
+            and type(seller_id) is type(sku) is type(marketplace_id) is str):  # fmt: skip
+        return None
+    flat = source + subscription + notification_id + seller_id + sku + marketplace_id
+    if len(flat) > 256 or " " in flat or not flat.isprintable():
+        return None
+    if not (source and subscription and notification_id and seller_id and sku
+            and marketplace_id):  # fmt: skip
+        return None
+    if type(kind) is not str or kind not in NOTIFICATION_TYPES:
+        return None
+    if type(time) is not str or _PLAIN_TIME.fullmatch(time) is None:
+        return None
+    try:  # what datetime() refuses of these six numbers, fromisoformat refuses alike
+        _FROM_ISO(time[:19])
+    except ValueError:
+        return None
+    return {"source": source, "subscription": subscription,
+            "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
+            "marketplace_id": marketplace_id, "notification_type": kind,
+            "event_time": time}  # fmt: skip
+
+
+def _validate_event(event: Any) -> dict[str, Any]:
+    """Every rule one by one, each refusal with its reason: the general path."""
     if not isinstance(event, dict):
         raise Invalid("bad_shape", "an event must be a JSON object")
     if event.keys() != FIELDS:
@@ -116,7 +168,29 @@ def validate_event(event: Any) -> dict[str, Any]:
 def identity_key(fields: dict[str, Any]) -> str:
     """The identity tuple as one unambiguous string (a canonical JSON array)."""
     # Plain strings: each written as the standard encoder (ensure_ascii=False) writes it.
-    return "[" + ",".join([encode_basestring(fields[name]) for name in IDENTITY_FIELDS]) + "]"
+    return (
+        f"[{encode_basestring(fields['source'])},{encode_basestring(fields['subscription'])},"
+        f"{encode_basestring(fields['notification_id'])}]"
+    )
+
+
+def canonical_event(event: dict[str, Any], fields: dict[str, Any], text: str) -> bytes:
+    """``canonical(event)`` for an event :func:`validate_event` accepted (``fields``),
+    read from ``text``. Its members are known, so their order is too: only the payload
+    goes through the general writer; every other member is a plain string (the schema
+    version is the integer 1), written as that writer writes one."""
+    payload = canonical_read_text(event["payload"], text)
+    return (
+        f'{{"event_time":{encode_basestring(fields["event_time"])}'
+        f',"marketplace_id":{encode_basestring(fields["marketplace_id"])}'
+        f',"notification_id":{encode_basestring(fields["notification_id"])}'
+        f',"notification_type":{encode_basestring(fields["notification_type"])}'
+        f',"payload":{payload},"schema_version":1'
+        f',"seller_id":{encode_basestring(fields["seller_id"])}'
+        f',"sku":{encode_basestring(fields["sku"])}'
+        f',"source":{encode_basestring(fields["source"])}'
+        f',"subscription":{encode_basestring(fields["subscription"])}}}'
+    ).encode()
 
 
 class JsonEventCodec:
@@ -125,11 +199,17 @@ class JsonEventCodec:
     max_bytes = MAX_BYTES
 
     def decode(self, delivery: Delivery) -> Decoded:
-        if len(delivery.body) > MAX_BYTES:
-            raise Invalid("too_large", f"{len(delivery.body)} bytes exceeds {MAX_BYTES}")
-        event = loads(delivery.body, max_depth=MAX_DEPTH)
+        body = delivery.body
+        if len(body) > MAX_BYTES:
+            raise Invalid("too_large", f"{len(body)} bytes exceeds {MAX_BYTES}")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            loads(body)  # refused there, with the strict reader's reason
+            raise
+        event = loads_utf8(text, MAX_DEPTH)
         fields = validate_event(event)
-        content = canonical_read(event, delivery.body.decode("utf-8"))
+        content = canonical_event(event, fields, text)
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
-        return Decoded(content=content, key=identity_key(fields), fields=fields)
+        return decoded_of((content, identity_key(fields), fields))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from json import encoder as _std
+from operator import itemgetter
 from typing import Any
 
 Encode = Callable[[Any], str]
@@ -45,3 +47,49 @@ def compact_encoder(*, sort_keys: bool, ensure_ascii: bool) -> Encode:
     except Exception:
         agrees = False
     return encode if agrees else standard.encode
+
+
+def _plain(text: str) -> bool:
+    """Whether the ASCII-only encoder writes ``text`` as it is (between quotes): printable
+    ASCII, neither a quote nor a backslash."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+@lru_cache(maxsize=256)
+def _string_object_writer(names: tuple[Any, ...]) -> tuple[Callable[[Any], Any], str] | None:
+    """For a mapping with these member names: what reads its values in sorted name order,
+    and the ``%`` template that writes them; None where a name is not plain."""
+    if len(names) < 2 or not all(type(name) is str and _plain(name) for name in names):
+        return None
+    order = sorted(names)
+    members = ",".join(f'"{name.replace("%", "%%")}":"%s"' for name in order)
+    return itemgetter(*order), "{" + members + "}"
+
+
+def sorted_ascii_strings(fields: Mapping[str, Any]) -> str | None:
+    """``compact_encoder(sort_keys=True, ensure_ascii=True)(fields)`` for a mapping of two
+    or more plain names to string values the encoder writes as they are (printable ASCII,
+    no quote, no backslash): the text, written by one template made once per set of
+    names, without the encoder. None for any other mapping, which the encoder writes."""
+    writer = _string_object_writer(tuple(fields))
+    if writer is None:
+        return None
+    read, template = writer
+    values = read(fields)
+    try:
+        flat = "".join(values)
+    except TypeError:  # a value that is not a string
+        return None
+    kinds = set(map(type, values))
+    if kinds != _STR and any(_own_str(kind) for kind in kinds):
+        return None  # ``%s`` would write what its own __str__ says, not the string
+    return template % values if _plain(flat) else None
+
+
+_STR = {str}
+
+
+def _own_str(kind: type) -> bool:
+    """Whether a str subclass writes itself otherwise than its string (its own or an
+    ancestor's ``__str__``)."""
+    return any("__str__" in vars(base) for base in kind.__mro__ if base not in (str, object))

@@ -86,6 +86,7 @@ def _check_unicode(value: Any) -> None:
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_object, parse_int=JsonNumber, parse_float=_float, parse_constant=_constant
 )
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]  # set by its __init__
 
 
 def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
@@ -101,6 +102,12 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise Invalid("invalid_unicode", f"lone surrogate at {exc.start}") from None
+    return loads_utf8(text, max_depth)
+
+
+def loads_utf8(text: str, max_depth: int = 20) -> Any:
+    """:func:`loads` of a text already known to be UTF-8 (decoded from bytes): a codec
+    that needs the text as well decodes its body once."""
     if text.startswith(UTF8_BOM):
         raise Invalid("bad_json", "a byte order mark is not JSON")
     # Counting brackets is cheap and bounds the depth; only text with more brackets
@@ -110,11 +117,19 @@ def loads(data: bytes | str, *, max_depth: int = 20) -> Any:
     if depth > max_depth:
         raise Invalid("too_deep", f"nesting depth {depth} exceeds {max_depth}")
     try:
-        value = _DECODER.decode(text)
+        # The scanner itself, as the decoder calls it for a text with no whitespace
+        # around its value (the usual body); anything else (whitespace, trailing data,
+        # no value at all) is parsed again by the decoder, for its exact answer.
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise Invalid("bad_json", f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise Invalid("too_deep", "nesting too deep to parse") from None
-    if _SURROGATE_ESCAPE.search(text):
+    if "\\" in text and _SURROGATE_ESCAPE.search(text):
         _check_unicode(value)
     return value

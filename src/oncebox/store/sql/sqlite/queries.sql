@@ -4,10 +4,12 @@
 -- nothing here locks rows.
 
 -- name: find_records
--- A batch's identities in one statement (a JSON array of hex digests): only what a
--- decision needs, no content.
-SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
-FROM records_read WHERE inbox_id = ? AND ident IN (SELECT unhex(value) FROM json_each(?));
+-- A batch's identities in one statement, bound as one blob of their 32-byte digests end
+-- to end (no JSON array of hex digests to write and parse), each looked up by the
+-- unique index: only what a decision needs, no content.
+WITH RECURSIVE at(i) AS (SELECT 1 UNION ALL SELECT i + 32 FROM at WHERE i + 32 <= length(?2))
+SELECT r.id, r.ident, r.witness, r.revision, r.evicted_at, r.first_seen, r.log_seq
+FROM at CROSS JOIN records_read AS r ON r.inbox_id = ?1 AND r.ident = substr(?2, at.i, 32);
 
 -- name: find_record
 -- find_records for a batch of one (a single ingest), by the identity itself: no JSON
