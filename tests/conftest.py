@@ -39,14 +39,6 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("ONCEBOX_HYPOTHESIS", "ci"))
 
 
-def seals_apart(url: str) -> bool:
-    """Whether a store seals in a transaction of its own after the deciding one
-    (PostgreSQL, whose writers never queue for the log head), leaving a crash window
-    between a record's commit and its seal; SQLite seals inside the deciding
-    transaction, where one writer at a time costs no concurrency, so it has none."""
-    return not url.startswith("sqlite")
-
-
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(1_800_000_000.0)

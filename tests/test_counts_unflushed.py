@@ -24,8 +24,8 @@ import oncebox
 from conftest import INBOXES, POSTGRES, SESSION
 from helpers import event
 from oncebox import Delivery, ManualClock
-from oncebox.engine import durability, sealing
-from oncebox.store.postgres import PostgresTx
+from oncebox.engine import sealing
+from oncebox.store.postgres import PostgresStore, PostgresTx
 from serveproc import ONCEBOX, create_token, get, serving
 
 
@@ -61,31 +61,32 @@ def flushes(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[oncebox.Oncebox, Flushes]]:
     """A box, and ``flushes(work)``: what ``work`` returned, and how many flushes it
-    waited for (SQLite: WAL syncs; PostgreSQL: its commits less the relaxed ones, the
-    seals each ingest ran, each the durable commit whose flush covers its decision)."""
+    waited for (SQLite: WAL syncs; PostgreSQL: its durable commits, each the one whose
+    flush covers its decision: a batch's seal, or a single delivery's own)."""
     clock = ManualClock(1_800_000_000.0)
     if request.param == "postgres":
         url = str(request.getfixturevalue("pg_url"))
         relaxed, seals = [0], [0]
-        relax, seal_now = PostgresTx.relax, sealing.seal_now
+        relax, covered = PostgresTx.relax, PostgresStore._covered
 
         def counting_relax(tx: PostgresTx) -> bool:
             relaxed[0] += 1
             return relax(tx)
 
-        def counting_seal(*args: Any, **kwargs: Any) -> Any:
-            seals[0] += 1
-            return seal_now(*args, **kwargs)
+        def counting_covered(store: PostgresStore, server: Any, durable: bool) -> None:
+            seals[0] += durable  # a durable commit: the flush that covers the decision
+            covered(store, server, durable)
 
         monkeypatch.setattr(PostgresTx, "relax", counting_relax)
-        monkeypatch.setattr(durability.sealing, "seal_now", counting_seal)
+        monkeypatch.setattr(PostgresStore, "_covered", counting_covered)
 
         def waited(work: Callable[[], Any]) -> tuple[Any, int]:
             before = relaxed[0], seals[0]
             result = work()
             relaxes, sealed = relaxed[0] - before[0], seals[0] - before[1]
             # Relaxed for counts, a decision runs no seal: it waited for no flush.
-            # Otherwise its durable seal's flush covers it (one for both).
+            # Otherwise one durable commit covers it: a batch's seal, a single
+            # delivery's own transaction (sealed in it).
             assert (relaxes, sealed) in ((1, 0), (0, 1)), (relaxes, sealed)
             return result, sealed
 

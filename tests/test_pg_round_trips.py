@@ -19,6 +19,9 @@ import pytest
 
 import oncebox
 from oncebox import Delivery, InboxSpec, Oncebox, Verdict
+from oncebox.domain import SEALER
+from oncebox.engine import fence
+from oncebox.store import open_store
 from pgturns import TurnCounter
 
 INBOXES = [
@@ -28,11 +31,13 @@ INBOXES = [
 SINGLE = 3
 CONFLICT = 4
 BATCH = 6
-# Statements: a new delivery 13 (21 before), a duplicate 6 (9), a conflict 12 (19); a
-# batch of 1,000 new 17 (29, its seal done in two transactions), one of 500 new, 499
-# duplicates and a conflict 15 (26).
-SINGLE_STATEMENTS = {"new": 13, "duplicate": 6, "conflict": 12}
-BATCH_STATEMENTS = 17
+# Statements: a new delivery 8 (13 with its seal a transaction of its own, its events
+# queued, and its locks each a statement apart from the reads after them; 21 before the
+# statements were merged), a duplicate 5 (6, 9), a conflict 7 (12, 19); a batch of
+# 1,000 new 14 (17, 29, its seal done in two transactions), one of 500 new, 499
+# duplicates and a conflict 13 (15, 26).
+SINGLE_STATEMENTS = {"new": 8, "duplicate": 5, "conflict": 7}
+BATCH_STATEMENTS = 14
 
 
 def event(i: int, price: int = 1) -> Delivery:
@@ -131,9 +136,40 @@ def test_a_delivery_and_a_batch_send_few_statements(
         with counter.listing() as sent[case]:
             box.ingest("listing", event(1, price=price))
     assert {case: len(s) for case, s in sent.items()} == SINGLE_STATEMENTS, sent
+    # A single delivery and its seal: one transaction, its commit the durable one, and
+    # its own events appended without passing through the queue.
+    for case in ("new", "conflict"):
+        assert sent[case].count("COMMIT") == 1, sent[case]
+        assert not [sql for sql in sent[case] if "INSERT INTO log_pending" in sql], sent[case]
     with counter.listing() as first:
         box.ingest_batch("listing", [event(i) for i in range(10, 1_010)])
     mixed = [event(i) for i in range(510, 1_509)] + [event(20, price=9)]
     with counter.listing() as second:
         box.ingest_batch("listing", mixed)
     assert max(len(first), len(second)) <= BATCH_STATEMENTS, (first, second)
+
+
+def test_a_transaction_begun_relaxed_that_takes_the_log_commits_durably(pg_url: str) -> None:
+    """A single delivery's transaction begins relaxed (counts alone need no flush) and,
+    once it takes the log to seal its own events, its commit waits for the flush again:
+    at the session's own level (set here to one the relaxed level is not), restored in
+    the statement that takes the log, inside the pipeline or outside it."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        name = admin.info.dbname
+        admin.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = remote_write')
+    store = open_store(pg_url)
+    level = "SELECT current_setting('synchronous_commit')"
+
+    def work(tx: Any, apart: bool) -> tuple[Any, Any]:
+        before = tx.execute(level)
+        if apart:  # SQL of several statements takes the rest out of the pipeline
+            tx.execute("SELECT 1; SELECT 2")
+        fence.held(tx, SEALER)
+        return before, tx.execute(level)
+
+    try:
+        for apart in (False, True):
+            levels = store.atomic(lambda tx: work(tx, apart), durable=False)  # noqa: B023
+            assert levels == ([("off",)], [("remote_write",)]), apart
+    finally:
+        store.close()

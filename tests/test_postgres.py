@@ -264,10 +264,11 @@ def test_a_client_killed_inside_its_transaction_leaves_nothing(pg_url: str, tmp_
 def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
     pg_durable: Server, durable_url: str
 ) -> None:
-    """The decision commits without its own flush; only the seal's durable commit right
-    after makes it durable, and only on the same server. If the server restarts in
+    """A batch's decision commits without its own flush; only the seal's durable commit
+    right after makes it durable, and only on the same server. If the server restarts in
     between, the decision may be gone with the unflushed WAL, and a seal on a freshly
-    reconnected server covers nothing of it: the ingest must fail, not ack."""
+    reconnected server covers nothing of it: the ingest must fail, not ack. (A single
+    delivery is sealed in its own transaction, whose one commit is the durable one.)"""
     box = oncebox.open(durable_url, inboxes=USSD)
     try:
         real = box.store.atomic
@@ -283,8 +284,9 @@ def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
 
         box.store.atomic = atomic  # type: ignore[method-assign]
         frame = make_frame(1, "Kakuma1", "MED", 3, 86).encode()
+        other = make_frame(2, "Kakuma1", "MED", 3, 86).encode()
         with pytest.raises(StorageUnavailable):
-            box.ingest("ussd", Delivery(frame, key="rec1-1"))
+            box.ingest_batch("ussd", [Delivery(frame, key="rec1-1"), Delivery(other)])
         assert restarted
         box.store.atomic = real  # type: ignore[method-assign]
         # Whatever the crash kept, a resend is decided against it and then acked.

@@ -199,6 +199,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
             self.seal_inline,
             watched=True,
             light=light,
+            alone=len(items) == 1,
         )
         only_counts = self._light[inbox] = counted(decided.walk)
         # Only now has everything the decisions wrote committed durably (counts aside).

@@ -9,10 +9,13 @@ says how, per backend:
   transaction itself: it holds the database's one write lock already, so appending costs
   no concurrency, and its one commit (one fsync in WAL mode with ``synchronous=FULL``)
   makes the change and its entries durable together. A crash leaves both or neither.
-- **Many writers at once (PostgreSQL).** Writers must not queue for the log head, so the
-  write only queues its events, and commits without waiting for the disk
-  (``synchronous_commit = off``); the seal that follows appends the queued events under
-  the sealer's lease and commits durably. The write-ahead log is one sequence, so that
+- **Many writers at once (PostgreSQL).** Writers must not queue for the log head while
+  they decide, so the write only queues its events. A single delivery then takes the
+  log last, after every row it locks, appends the queue and commits once, durably. A
+  batch commits without waiting for the disk (``synchronous_commit = off``), letting go
+  of the rows it locked, which the batches of other processes share (the apply step's
+  keys); the seal that follows appends the queued events under the sealer's lease and
+  commits durably. The write-ahead log is one sequence, so that
   durable commit's flush covers the relaxed one before it: one flush for both. If the
   server restarted in between (the relaxed commit may be lost), the seal's commit refuses
   (:class:`~oncebox.errors.StorageUnavailable`) and nothing is acknowledged; the sender's
@@ -79,6 +82,7 @@ def commit_sealed(
     *,
     watched: bool = False,
     light: Light[T] | None = None,
+    alone: bool = False,
 ) -> tuple[T, Positions | None]:
     """Run ``work(tx, together)`` in a write transaction and make it, and the log events
     it writes, durable with one flush. ``together`` tells ``work`` to append its events
@@ -88,7 +92,10 @@ def commit_sealed(
     Returns only once everything is durable, except counts where ``light`` (then used
     instead of ``work``) found the write was nothing but counts. A ``watched`` write (an
     ingest) passes the crash harness's points after its commit and after its seal
-    (:mod:`oncebox.engine.crashpoints`)."""
+    (:mod:`oncebox.engine.crashpoints`). An ``alone`` write (a single delivery) is
+    sealed in its own transaction where the store has many writers
+    (:func:`_sealed_in_place`); a batch's seal stays a transaction of its own, so that
+    the rows it locks are let go before it waits for the log."""
     relaxed = [False]
 
     def run(tx: Tx, together: bool) -> T:
@@ -107,6 +114,8 @@ def commit_sealed(
             crashpoints.reach(crashpoints.AFTER_COMMIT)
             crashpoints.reach(crashpoints.AFTER_SEAL)
         return result, None
+    if alone:
+        return _sealed_in_place(store, run, relaxed, watched)
     # PostgreSQL opens the seal's transaction in the commit's own round trip.
     with getattr(store, "sealing_next", nullcontext)():
         result = store.atomic(lambda tx: run(tx, False), durable=False)
@@ -117,6 +126,29 @@ def commit_sealed(
         sealed = sealing.seal_now(store, durable_point=True)
     _reach(watched, crashpoints.AFTER_SEAL)
     return result, {p.record_id: e.seq for p, e in sealed if p.record_id}
+
+
+def _sealed_in_place(
+    store: Store, run: Callable[[Tx, bool], T], relaxed: list[bool], watched: bool
+) -> tuple[T, Positions | None]:
+    """One transaction for the write and its seal, where many writers share the store:
+    the write queues its events as any other, then, last, takes the log and appends the
+    queue, its own events included, and commits once. Begun relaxed, so that counts
+    alone commit without a flush; taking the log makes the commit durable again (the
+    store's part: an append never commits relaxed). The log is taken after every other
+    row this transaction locks, so its holder waits for no other writer, and it is held
+    from the seal's reads to the commit, as a seal of its own would hold it."""
+
+    def sealed(tx: Tx) -> tuple[T, sealing.Sealed]:
+        result = run(tx, False)
+        return result, [] if relaxed[0] else sealing.seal_in_place(tx)
+
+    result, appended = store.atomic(sealed, durable=False)
+    _reach(watched, crashpoints.AFTER_COMMIT)
+    _reach(watched, crashpoints.AFTER_SEAL)
+    if relaxed[0]:
+        return result, None
+    return result, {p.record_id: e.seq for p, e in appended if p.record_id}
 
 
 def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 
 from oncebox.errors import RetryTransaction
+from oncebox.store.pgarrays import columns
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
@@ -69,8 +70,8 @@ class PipelinedTx(SqlTx):
 
     @staticmethod
     def _columns(name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
-        """A columnar statement's parameters: one array per column."""
-        return [list(column) for column in zip(*rows, strict=True)]
+        """A columnar statement's parameters: one array per column, of its type."""
+        return columns(_sql(name), rows)
 
     def _send_many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:

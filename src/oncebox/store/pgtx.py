@@ -11,22 +11,26 @@ read the code needs before it can go on, and the store asks for those together:
   together with the ``COMMIT``;
 - a seal's reads, all at once, as it takes the log (:meth:`PostgresTx.read_for_seal`):
   the sealer's lease, the clock, the queue, the log's head with the entries of its last
-  Merkle block and the kept nodes the appends hash with; sent in the very round trip
-  that commits the decision before it, where a seal follows one
-  (:meth:`PostgresStore.sealing_next`);
+  Merkle block and the kept nodes the appends hash with; a single delivery's in its own
+  transaction, once its writes are sent; a batch's in the very round trip that commits
+  the decision before it (:meth:`PostgresStore.sealing_next`);
 - a check that must hold before the commit (a duplicate's record still there) waits
   for its count just before the ``COMMIT`` (:meth:`PostgresTx.expect`).
 
 Each statement sent costs the client about as much as a small round trip (psycopg
-handles each apart), so the store also sends few: what a decision reads once its locks
-are held (the clock, the stored records, the fresh ids) is one statement
-(``decision_lookup``), and so is what a seal reads once it holds the log
-(``seal_reads``); a relaxed beginning's ``SET LOCAL`` rides with the inbox lock; a
-seal's four writes are held back and go as one statement (``seal_writes``) with
-whatever is sent next; a batch's writes are one statement per table, an array per
-column. A lock stays a statement of
-its own: a statement reads one snapshot, taken as it starts, so what must see the
-state after a lock is granted comes in the statement after it.
+handles each apart), so the store also sends few: a decision's inbox lock and what it
+reads once the lock is held (the clock, the stored records, the fresh ids) are one
+statement, and so are the log's lease and what a seal reads once it holds it: each a
+call of a server-side function (``decision_reads_locked``, ``seal_reads_held``,
+migration 24) whose queries after the lock take a new snapshot, as a statement of
+their own would (a statement reads one snapshot, taken as it starts, so what must see
+the state after a lock is granted cannot share the lock's statement). A lease-fenced
+inbox, whose scopes' leases are held between the lock and the lookup, sends the three
+apart (``decision_lookup`` the last). A relaxed beginning's ``SET LOCAL`` rides with
+the inbox lock; a seal's four writes are held back and go as one statement
+(``seal_writes``) with whatever is sent next; a transaction's own log events are held
+back until its seal takes them or its commit queues them; a batch's writes are one
+statement per table, an array per column, each typed (:mod:`oncebox.store.pgarrays`).
 
 An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
 included, so nothing of a failed transaction commits; the store rolls it back and
@@ -47,14 +51,20 @@ from oncebox.domain import (
     Fenced,
     LeaseState,
     LogEntry,
+    LogEvent,
     Newcomer,
     NewRecord,
     PendingEvent,
+    Record,
     Stored,
 )
 from oncebox.errors import RetryTransaction
+from oncebox.store.pgarrays import typed
 from oncebox.store.pgpipe import PipelinedTx, Q, _first
 
+# Ids of a transaction's own events, sealed in it before they were ever queued: above
+# any the queue gives, so they drain after what was queued before them.
+OWN_EVENTS = 1 << 62
 SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
 LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
 RECORDS_IDENTITY = "records_one_per_identity"
@@ -77,8 +87,10 @@ class PostgresTx(PipelinedTx):
         conn: psycopg.Connection[Any],
         clock: Callable[[], float] | None,
         pipeline: psycopg.Pipeline | None = None,
+        level: str = "on",
     ) -> None:
         super().__init__(conn, clock, pipeline)
+        self._level = level  # the connection's synchronous_commit, to go back to
         # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
         self.deferred = self.relaxed = False
         # A seal's reads, fetched with its lock (see held), each taken once.
@@ -92,6 +104,11 @@ class PostgresTx(PipelinedTx):
         # the queue rows it drained), sent as one statement.
         self._relax_next = False
         self._seal: dict[str, list[Any]] = {}
+        # Log events this transaction queued, held back: a seal in this very transaction
+        # (a single delivery's) appends them without their touching the queue; otherwise
+        # they are queued in the commit's round trip (before_commit), or before any read
+        # of the queue.
+        self._own: list[LogEvent] = []
 
     # -- the clock and durability --------------------------------------------------------
     def relax_durability(self) -> None:
@@ -105,11 +122,17 @@ class PostgresTx(PipelinedTx):
             self._conn.execute(Q["defer_durability"].sql)
         if self._seal:
             seal, self._seal = self._seal, {}
-            arrays: list[list[Any]] = []
+            arrays: list[Sequence[Any]] = []
             for name, width in SEAL_PARTS:  # a part with no rows: each of its arrays empty
                 rows = seal.get(name)
-                arrays += [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * width
-            self._conn.execute(Q["seal_writes"].sql, arrays)
+                arrays += list(zip(*rows, strict=True)) if rows else [()] * width
+            sql = Q["seal_writes"].sql
+            self._conn.execute(sql, typed(sql, arrays))
+
+    def _durable_again(self) -> bool:
+        """Whether this transaction was begun relaxed; from now on it is not."""
+        was, self.deferred = self.deferred, False
+        return was
 
     def relax(self) -> bool:
         """Counts only: a server restart may lose them, so nothing need cover the commit."""
@@ -135,17 +158,22 @@ class PostgresTx(PipelinedTx):
         identity not stored. Read in this order, so no wait lets a stale time pass."""
         if self._pipe is None:
             return super().decision_reads(inbox_id, idents, scopes)
-        self.lock_identities(inbox_id, idents)
-        names = json.dumps(sorted(set(scopes))) if scopes else None
-        leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
-        if not idents:
-            sent = self._send("now") if self._clock is None else None
-            held = self._leases(leases)
-            return held, _first(sent) if sent is not None else self.now(), {}, []
-        # The clock, the stored records and the fresh ids: one statement after the locks.
         wanted = json.dumps([ident.hex() for ident in idents])
-        lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
-        held = self._leases(leases)
+        if idents and scopes is None:  # the lock and the lookup: one statement
+            relaxed, self._relax_next = self._relax_next, False
+            reads = {"inbox": inbox_id, "idents": wanted, "relaxed": relaxed}
+            lookup, held = self._send("decision_reads", reads), {}
+        else:
+            self.lock_identities(inbox_id, idents)
+            names = json.dumps(sorted(set(scopes))) if scopes else None
+            leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None
+            if not idents:
+                sent = self._send("now") if self._clock is None else None
+                held = self._leases(leases)
+                return held, _first(sent) if sent is not None else self.now(), {}, []
+            # The clock, the stored records, the fresh ids: one statement after the locks.
+            lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
+            held = self._leases(leases)
         stored: dict[bytes, Stored] = {}
         new_ids: list[int] = []
         clock = 0.0
@@ -231,8 +259,29 @@ class PostgresTx(PipelinedTx):
         """Nothing to remember: the identity sequence never goes back."""
 
     # -- writes nobody reads back: sent, answered at the next turn -----------------------
-    def queue_logs(self, events: Sequence[Any]) -> None:
-        self._send_many("queue_logs", events)
+    def queue_logs(self, events: Sequence[LogEvent]) -> None:
+        self._own.extend(events)
+
+    def _queue_own(self) -> None:
+        if self._own:
+            own, self._own = self._own, []
+            self._send_many("queue_logs", own)
+
+    def before_commit(self) -> None:
+        self._queue_own()
+        super().before_commit()
+
+    def last_pending_id(self) -> int:
+        self._queue_own()
+        return super().last_pending_id()
+
+    def log_pending_count(self) -> int:
+        self._queue_own()
+        return super().log_pending_count()
+
+    def unsealed_records(self, limit: int) -> list[Record]:
+        self._queue_own()
+        return super().unsealed_records(limit)
 
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         # A fixed order: concurrent batches then lock the counter rows in the same order.
@@ -245,7 +294,8 @@ class PostgresTx(PipelinedTx):
         self._seal.setdefault("mark_sealed", []).extend(seals)
 
     def drop_pending(self, event_ids: Sequence[int]) -> None:
-        self._seal.setdefault("drop_pending", []).extend((i,) for i in event_ids)
+        drained = [(i,) for i in event_ids if i < OWN_EVENTS]  # our own were never queued
+        self._seal.setdefault("drop_pending", []).extend(drained)
 
     def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
         self._seal.setdefault("put_merkle_node", []).extend(nodes)
@@ -255,6 +305,9 @@ class PostgresTx(PipelinedTx):
         self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
     ) -> dict[str, LeaseState]:
         sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
+        if sealer and self.deferred and self._pipe is None:
+            self._durable_again()
+            self._conn.execute(Q["insist_durability"].sql, (self._level,))
         if sealer and self._lease is None and self._pipe is not None:
             self.read_for_seal()
         if sealer and self._lease is not None:
@@ -263,19 +316,20 @@ class PostgresTx(PipelinedTx):
         return super().held(kind, owner, names, exclusive)
 
     def read_for_seal(self) -> Callable[[], None]:
-        """The log's lease, held, and what a seal reads next, sent together (read after
-        the lock is granted: the server runs them in order). In this transaction's
+        """The log's lease, held, and what a seal reads next, in one statement (a
+        function whose reads come after the lock is granted). In this transaction's
         pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
-        the commit before) by the call returned, once they are there."""
-        params = (SEALER.kind, SEALER.owner, json.dumps([SEALER.name]))
-        lease = self._send("held_leases_exclusive", params)
-        reads = self._send("seal_reads", {"limit": SEAL_BATCH, "block": LOG_BLOCK})
+        the commit before) by the call returned, once they are there. A transaction
+        begun relaxed that takes the log commits durably after all (an append is what a
+        durable commit covers): the same statement sets its level back."""
+        level = self._level if self._durable_again() else None
+        reads = self._send("seal_reads_held", (level, SEAL_BATCH, LOG_BLOCK))
 
         def take() -> None:
-            self._lease = self._leases(lease)
             pending: list[PendingEvent] = []
             tail: list[LogEntry] = []
             nodes: dict[tuple[int, int], bytes] = {}
+            lease: dict[str, LeaseState] = {}
             for (
                 kind,
                 a,
@@ -288,6 +342,7 @@ class PostgresTx(PipelinedTx):
                 revision,
                 inbox,
                 at,
+                *until,
             ) in reads.fetchall():
                 if kind == "pending":
                     pending.append(PendingEvent(a, step, state, record, revision, inbox))
@@ -295,8 +350,11 @@ class PostgresTx(PipelinedTx):
                     tail.append(LogEntry(a, step, state, hashed))
                 elif kind == "node":
                     nodes[int(a), int(b)] = bytes(node)
+                elif kind == "lease":
+                    lease[step] = LeaseState(SEALER.kind, a, step, b, state, at, *until)
                 elif self._clock is None:
                     self._now = float(at)
+            self._lease = lease
             self._pending = sorted(pending, key=lambda event: event.id)
             self._tail = sorted(tail, key=lambda entry: entry.seq)
             self._nodes = nodes
@@ -314,7 +372,9 @@ class PostgresTx(PipelinedTx):
     def pending_log(self, limit: int) -> list[PendingEvent]:
         if self._pending is not None and limit == SEAL_BATCH:
             pending, self._pending = self._pending, None
-            return pending
+            own, self._own = self._own, []
+            return pending + [PendingEvent(OWN_EVENTS + i, *e) for i, e in enumerate(own)]
+        self._queue_own()
         return super().pending_log(limit)
 
     def log_head(self) -> LogEntry | None:

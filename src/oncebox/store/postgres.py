@@ -39,6 +39,7 @@ from oncebox.errors import (
     RetryTransaction,
     StorageUnavailable,
 )
+from oncebox.store import pgarrays
 from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.pgerrors import (
@@ -115,6 +116,9 @@ class PostgresStore:
         self._servers: weakref.WeakKeyDictionary[psycopg.Connection[Any], Any] = (
             weakref.WeakKeyDictionary()
         )
+        self._levels: weakref.WeakKeyDictionary[psycopg.Connection[Any], str] = (
+            weakref.WeakKeyDictionary()
+        )
         self._relaxed = threading.local()
         self._carry = threading.local()  # a seal's transaction opened with a commit
         # When each writer connection was last given back: one back a moment ago is not
@@ -168,7 +172,7 @@ class PostgresStore:
                 self._returned[conn] = time.monotonic()  # back in a moment
                 conn.execute(begin)
                 try:
-                    tx = PostgresTx(conn, self._clock)
+                    tx = self._tx(conn)
                     yield tx
                     tx.before_commit()
                 except BaseException:
@@ -201,7 +205,7 @@ class PostgresStore:
                 pipe = piping.enter_context(conn.pipeline())
                 if carried is None:
                     conn.execute(READ_COMMITTED)
-                    tx = PostgresTx(conn, self._clock, pipe)
+                    tx = self._tx(conn, pipe)
                 else:
                     tx = carried.tx
                     tx._pipe = pipe
@@ -211,7 +215,7 @@ class PostgresStore:
                 committed = conn.execute("COMMIT")
                 if self._carry.__dict__.pop("wanted", False) and tx.deferred and not tx.relaxed:
                     conn.execute(READ_COMMITTED)
-                    opened = PostgresTx(conn, self._clock)  # its answers taken below
+                    opened = self._tx(conn)  # its answers taken below
                     follow = opened.read_for_seal()
             if follow is not None:
                 follow()
@@ -298,9 +302,20 @@ class PostgresStore:
             ConnectionPool.check_connection(conn)
 
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
-        """On each new connection: the start time of the server run it reached."""
-        row = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        """On each new connection: the start time of the server run it reached, its own
+        synchronous_commit (what a transaction begun relaxed goes back to), and the
+        typed columns a batch's arrays travel as (store/pgarrays.py)."""
+        pgarrays.register(conn)
+        row = conn.execute(
+            "SELECT pg_postmaster_start_time(), current_setting('synchronous_commit')"
+        ).fetchone()
         self._servers[conn] = row[0] if row else None
+        self._levels[conn] = str(row[1]) if row else "on"
+
+    def _tx(
+        self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline | None = None
+    ) -> PostgresTx:
+        return PostgresTx(conn, self._clock, pipe, level=self._levels.get(conn, "on"))
 
     def _covered(self, server: Any, durable: bool) -> None:
         """After a commit: a durable commit makes an earlier relaxed one durable only on
@@ -327,7 +342,8 @@ class PostgresStore:
                     result = work(tx)
                     server = self._servers.get(tx._conn)
                 if not tx.relaxed:  # counts only: a restart may lose them, nothing to cover
-                    self._covered(server, durable)
+                    # Begun relaxed, it commits durably all the same where it took the log.
+                    self._covered(server, not tx.deferred)
                 return result
             except Stale as exc:
                 # Each dead connection is dropped by the pool; a server that is down

@@ -72,26 +72,44 @@ ORDER BY 3;
 -- The identity sequence never goes back, so an id is never handed out twice.
 SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
 
+-- name: decision_reads
+-- The inbox's shared lock and decision_lookup's rows in one statement (the function
+-- decision_reads_locked, migration 24), for an inbox that is not lease-fenced (a fenced
+-- one holds its scopes' leases between the two). Named parameters: inbox, idents (a
+-- JSON array of hex digests), relaxed (the relaxed beginning's SET LOCAL with the lock).
+SELECT * FROM decision_reads_locked(%(inbox)s, %(idents)s::json, %(relaxed)s);
+
 -- name: decision_lookup
 -- What a decision reads once its locks are held, in one statement (one snapshot): the
 -- server clock (kind 'clock', in first_seen), the batch's stored records (kind 'stored',
 -- as find_records gives them) and a fresh id for each identity (a JSON array of hex
 -- digests) that no record holds (kind 'fresh', in id). Run after the locks, so the
--- clock is read once they are granted.
+-- clock is read once they are granted. The fresh ids are for the identities the lookup
+-- did not find, so the records are read once, by their identity index: an anti-join
+-- against records instead may be planned (as a generic plan is, with few rows counted)
+-- as a hash of every record of the inbox, a cost that grows with the store.
 WITH wanted AS (
   SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
+), found AS (
+  SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
+  FROM records_read
+  WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
 )
-SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
-FROM records_read
-WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
+SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL
 SELECT 'fresh', nextval(pg_get_serial_sequence('records', 'id')), NULL, NULL, NULL, NULL,
        NULL, NULL
 FROM wanted w
-WHERE NOT EXISTS (SELECT 1 FROM records r WHERE r.inbox_id = %(inbox)s AND r.ident = w.ident)
+WHERE w.ident <> ALL (ARRAY(SELECT ident FROM found))
 UNION ALL
 SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
        extract(epoch FROM clock_timestamp())::double precision, NULL;
+
+-- name: seal_reads_held
+-- The log's lease, held, and seal_reads' rows in one statement (the function
+-- seal_reads_held, migration 24). Parameters: the connection's own synchronous_commit
+-- to go back to (NULL: leave it), limit, block.
+SELECT * FROM seal_reads_held(%s, %s, %s);
 
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
@@ -100,6 +118,8 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 -- of block entries (kind 'tail') and the kept Merkle nodes the appends may hash with
 -- (kind 'node': level in a, index in b; at each kept level, every fourth, those of the
 -- last group of 16 before the log's end). Named parameters: limit, block.
+-- What seal_reads_held runs once it holds the lease, as one statement: kept here so
+-- that tests/test_query_plans.py holds its plans on their indexes.
 (SELECT 'clock' AS kind, NULL::bigint AS a, NULL::bigint AS b, NULL::text AS step,
         NULL::text AS state, NULL::text AS hash, NULL::bytea AS node, NULL::bigint AS record_id,
         NULL::bigint AS revision, NULL::bigint AS inbox_id,
@@ -256,6 +276,11 @@ FROM fences
 WHERE kind = %s AND owner = %s AND name = ANY (ARRAY(SELECT json_array_elements_text(%s::json)))
 ORDER BY name
 FOR UPDATE;
+
+-- name: insist_durability
+-- This transaction's commit waits for its WAL flush after all (it began relaxed, then
+-- took the log outside a pipeline): synchronous_commit back to the connection's own.
+SELECT set_config('synchronous_commit', %s, true);
 
 -- name: append_log
 -- columnar. An entry that seals a record's revision names it (inbox, record, revision):

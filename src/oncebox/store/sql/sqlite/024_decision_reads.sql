@@ -1,0 +1,3 @@
+-- Migration 24 (SQLite): nothing to do. On PostgreSQL a decision's lock and reads,
+-- and a seal's, became server-side functions; SQLite's writer holds the database's one
+-- write lock and reads in its own process, so it has no round trip to save.
