@@ -349,11 +349,20 @@ def split_transactions() -> None:
 def seal_apart() -> None:
     """The mutant of the third negative control: the SQLite store says it lets several
     writers in, so the engine commits each decision without a flush and seals it in a
-    second, durable transaction (the core before the lean ingest). Only the crashing
-    child runs it, to show the harness sees a record committed apart from its seal."""
+    second, durable transaction (the core before the lean ingest), a single delivery's
+    too (on a store of many writers, PostgreSQL, that one is sealed in its own
+    transaction instead). Only the crashing child runs it, to show the harness sees a
+    record committed apart from its seal."""
+    from oncebox.engine import box, durability
     from oncebox.store import sqlite
 
     sqlite.SQLiteStore.single_writer = False  # type: ignore[misc]
+    two = durability.commit_sealed
+
+    def commit_sealed(*args: Any, **kwargs: Any) -> Any:
+        return two(*args, **{**kwargs, "alone": False})
+
+    box.commit_sealed = commit_sealed  # type: ignore[attr-defined]
 
 
 def relax_everything() -> None:
