@@ -21,6 +21,7 @@ from oncebox.engine.replay import kept_in_part, replayable
 from oncebox.engine.views import LISTED
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces.lines import line_for
+from oncebox.surfaces.paging import pages_after
 
 PAGE = 200  # dead letters read per engine call while downloading
 
@@ -93,16 +94,12 @@ def pages(
 ) -> Iterator[list[tuple[str, DeadLetter]]]:
     """Up to ``limit`` dead letters in pages of ``size``, each page read on its own (a
     search, too, a page at a time, each in its own budget)."""
-    after, sent, query = query.after, 0, replace(query, newest=False)
-    while sent < limit:
-        want = min(size, limit - sent)
-        batch = page(box, inboxes, replace(query, after=after), want, preview)
-        if not batch:
-            return
-        yield batch
-        sent, after = sent + len(batch), batch[-1][1].id
-        if len(batch) < want:
-            return
+    query = replace(query, newest=False)
+
+    def read(after: int, want: int) -> list[tuple[str, DeadLetter]]:
+        return page(box, inboxes, replace(query, after=after), want, preview)
+
+    yield from pages_after(read, limit, query.after, size, lambda found: found[1].id)
 
 
 def unreplayable(letter: DeadLetter) -> str | None:

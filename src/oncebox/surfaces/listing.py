@@ -15,9 +15,12 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from oncebox.domain import Quarantined
 from oncebox.engine.box import Oncebox
+from oncebox.engine.tokens import Token
 from oncebox.engine.views import LISTED
 from oncebox.surfaces import letters
+from oncebox.surfaces.paging import pages_after, row_id
 from oncebox.surfaces.views import as_json
 
 PAGE = 100  # rows read (and written out) at a time
@@ -33,21 +36,17 @@ def quarantine_pages(
     names = {active.row.id: active.name for active in box.inboxes}
     if inbox is not None:
         box.inbox(inbox)  # an unknown inbox fails here, before any page
-    sent = 0
-    while sent < limit:
-        size = min(PAGE, limit - sent)
-        rows = box.quarantined(inbox, status, size, after=after, preview=LISTED)
-        if not rows:
-            return
+
+    def read(after: int, size: int) -> list[Quarantined]:
+        return box.quarantined(inbox, status, size, after=after, preview=LISTED)
+
+    for rows in pages_after(read, limit, after, PAGE, row_id):
         originals = box.originals(rows, LISTED)
         yield [
             as_json(row, inbox=names.get(row.inbox_id, f"#{row.inbox_id}"),
                     original=originals.get(row.id))
             for row in rows
         ]  # fmt: skip
-        sent, after = sent + len(rows), rows[-1].id
-        if len(rows) < size:
-            return
 
 
 def letter_pages(
@@ -62,16 +61,12 @@ def letter_pages(
 def token_pages(box: Oncebox, limit: int, after: int = 0) -> Iterator[Rows]:
     """Up to ``limit`` tokens after id ``after``, as JSON, a page at a time; each inbox
     list cut to :data:`LISTED`'s text (never a secret nor an HMAC key)."""
-    sent = 0
-    while sent < limit:
-        size = min(PAGE, limit - sent)
-        found = box.list_tokens(after, size, preview=LISTED)
-        if not found:
-            return
+
+    def read(after: int, size: int) -> list[Token]:
+        return box.list_tokens(after, size, preview=LISTED)
+
+    for found in pages_after(read, limit, after, PAGE, row_id):
         yield [token.to_dict() for token in found]
-        sent, after = sent + len(found), found[-1].id
-        if len(found) < size:
-            return
 
 
 def json_array(

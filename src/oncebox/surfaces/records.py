@@ -18,6 +18,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.finding import Lookup, Order, RecordView
 from oncebox.engine.views import LISTED
 from oncebox.surfaces.listing import PAGE, Rows
+from oncebox.surfaces.paging import pages_after, row_id
 from oncebox.surfaces.views import as_json
 
 PROOF = "/v1/log/proofs/records/{record_id}"  # where a record's inclusion proof is
@@ -47,20 +48,16 @@ def pages(box: Oncebox, inbox: str, query: Query, limit: int) -> Iterator[Rows]:
     """Up to ``limit`` of the inbox's records that ``query`` selects, as JSON, a page at
     a time (each page read on its own, a search too, each in its own budget)."""
     box.inbox(inbox)  # an unknown inbox fails here, before any page
-    after, sent = query.after, 0
-    while sent < limit:
-        size = min(PAGE, limit - sent)
-        found = box.records(
+
+    def read(after: int, size: int) -> list[Record]:
+        return box.records(
             inbox, key=query.key, identity=query.identity, since=query.since,
             until=query.until, search=query.search, after=after, order=query.order,
             limit=size, preview=LISTED,
         )  # fmt: skip
-        if not found:
-            return
+
+    for found in pages_after(read, limit, query.after, PAGE, row_id):
         yield [row(record, inbox) for record in found]
-        sent, after = sent + len(found), found[-1].id
-        if len(found) < size:
-            return
 
 
 def proof_of(record: Record) -> str | None:
