@@ -14,6 +14,7 @@ from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
     from oncebox.engine.decide import Walk
+    from oncebox.engine.decided import Decided
 
 
 def heavier(
@@ -43,6 +44,11 @@ def counted(walk: Walk) -> bool:
         if outcome.seen is not None and outcome.seen.log_seq is None:
             return False
     return True
+
+
+def only_counts(decided: Decided) -> bool:
+    """:func:`counted` of a decided batch's walk."""
+    return counted(decided.walk)
 
 
 _VERDICT_REASON = itemgetter(0, 4)  # an Outcome's (verdict, reason)

@@ -82,6 +82,7 @@ _outcome = partial(tuple.__new__, Outcome)
 _new_record = partial(tuple.__new__, NewRecord)
 _stored = partial(tuple.__new__, Stored)
 _event = partial(tuple.__new__, LogEvent)
+_DUPLICATE = Verdict.DUPLICATE.value  # read once: an enum's value is a Python property
 
 
 class Walk:
@@ -238,6 +239,19 @@ def decide_batch(
     return _write(tx, inbox, walk, now, seal, again)
 
 
+def decide_items(
+    inbox: ActiveInbox,
+    items: Sequence[Prepared],
+    tx: DecisionTx,
+    together: bool,
+    counts_only: bool | None = None,
+) -> Decided:
+    """:func:`decide_batch` with the transaction after the batch, as the durability step
+    calls it (:class:`~oncebox.engine.durability.Light`): a partial over the batch then
+    costs an ingest less than a closure would."""
+    return decide_batch(tx, inbox, items, together, counts_only=counts_only)
+
+
 def _plain_repeat(item: Prepared, seen: Stored) -> bool:
     """Whether ``item`` repeats ``seen`` as a plain duplicate: the same content, of a
     record still kept and already sealed, not delivered again from a dead letter."""
@@ -260,7 +274,7 @@ def _one_duplicate(
     walk.repeats[seen.id] = 1
     if tx.count_duplicates(walk.repeats, now) != 1:
         raise RetryTransaction("a record changed under this batch")
-    tx.count_verdicts(inbox.row.id, int(now // 3600), {(Verdict.DUPLICATE.value, ""): 1})
+    tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE, ""): 1})
     return Decided(inbox.name, walk, (), (), set(), {})
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from typing import Generic, NamedTuple, TypeVar
 
 from oncebox.engine import crashpoints, sealing
@@ -64,13 +65,13 @@ Positions = dict[int, int]  # record id -> log position, for records sealed afte
 
 class Light(NamedTuple, Generic[T]):
     """How a write says it may be nothing but counts. ``work(tx, together, counts_only)``
-    is the write itself; with ``counts_only`` True it raises
-    :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
-    with False where it would write only counts (None: neither). ``counted`` tells
-    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand.
-    A named tuple: one is made per ingest."""
+    is the write itself (``counts_only`` None by default, and passed by name); with
+    ``counts_only`` True it raises :class:`~oncebox.store.base.WrongLevel` before writing
+    where it would write more, with False where it would write only counts (None:
+    neither). ``counted`` tells whether a finished work wrote nothing but counts;
+    ``likely`` guesses it beforehand. A named tuple: one is made per ingest."""
 
-    work: Callable[[Tx, bool, bool | None], T]
+    work: Callable[..., T]
     counted: Callable[[T], bool]
     likely: bool = True
 
@@ -96,6 +97,13 @@ def commit_sealed(
     sealed in its own transaction where the store has many writers
     (:func:`_sealed_in_place`); a batch's seal stays a transaction of its own, so that
     the rows it locks are let go before it waits for the log."""
+    if (not seal or store.single_writer) and light is not None and not store.relaxes_late:
+        # SQLite's usual ingest, first: it makes no closure and no flag it does not use.
+        result = _chosen_up_front(store, light, seal)
+        if watched:
+            crashpoints.reach(crashpoints.AFTER_COMMIT)
+            crashpoints.reach(crashpoints.AFTER_SEAL)
+        return result, None
     relaxed = [False]
 
     def run(tx: Tx, together: bool) -> T:
@@ -106,10 +114,7 @@ def commit_sealed(
         return result
 
     if not seal or store.single_writer:
-        if light is not None and not store.relaxes_late:
-            result = _chosen_up_front(store, light, seal)
-        else:
-            result = store.atomic(lambda tx: run(tx, seal))
+        result = store.atomic(lambda tx: run(tx, seal))
         if watched:
             crashpoints.reach(crashpoints.AFTER_COMMIT)
             crashpoints.reach(crashpoints.AFTER_SEAL)
@@ -158,21 +163,17 @@ def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
     have written against), and runs again at the other. If the store changed in
     between, a third run takes the flush whatever it writes."""
 
-    def relaxed() -> T:
-        return store.atomic(lambda tx: light.work(tx, seal, True), durable=False)
-
-    def flushed() -> T:
-        return store.atomic(lambda tx: light.work(tx, seal, False))
-
-    first, then = (relaxed, flushed) if light.likely else (flushed, relaxed)
+    # Partials, not closures: one is made per ingest, and a closure costs several times more.
+    first = partial(light.work, together=seal, counts_only=light.likely)
     try:
-        return first()
+        return store.atomic(first, durable=not light.likely)
     except WrongLevel:
         pass
+    then = partial(light.work, together=seal, counts_only=not light.likely)
     try:
-        return then()
+        return store.atomic(then, durable=light.likely)
     except WrongLevel:
-        return store.atomic(lambda tx: light.work(tx, seal, None))
+        return store.atomic(partial(light.work, together=seal))
 
 
 def _reach(watched: bool, point: str) -> None:

@@ -5,7 +5,7 @@ opens, commits and rolls these back is :mod:`oncebox.store.sqlite`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import apsw
@@ -139,6 +139,21 @@ class SQLiteTx(SqlTx):
             return {k: v for i in idents for k, v in self.find_records(inbox_id, [i]).items()}
         found = self._rows("find_records", (inbox_id, packed), Stored)
         return {bytes(row.ident): row for row in found}
+
+    def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
+        if len(repeats) != 1:
+            return super().count_duplicates(repeats, now)
+        # A single delivery's: its one row run as it is, without a batch's sort and list.
+        ((record_id, n),) = repeats.items()
+        self._cursor.execute(_TEXT["count_duplicates"], (record_id, n, now))
+        return int(self._conn.changes())
+
+    def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
+        if len(counts) != 1:
+            super().count_verdicts(inbox_id, hour, counts)
+            return
+        (((verdict, reason), n),) = counts.items()  # a single delivery's one count
+        self._cursor.execute(_TEXT["count_verdict"], (inbox_id, hour, verdict, reason, n))
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
