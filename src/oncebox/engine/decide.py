@@ -82,7 +82,10 @@ _outcome = partial(tuple.__new__, Outcome)
 _new_record = partial(tuple.__new__, NewRecord)
 _stored = partial(tuple.__new__, Stored)
 _event = partial(tuple.__new__, LogEvent)
-_DUPLICATE = Verdict.DUPLICATE.value  # read once: an enum's value is a Python property
+# Read once: on Python 3.11 every ``Verdict.X`` goes through the enum metaclass's
+# __getattr__ (several hundred instructions), and ``.value`` is a Python property.
+_ACCEPTED, _DUPLICATE = Verdict.ACCEPTED, Verdict.DUPLICATE
+_DUPLICATE_VALUE = _DUPLICATE.value
 
 
 class Walk:
@@ -152,11 +155,11 @@ class Walk:
             self.firsts.append(index)
             self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
             row = len(self.records) - 1
-            self.outcomes.append(_outcome((Verdict.ACCEPTED, item, row, None, "", "")))
+            self.outcomes.append(_outcome((_ACCEPTED, item, row, None, "", "")))
             return
         if seen.witness == witness and seen.evicted_at is None:
             self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
-            self.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+            self.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
             return
         verdict = classify(seen.witness, witness)
         if verdict is Verdict.DUPLICATE:
@@ -270,11 +273,11 @@ def _one_duplicate(
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
     without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
     walk = Walk({}, ())
-    walk.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+    walk.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
     walk.repeats[seen.id] = 1
     if tx.count_duplicates(walk.repeats, now) != 1:
         raise RetryTransaction("a record changed under this batch")
-    tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE, ""): 1})
+    tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})
     return Decided(inbox.name, walk, (), (), set(), {})
 
 
@@ -295,7 +298,7 @@ def _write(
     # Nothing to log for a batch of repeats and refusals alone (duplicates, late replays).
     logged = walk.outcomes if walk.records or walk.newcomers or walk.retried else ()
     for index, outcome in enumerate(logged):
-        if outcome.verdict is Verdict.ACCEPTED:
+        if outcome.verdict is _ACCEPTED:
             record = walk.records[outcome.row]
             state = log.record_state_text(
                 name, record.id, record.identity, record.witness.hex(), 1,

@@ -16,6 +16,9 @@ from oncebox.errors import ApplyError
 
 OutcomeT = TypeVar("OutcomeT", bound="_Outcome")
 _DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+# Read once: on Python 3.11 the enum's metaclass has a __getattr__, which makes every
+# ``Verdict.X`` a slow lookup (several hundred instructions); these run per delivery.
+_ACCEPTED, _DUPLICATE = Verdict.ACCEPTED, Verdict.DUPLICATE
 
 
 def classify(existing_witness: bytes | None, witness: bytes) -> Verdict:
@@ -75,15 +78,15 @@ def quick_decisions(
     facts set one by one instead of through keyword arguments (which cost more than the
     object itself); the rest by ``other``. ``sealed`` gives the log positions of records
     sealed in the batch."""
-    accepted, duplicate = template(inbox, Verdict.ACCEPTED), template(inbox, Verdict.DUPLICATE)
+    accepted, duplicate = template(inbox, _ACCEPTED), template(inbox, _DUPLICATE)
     made = []
     new = object.__new__
     for index, outcome in enumerate(outcomes):
         verdict, identity = outcome.verdict, outcome.item.identity
-        if verdict is Verdict.ACCEPTED and identity is not None:
+        if verdict is _ACCEPTED and identity is not None:
             record_id, revision, position = records[outcome.row].id, 1, None
             shared = accepted
-        elif verdict is Verdict.DUPLICATE and not outcome.reason and outcome.seen is not None:
+        elif verdict is _DUPLICATE and not outcome.reason and outcome.seen is not None:
             seen = outcome.seen
             record_id, revision, position = seen.id, seen.revision, seen.log_seq
             shared = duplicate

@@ -140,6 +140,21 @@ class SQLiteTx(SqlTx):
         found = self._rows("find_records", (inbox_id, packed), Stored)
         return {bytes(row.ident): row for row in found}
 
+    def reserve_record_ids(self, n: int) -> list[int]:
+        if n != 1:
+            return super().reserve_record_ids(n)
+        return [int(self._all("reserve_record_id")[0][0])]  # a single delivery's one id
+
+    def held(
+        self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
+    ) -> dict[str, LeaseState]:
+        """One name (the sealer's, a single delivery's scope) looked up by itself; BEGIN
+        IMMEDIATE holds the write lock already, so ``exclusive`` changes nothing here."""
+        if len(names) != 1:
+            return super().held(kind, owner, names, exclusive)
+        found = self._rows("held_lease", (kind, owner, names[0]), LeaseState)
+        return {row.name: row for row in found}
+
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         if len(repeats) != 1:
             return super().count_duplicates(repeats, now)

@@ -50,6 +50,13 @@ WITH RECURSIVE used(top) AS (
 ), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
 SELECT top + i FROM used, n ORDER BY i;
 
+-- name: reserve_record_id
+-- reserve_record_ids for one id (a single ingest): the same id, without the recursive
+-- count and its ORDER BY, whose temporary tables cost it several times more.
+SELECT max(coalesce((SELECT max(id) FROM records), 0),
+           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+       + 1;
+
 -- name: remember_dropped_id
 INSERT INTO meta (key, value) VALUES ('record_ids_used', CAST(? AS TEXT))
 ON CONFLICT (key) DO UPDATE
@@ -161,6 +168,12 @@ RETURNING id AS record_id, ident, witness, first_seen, seen_count - 1 AS duplica
 -- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to hold.
 SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
 FROM fences WHERE kind = ? AND owner = ? AND name IN (SELECT value FROM json_each(?));
+
+-- name: held_lease
+-- held_leases for one name (the sealer's, a single delivery's scope), on the primary
+-- key: no JSON array to read back into a temporary table.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? AND name = ?;
 
 -- name: held_leases_exclusive
 -- The same: SQLite has one writer at a time whatever is read.
