@@ -1,7 +1,7 @@
 """SQLite's statements for a single delivery (issue 24) read and write exactly what the
 batch statements beside them do: one record id reserved without the recursive count, one
-lease looked up by its key instead of through a JSON array, one duplicate's count and one
-verdict count run as their one row; and the transaction objects each thread reuses begin
+lease looked up by its key instead of through a JSON array, one delivery's record read
+without a batch's steps, one duplicate's count and one verdict count run as their one row; and the transaction objects each thread reuses begin
 at the level asked for."""
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def test_single_statements_decide_and_store_as_the_batch_ones(steps: list[Any], 
     deliveries again from them, evictions): the same decisions and the same tables with
     the single-row statements as with the batch statements only."""
     fast = _run_steps(steps, seal)
-    with mock.patch.multiple(SQLiteTx, **GENERAL):
+    with mock.patch.multiple(SQLiteTx, decision_reads=SQLiteTx._reads, **GENERAL):
         general = _run_steps(steps, seal)
     assert fast == general
 

@@ -123,6 +123,15 @@ class SQLiteTx(SqlTx):
     ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
         """:class:`SqlTx`'s reads, one after another, less the identity lock that
         BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
+        if scopes is None and len(idents) == 1:  # a single delivery of an unfenced inbox
+            ident = idents[0]
+            found = self._rows("find_record", (inbox_id, ident), Stored)
+            return {}, float(self._clock()), {ident: found[0]} if found else {}, None
+        return self._reads(inbox_id, idents, scopes)
+
+    def _reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
         names = sorted(set(scopes)) if scopes else []
         leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
         return leases, float(self._clock()), self.find_records(inbox_id, idents), None
