@@ -245,13 +245,13 @@ def decide_batch(
 def decide_items(
     inbox: ActiveInbox,
     items: Sequence[Prepared],
-    tx: DecisionTx,
     together: bool,
-    counts_only: bool | None = None,
+    counts_only: bool | None,
+    tx: DecisionTx,
 ) -> Decided:
-    """:func:`decide_batch` with the transaction after the batch, as the durability step
-    calls it (:class:`~oncebox.engine.durability.Light`): a partial over the batch then
-    costs an ingest less than a closure would."""
+    """:func:`decide_batch` with the transaction last, as the durability step calls it
+    (:class:`~oncebox.engine.durability.Light`): a partial over the batch then costs an
+    ingest less than a closure would."""
     return decide_batch(tx, inbox, items, together, counts_only=counts_only)
 
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from oncebox.engine import crashpoints, sealing
 from oncebox.store.base import Store, Tx, WrongLevel
@@ -64,28 +64,36 @@ Positions = dict[int, int]  # record id -> log position, for records sealed afte
 
 
 class Light(NamedTuple, Generic[T]):
-    """How a write says it may be nothing but counts. ``work(tx, together, counts_only)``
-    is the write itself (``counts_only`` None by default, and passed by name); with
-    ``counts_only`` True it raises :class:`~oncebox.store.base.WrongLevel` before writing
-    where it would write more, with False where it would write only counts (None:
-    neither). ``counted`` tells whether a finished work wrote nothing but counts;
-    ``likely`` guesses it beforehand. A named tuple: one is made per ingest."""
+    """How a write says it may be nothing but counts. ``work(together, counts_only, tx)``
+    is the write itself, its transaction last so that a partial binds the rest (a
+    closure or keywords cost an ingest more); with ``counts_only`` True it raises
+    :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
+    with False where it would write only counts (None: neither). ``counted`` tells
+    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand.
+    A named tuple: one is made per ingest."""
 
-    work: Callable[..., T]
+    work: Callable[[bool, bool | None, Tx], T]
     counted: Callable[[T], bool]
     likely: bool = True
 
 
+# A Light from its three fields at C speed (a named tuple's own __new__ is Python).
+make_light: Callable[[tuple[Callable[..., Any], Callable[[Any], bool], bool]], Light[Any]] = (
+    partial(tuple.__new__, Light)
+)
+
+
 def commit_sealed(
     store: Store,
-    work: Callable[[Tx, bool], T],
+    work: Callable[[Tx, bool], T] | None,
     seal: bool = True,
     *,
     watched: bool = False,
     light: Light[T] | None = None,
     alone: bool = False,
 ) -> tuple[T, Positions | None]:
-    """Run ``work(tx, together)`` in a write transaction and make it, and the log events
+    """Run ``work(tx, together)`` (None where ``light`` gives the write instead) in a
+    write transaction and make it, and the log events
     it writes, durable with one flush. ``together`` tells ``work`` to append its events
     to the log inside the transaction (where the store lets one writer in at a time);
     otherwise it queues them and they are sealed right after the commit, whose positions
@@ -108,8 +116,9 @@ def commit_sealed(
 
     def run(tx: Tx, together: bool) -> T:
         if light is None:
+            assert work is not None
             return work(tx, together)
-        result = light.work(tx, together, None)
+        result = light.work(together, None, tx)
         relaxed[0] = light.counted(result) and tx.relax()  # False where it began flushed
         return result
 
@@ -164,16 +173,14 @@ def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
     between, a third run takes the flush whatever it writes."""
 
     # Partials, not closures: one is made per ingest, and a closure costs several times more.
-    first = partial(light.work, together=seal, counts_only=light.likely)
     try:
-        return store.atomic(first, durable=not light.likely)
+        return store.atomic(partial(light.work, seal, light.likely), durable=not light.likely)
     except WrongLevel:
         pass
-    then = partial(light.work, together=seal, counts_only=not light.likely)
     try:
-        return store.atomic(then, durable=light.likely)
+        return store.atomic(partial(light.work, seal, not light.likely), durable=light.likely)
     except WrongLevel:
-        return store.atomic(partial(light.work, together=seal))
+        return store.atomic(partial(light.work, seal, None))
 
 
 def _reach(watched: bool, point: str) -> None:
