@@ -2,8 +2,9 @@
 
 It lists the tokens newest first, 50 a page (name, scopes, inboxes cut as listings cut
 them, created, expires, last used, revoked), shows one with its whole inbox list,
-creates one with scopes, inboxes and an expiry, and revokes one. A new token's secret is shown once, on the page the creating
-form answers with (never kept, never redirected to, never cached), and nowhere again.
+creates one with scopes, inboxes and an expiry, and revokes one. A new token's secret
+is shown once, on the page the creating form answers with (never kept, never redirected
+to, never cached), and nowhere again.
 Creating and revoking are forms like any other (:data:`~.session.Actor`: a live session,
 its CSRF value, not read-only), logged with the admin's token name as the actor. No rule
 lives here: the engine checks names, scopes, inboxes and expiry (:mod:`oncebox.engine.tokens`).
