@@ -92,17 +92,16 @@ def commit_sealed(
     light: Light[T] | None = None,
     alone: bool = False,
 ) -> tuple[T, Positions | None]:
-    """Run ``work(tx, together)`` (None where ``light`` gives the write instead) in a
-    write transaction and make it, and the log events
+    """Run ``work(tx, together)`` in a write transaction and make it, and the log events
     it writes, durable with one flush. ``together`` tells ``work`` to append its events
     to the log inside the transaction (where the store lets one writer in at a time);
     otherwise it queues them and they are sealed right after the commit, whose positions
     come back (None when they were appended in the transaction, or sealing is deferred).
     Returns only once everything is durable, except counts where ``light`` (then used
-    instead of ``work``) found the write was nothing but counts. A ``watched`` write (an
-    ingest) passes the crash harness's points after its commit and after its seal
-    (:mod:`oncebox.engine.crashpoints`). An ``alone`` write (a single delivery) is
-    sealed in its own transaction where the store has many writers
+    instead of ``work``, which may be None) found the write was nothing but counts. A
+    ``watched`` write (an ingest) passes the crash harness's points after its commit
+    and after its seal (:mod:`oncebox.engine.crashpoints`). An ``alone`` write (a single
+    delivery) is sealed in its own transaction where the store has many writers
     (:func:`_sealed_in_place`); a batch's seal stays a transaction of its own, so that
     the rows it locks are let go before it waits for the log."""
     if (not seal or store.single_writer) and light is not None and not store.relaxes_late:
