@@ -1,8 +1,8 @@
 """SQLite's statements for a single delivery (issue 24) read and write exactly what the
 batch statements beside them do: one record id reserved without the recursive count, one
 lease looked up by its key instead of through a JSON array, one delivery's record read
-without a batch's steps, one duplicate's count and one verdict count run as their one row; and the transaction objects each thread reuses begin
-at the level asked for."""
+without a batch's steps, one duplicate's count and one verdict count run as their one
+row; and the transaction objects each thread reuses begin at the level asked for."""
 
 from __future__ import annotations
 
