@@ -54,6 +54,7 @@ WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)
 -- seal_positions (migration 14, read through records_read). In identity order: two
 -- batches that share identities wait on each other's uncommitted rows in one order, so
 -- they queue instead of deadlocking (no identity locks are taken before).
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
                      log_seq, key)
@@ -111,6 +112,14 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 -- to go back to (NULL: leave it), limit, block.
 SELECT * FROM seal_reads_held(%s, %s, %s);
 
+-- name: seal_reads_after
+-- seal_reads_held in the statement of the writes held before it (store/pgfold.py folds
+-- them in as WITH parts, their counts in counts): its first argument waits for their
+-- sum, so the log is taken once every row those writes lock is locked, as when they
+-- were statements of their own before it. Each row: the writes' counts, then the reads.
+SELECT c.*, s.* FROM counts AS c
+CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s) AS s;
+
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
 -- one statement (one snapshot): the clock (kind 'clock'), the queue's next events (kind
@@ -140,12 +149,14 @@ UNION ALL
 
 -- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 UPDATE records SET seen_count = seen_count + t.n, last_seen = t.now
 FROM unnest(%b::bigint[], %b::bigint[], %b::float8[]) AS t(id, n, now)
 WHERE records.id = t.id;
 
 -- name: count_late_replays
 -- columnar; rows (record id, repeats, now, greatest lateness).
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 UPDATE records
 SET late_replays = late_replays + t.n, last_seen = t.now,
     max_lateness = greatest(max_lateness, t.lateness)
@@ -337,6 +348,7 @@ DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
 -- columnar; rows (inbox, hour, verdict, reason, n), one per (verdict, reason), sorted so
 -- that concurrent batches lock the counter rows in one order (count_verdict, a batch
 -- at once); an upsert: one row each.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n)
 SELECT inbox_id, hour, verdict, reason, n
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bigint[])
@@ -347,6 +359,7 @@ SET n = verdict_counts.n + excluded.n;
 
 -- name: queue_logs
 -- columnar; queue order is seal order, so the rows keep theirs.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO log_pending (step, state, record_id, revision, inbox_id)
 SELECT step, state, record_id, revision, inbox_id
 FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
