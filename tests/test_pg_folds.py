@@ -246,3 +246,28 @@ def test_the_log_is_taken_after_the_rows_the_writes_before_it_lock(pg_url: str) 
                 holder.rollback()
                 thread.join(30)
         assert len(free) == 1 and decided == [Verdict.ACCEPTED]
+
+
+def test_a_duplicate_s_counts_keep_the_plan_made_once(pg_url: str) -> None:
+    """A prepared statement is planned for its values five times, then once for any
+    (generic) if that plan costs no more: the duplicate's counts, folded, get there; a
+    join planned for a one-element array it knows was always cheaper, and was planned
+    again on every call."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # no analyze to replan it
+        for table in ("records", "verdict_counts"):
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+    with oncebox.open(pg_url, inboxes=[LISTING]) as box:
+        box.ingest_batch("listing", [event(i) for i in range(1_000)])  # a table to join
+    sql = _foldable()
+    statement = pgfold.folded((sql["count_duplicates"], sql["count_verdicts"]))
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        pgarrays.register(conn)
+        for _ in range(12):
+            params = [*pgarrays.columns(sql["count_duplicates"], [(1, 1, 1.0)])]
+            params += pgarrays.columns(sql["count_verdicts"], [(1, 0, "duplicate", "", 1)])
+            assert conn.execute(statement, params, prepare=True).fetchone() == (1, 1)
+        plans = conn.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE 'WITH w0 AS%'"
+        ).fetchall()
+    assert plans == [(7, 5)], plans
