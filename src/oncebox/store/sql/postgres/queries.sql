@@ -88,13 +88,18 @@ SELECT * FROM decision_reads_locked(%(inbox)s, %(idents)s::json, %(relaxed)s);
 -- clock is read once they are granted. The fresh ids are for the identities the lookup
 -- did not find, so the records are read once, by their identity index: an anti-join
 -- against records instead may be planned (as a generic plan is, with few rows counted)
--- as a hash of every record of the inbox, a cost that grows with the store.
+-- as a hash of every record of the inbox, a cost that grows with the store; and each
+-- identity is looked up on its own (a lateral subquery OFFSET 0 keeps apart), by the
+-- whole index, where an = ANY of them was planned, on such statistics, as a read of
+-- the inbox's every record filtered (migration 25).
 WITH wanted AS (
   SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
 ), found AS (
-  SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
-  FROM records_read
-  WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
+  SELECT 'stored' AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
+         r.first_seen, r.log_seq
+  FROM wanted w CROSS JOIN LATERAL (
+    SELECT * FROM records_read s WHERE s.inbox_id = %(inbox)s AND s.ident = w.ident OFFSET 0
+  ) r
 )
 SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL

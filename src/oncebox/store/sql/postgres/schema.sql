@@ -92,6 +92,8 @@ FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = 
 -- the lock is granted; inside a VOLATILE function at READ COMMITTED each query takes a
 -- new one, so the lookup sees what committed while the lock was waited for, as it did
 -- when it came in the statement after the lock's. The decision itself stays in Python.
+-- Each identity is looked up on its own (a lateral subquery the planner keeps apart):
+-- by the whole identity index, whatever the statistics say (migration 25).
 CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents json, p_relaxed boolean)
 RETURNS TABLE (kind text, id bigint, ident bytea, witness bytea, revision integer,
                evicted_at double precision, first_seen double precision, log_seq bigint)
@@ -108,8 +110,9 @@ BEGIN
   ), found AS (
     SELECT 'stored'::text AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
            r.first_seen, r.log_seq
-    FROM records_read r
-    WHERE r.inbox_id = p_inbox AND r.ident = ANY (ARRAY(SELECT w.ident FROM wanted w))
+    FROM wanted w CROSS JOIN LATERAL (
+      SELECT * FROM records_read s WHERE s.inbox_id = p_inbox AND s.ident = w.ident OFFSET 0
+    ) r
   )
   SELECT f.kind, f.id, f.ident, f.witness, f.revision, f.evicted_at, f.first_seen, f.log_seq
   FROM found f
