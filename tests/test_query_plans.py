@@ -414,3 +414,36 @@ def test_postgres_a_decision_s_reads_take_a_few_pages_before_analyze(pg_url: str
                 plan = explained[0]["Plan"]
                 pages.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
             assert max(pages[1:]) < 30, pages  # the first reads the catalogs as well
+
+
+def test_postgres_a_seal_s_reads_take_a_few_pages_before_analyze(pg_url: str) -> None:
+    """What a seal reads on a store that grew faster than autovacuum analyzes it: the
+    log's last block and, at each kept level, the nodes of the last group of 16, by
+    their whole key (level, index range), not every kept node of those levels (a tenth
+    of the log's length, as a join planned on such statistics once read them). Read
+    through the function the store calls, counted in buffers, not timed."""
+    entries = 160_000
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for table in ("log", "merkle_nodes"):  # never analyzed since they grew
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        conn.execute(
+            "INSERT INTO log (seq, step, state, hash) SELECT g, 'accept', 'state ' || g,"
+            f" md5(g::text) FROM generate_series(1, {entries}) g"
+        )
+        for level in (4, 8, 12, 16):
+            conn.execute(
+                "INSERT INTO merkle_nodes (level, idx, hash) SELECT %s, g, sha256(int8send(g))"
+                " FROM generate_series(0, %s) g",
+                (level, (entries >> level) - 1),
+            )
+        pages = []
+        for _ in range(8):  # past the function's custom plans: its generic one too
+            conn.execute("BEGIN")
+            [(explained,)] = conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+                " SELECT * FROM seal_reads_held(NULL, 1000, 16)"
+            ).fetchall()
+            conn.execute("ROLLBACK")
+            plan = explained[0]["Plan"]
+            pages.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+        assert max(pages[1:]) < 80, pages  # the first reads the catalogs as well

@@ -143,13 +143,18 @@ UNION ALL
  FROM log_pending ORDER BY id LIMIT %(limit)s)
 UNION ALL
 (SELECT 'tail', seq, NULL, step, state, hash, NULL, NULL, NULL, NULL, NULL FROM log
- WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %(block)s * %(block)s + 1 FROM log))
+ WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %(block)s * %(block)s + 1 FROM log)
+ ORDER BY seq LIMIT %(block)s)
 UNION ALL
 (SELECT 'node', l.level, m.idx, NULL, NULL, NULL, m.hash, NULL, NULL, NULL, NULL
  FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
  CROSS JOIN generate_series(4, 60, 4) AS l(level)
- JOIN merkle_nodes m ON m.level = l.level
-     AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
+ CROSS JOIN LATERAL (
+   SELECT k.idx, k.hash FROM merkle_nodes k
+   WHERE k.level = l.level AND k.idx >= ((h.n >> l.level) >> 4) << 4
+     AND k.idx < (h.n >> l.level)
+   OFFSET 0
+ ) AS m
  WHERE (h.n >> l.level) > 0);
 
 -- name: count_duplicates

@@ -136,6 +136,9 @@ $$;
 -- clock, the queue's next p_limit events, the log's last block of p_block entries and
 -- the kept Merkle nodes. The lease comes as kind 'lease' (owner in a, token in b, name
 -- in step, holder in state, issued_at in clock). It reads; the seal hashes in Python.
+-- Each level's kept nodes are read by their whole key, (level, index) in a range, in a
+-- lateral subquery the planner keeps apart, and the log's last block in position order,
+-- a block at most, so that only the log's index reads it (migration 25).
 CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer)
 RETURNS TABLE (kind text, a bigint, b bigint, step text, state text, hash text,
                node bytea, record_id bigint, revision bigint, inbox_id bigint,
@@ -168,15 +171,20 @@ BEGIN
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM log l
-  WHERE l.seq >= (SELECT (coalesce(max(t.seq), 1) - 1) / p_block * p_block + 1 FROM log t);
+  WHERE l.seq >= (SELECT (coalesce(max(t.seq), 1) - 1) / p_block * p_block + 1 FROM log t)
+  ORDER BY l.seq LIMIT p_block;
   RETURN QUERY
   SELECT 'node'::text, g.level::bigint, m.idx, NULL::text, NULL::text, NULL::text, m.hash,
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM (SELECT coalesce(max(t.seq), 0) AS n FROM log t) AS h
   CROSS JOIN generate_series(4, 60, 4) AS g(level)
-  JOIN merkle_nodes m ON m.level = g.level
-       AND m.idx >= ((h.n >> g.level) >> 4) << 4 AND m.idx < (h.n >> g.level)
+  CROSS JOIN LATERAL (
+    SELECT k.idx, k.hash FROM merkle_nodes k
+    WHERE k.level = g.level AND k.idx >= ((h.n >> g.level) >> 4) << 4
+      AND k.idx < (h.n >> g.level)
+    OFFSET 0
+  ) AS m
   WHERE (h.n >> g.level) > 0;
 END;
 $$;

@@ -1,3 +1,0 @@
--- Migration 25 (SQLite): nothing to do. On PostgreSQL a decision's lookup, a function
--- of migration 24, reads each identity by the whole identity index whatever its
--- statistics say; SQLite's find_records already reads records by their identity.
