@@ -171,7 +171,7 @@ class SealingTx(PipelinedTx):
                 inbox,
                 at,
                 *until,
-            ) in (row[counted:] for row in rows):
+            ) in [row[counted:] for row in rows] if counted else rows:
                 if kind == "pending":
                     pending.append(PendingEvent(a, step, state, record, revision, inbox))
                 elif kind == "tail":
