@@ -271,3 +271,27 @@ def test_a_duplicate_s_counts_keep_the_plan_made_once(pg_url: str) -> None:
             " WHERE statement LIKE 'WITH w0 AS%'"
         ).fetchall()
     assert plans == [(7, 5)], plans
+
+
+def test_the_log_taken_with_writes_folded_in_sets_the_durable_level_back(pg_url: str) -> None:
+    """A transaction begun relaxed whose writes fold into the statement that takes the
+    log commits durably all the same: that statement sets the session's own level back
+    (here one the relaxed level is not)."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{admin.info.dbname}" SET synchronous_commit = remote_write')
+    with oncebox.open(pg_url, inboxes=[LISTING]) as box:
+        box.ingest("listing", event(1))  # the inbox, this hour's counter row
+    store = PostgresStore(pg_url)
+    level = "SELECT current_setting('synchronous_commit')"
+    try:
+        with store._piped() as tx:
+            tx.relax_durability()
+            relaxed = tx.execute(level)
+            tx.count_verdicts(1, 0, {("duplicate", ""): 1})
+            assert tx._held, "held to go with the log's statement"
+            fence.held(tx, SEALER)
+            assert not tx._held
+            durable = tx.execute(level)
+    finally:
+        store.close()
+    assert (relaxed, durable) == ([("off",)], [("remote_write",)])
