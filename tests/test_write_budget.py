@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+# Appended, not put first: bench/http.py would shadow the standard library's http
+# for every module this worker imports after this one (http.server, http.client).
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 import budget
 
 # Half of the pages the two-transaction core wrote per single accepted delivery.
