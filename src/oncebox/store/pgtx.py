@@ -211,9 +211,16 @@ class PostgresTx(PipelinedTx):
         elif idents:
             self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+    def insert_records(
+        self,
+        inbox_id: int,
+        records: Sequence[NewRecord],
+        now: float,
+        positions: Mapping[int, int] | None = None,
+    ) -> int:
         try:
-            self._send_many("insert_records", self._record_rows(inbox_id, records, now))
+            rows = self._record_rows(inbox_id, records, now, positions)
+            self._send_many("insert_records", rows)
         except pg_errors.UniqueViolation as exc:
             if not lost_identity(exc):
                 raise

@@ -105,9 +105,17 @@ class Deciding(Clock, Protocol):
         """The stored records and tombstones among these identity digests."""
         ...
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+    def insert_records(
+        self,
+        inbox_id: int,
+        records: Sequence[NewRecord],
+        now: float,
+        positions: Mapping[int, int] | None = None,
+    ) -> int:
         """Insert in order; how many went in (one a concurrent writer inserted first is
-        left out, and the caller decides again)."""
+        left out, and the caller decides again). ``positions`` (record id -> log
+        position), where given, are the records' ``log_seq``: their seals were appended
+        in this transaction."""
         ...
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
