@@ -13,7 +13,7 @@ from oncebox.domain import Stored, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
-    from oncebox.engine.decide import Walk
+    from oncebox.engine.walk import Walk
 
 
 def heavier(
