@@ -132,13 +132,9 @@ class SQLiteTx(SqlTx):
             return {}
         if len(idents) == 1:
             found = self._rows("find_record", (inbox_id, idents[0]), Stored)
-            return {bytes(row.ident): row for row in found}
-        # Each identity is a SHA-256, 32 bytes: one blob holds them all, end to end.
-        packed = b"".join(idents)
-        if len(packed) != 32 * len(idents):  # not digests: each looked up on its own
-            return {k: v for i in idents for k, v in self.find_records(inbox_id, [i]).items()}
-        found = self._rows("find_records", (inbox_id, packed), Stored)
-        return {bytes(row.ident): row for row in found}
+        else:  # bound as one array, which SQLite reads without calling back into Python
+            found = self._rows("find_records", (inbox_id, apsw.carray(tuple(idents))), Stored)
+        return {row[1]: row for row in found}  # keyed by ident (a blob is read as bytes)
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
