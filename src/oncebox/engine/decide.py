@@ -26,7 +26,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Protocol
 
-from oncebox.domain import CONFLICT_REASON, LogEvent, Stored, Verdict
+from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecord, Stored, Verdict
 from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
@@ -146,10 +146,7 @@ def _write(
     records = walk.records
     states = log.first_revision_states(name, records) if records else []
     if not (walk.newcomers or walk.retried):
-        # Only new records log: one seal each, in their deliveries' order, which is the
-        # records' own (checked against the loop below in tests/test_cpu_round_four.py).
-        events = list(map(_event, zip(repeat("accept"), states, map(itemgetter(0), records),
-                                      repeat(1), repeat(inbox_id))))  # fmt: skip
+        events = _seal_events(inbox_id, records, states)
     else:
         events = _events(tx, inbox_id, name, walk, states, kept, opened, now, again)
     positions = sealing.record_events(tx, events, seal) if events else {}
@@ -174,6 +171,17 @@ def _write(
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox_id, int(now // 3600), verdict_counts(walk))
     return Decided(name, walk, kept, letter_ids, opened, positions)
+
+
+def _seal_events(
+    inbox_id: int, records: Sequence[NewRecord], states: Sequence[str]
+) -> list[LogEvent]:
+    """The log events of a batch whose only events are its new records' seals (no
+    newcomer, no delivery again): one a record, in their deliveries' order, which is the
+    records' own; made at C speed, without the loop over every outcome that
+    :func:`_events` runs (checked against it in tests/test_cpu_round_four.py)."""
+    ids = map(itemgetter(0), records)
+    return list(map(_event, zip(repeat("accept"), states, ids, repeat(1), repeat(inbox_id))))
 
 
 def _events(

@@ -1,0 +1,232 @@
+"""The fourth CPU round (a batch's own loops) gives exactly what the general code gives:
+the walk's loop against each delivery fenced, refused or decided on its own; a batch
+prepared in one loop against each delivery prepared alone; the new records' state texts
+against ``record_state_text``; a batch's seal events made at once against the general
+loop over its outcomes; record rows with their log positions against the records
+rebuilt with them. Each over generated batches (Hypothesis, derandomized)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import event_body
+from oncebox.domain import Arrival, NewRecord, Stored
+from oncebox.engine import decide, leases, log
+from oncebox.engine.ingest import Prepared, prepare, prepare_all
+from oncebox.engine.walk import Walk
+from oncebox.formats import Delivery, Oversize, Unreadable, get_codec
+from oncebox.store.sqltx.records import RecordsSql
+
+texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
+keys = st.integers(0, 4).map(str)
+bodies = st.sampled_from([b"a", b"b", b"", b"\x00", b'{"id": 1}'])
+
+
+def _walk_state(walk: Walk) -> tuple[Any, ...]:
+    return (walk.outcomes, walk.records, walk.firsts, walk.repeats, walk.late,
+            walk.newcomers, walk.letters, walk.seen)  # fmt: skip
+
+
+def _item(codec_name: str, key: str | None, body: bytes) -> Prepared:
+    """A keyed delivery, or a json-event one (its notification id the key, ``body`` its
+    payload's status, one that is no text an invalid event): events have fields."""
+    if codec_name == "keyed":
+        return prepare(get_codec("keyed"), Delivery(body, key=key))
+    status = body.decode("latin-1")
+    text = event_body(key or "", payload={"status": status}) if body != b"\x00" else b"{"
+    return prepare(get_codec("json-event"), Delivery(text))
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(["keyed", "json-event"]),
+    st.lists(st.tuples(st.none() | keys, bodies, st.booleans()), max_size=14),
+    st.dictionaries(
+        keys,
+        st.tuples(bodies, st.none() | st.integers(1, 99), st.booleans()),
+    ),
+    st.sampled_from(["stale_token", "expired_lease"]),
+)
+def test_the_walks_loop_decides_as_each_delivery_alone(
+    codec_name: str,
+    deliveries: list[tuple[str | None, bytes, bool]],
+    stored_as: dict[str, tuple[bytes, int | None, bool]],
+    reason: str,
+) -> None:
+    """``Walk.walk`` (new deliveries and plain repeats in line) leaves what ``fence``,
+    ``reject`` and ``decide`` leave called one by one: new (with fields or none),
+    repeated in the batch, repeating a stored record or a tombstone (a late replay),
+    conflicting, refused, fenced out."""
+    stored = {}
+    for key, (body, log_seq, evicted) in stored_as.items():
+        item = _item(codec_name, key, body)
+        if item.ident is None or item.witness is None:
+            continue
+        stored[item.ident] = Stored(100 + int(key), item.ident, item.witness, 1,
+                                    5.0 if evicted else None, 1.0, log_seq)  # fmt: skip
+    items = [_item(codec_name, key, body) for key, body, _ in deliveries]
+    fenced = {i: reason for i, (_, _, out) in enumerate(deliveries) if out}
+    together = Walk(stored, range(1000, 1100))
+    together.walk(items, fenced, 10.0)
+    alone = Walk(stored, range(1000, 1100))
+    for index, item in enumerate(items):
+        if index in fenced:
+            alone.fence(item, reason, leases.fence_detail(reason, item.delivery))
+        elif item.ident is None:
+            alone.reject(index, item)
+        else:
+            alone.decide(index, item, 10.0)
+    assert _walk_state(together) == _walk_state(alone)
+    if codec_name == "json-event" and together.records:
+        assert together.records[0].fields != "{}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Other(Delivery):
+    """A delivery of another type: :func:`prepare` takes its general path."""
+
+
+def _prepared(item: Any) -> tuple[Any, ...]:
+    delivery = dataclasses.astuple(item.delivery)
+    invalid = None if item.invalid is None else (item.invalid.reason, item.invalid.detail)
+    return (type(item.delivery), delivery, item.decoded, item.identity, invalid, item.ident,
+            item.witness)  # fmt: skip
+
+
+class _Broken:
+    """A user codec with a bug: its decode raises something other than Invalid."""
+
+    name = "broken"
+    identity = "key"
+    max_bytes = 10
+
+    def decode(self, delivery: Delivery) -> Any:
+        raise KeyError(delivery.body)
+
+
+_one_delivery = st.one_of(
+    st.builds(Delivery, bodies | st.binary(max_size=30), key=texts, snapshot_id=texts,
+              device_time=texts, delivery_id=texts),
+    st.builds(Delivery, bodies, key=keys, snapshot_id=texts),
+    st.builds(Delivery, bodies, key=keys, device_time=texts),
+    st.builds(Delivery, bodies, key=keys, delivery_id=texts),
+    st.builds(Delivery, st.sampled_from([b"x" * 11, b"x" * 70_000, b"{}" * 6]), key=keys),
+    st.builds(lambda n: Delivery(event_body(n)), keys),
+    st.builds(Oversize, st.just(b"head"), key=keys, length=st.just(99), sha256=st.just("ab")),
+    st.builds(Unreadable, bodies, key=keys, detail=st.just("nested"), reason=st.just("bad")),
+    st.builds(_Other, bodies, key=texts),
+)  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(["keyed", "json-event", "json", "broken"]), st.lists(_one_delivery))
+def test_a_batch_is_prepared_as_each_delivery_alone(
+    codec_name: str, deliveries: list[Delivery]
+) -> None:
+    """``prepare_all`` (the usual deliveries decoded in its own loop) gives what
+    ``prepare`` gives each delivery: decoded, refused (bad format, a missing key, over
+    the bound, a key or fact that is no text, a codec's own bug), escaped, in order."""
+    codec: Any = _Broken() if codec_name == "broken" else get_codec(codec_name)
+    together = prepare_all(codec, deliveries)
+    alone = [prepare(codec, delivery) for delivery in deliveries]
+    assert [_prepared(i) for i in together] == [_prepared(i) for i in alone]
+
+
+_names = st.text(max_size=6) | st.sampled_from(['a"b', "50%", "%s", "\\", "\u2028", "\ud800x"])
+
+
+@settings(max_examples=300)
+@given(
+    _names,
+    st.lists(
+        st.tuples(
+            st.integers(0, 2**63) | st.sampled_from([True, 1.0]),
+            st.none() | _names,
+            st.binary(min_size=32, max_size=32),
+            st.none() | _names,
+        ),
+        max_size=6,
+    ),
+)
+def test_first_revision_states_are_the_record_state_texts(
+    inbox: str, records: list[tuple[Any, str | None, bytes, str | None]]
+) -> None:
+    """A batch's new records' state texts, written with the inbox quoted once, are
+    ``record_state_text``'s (and so ``state_text``'s) for each: names with quotes,
+    percent signs, backslashes, separators, lone surrogates; ids that are not ints."""
+    made = [NewRecord(record_id, b"", identity, witness, b"", "{}", Arrival(snapshot_id=snap))
+            for record_id, identity, witness, snap in records]  # fmt: skip
+    texts = [log.record_state_text(inbox, r.id, r.identity, r.witness.hex(), 1,
+                                   r.arrival.snapshot_id) for r in made]  # fmt: skip
+    assert log.first_revision_states(inbox, made) == texts
+    for record, text in zip(made, texts, strict=True):
+        if type(record.id) is int:
+            state = log.record_state(inbox, record.id, record.identity, record.witness.hex(),
+                                     1, record.arrival.snapshot_id)  # fmt: skip
+            assert text == log.state_text(state)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(keys, bodies), max_size=14), st.integers(1, 9))
+def test_a_batchs_seal_events_are_the_general_loops(
+    deliveries: list[tuple[str, bytes]], inbox_id: int
+) -> None:
+    """Where a batch has no newcomer and no delivery again, its seal events, made at
+    once from the new records (one each, in record order), are the ones the general loop
+    over its outcomes makes: the same steps, states, records and order."""
+    codec = get_codec("keyed")
+    walk = Walk({}, range(1000, 1100))
+    walk.walk([prepare(codec, Delivery(body, key=key)) for key, body in deliveries], {}, 1.0)
+    if walk.newcomers:
+        return  # a conflict inside the batch: the general loop's alone
+    states = log.first_revision_states("k", walk.records)
+    at_once = decide._seal_events(inbox_id, walk.records, states)
+    general = decide._events(None, inbox_id, "k", walk, states, [], set(), 1.0, None)  # type: ignore[arg-type]
+    assert at_once == general
+    assert [e.record_id for e in at_once] == [r.id for r in walk.records]
+
+
+_arrivals = st.sampled_from(
+    [Arrival(), Arrival("t", "s", "d", "g"), Arrival(None, "s"), Arrival(signature="g")]
+)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.tuples(_arrivals, st.none() | st.integers(1, 9)), max_size=8),
+    st.none() | st.dictionaries(st.integers(0, 9), st.integers(100, 200)),
+)
+def test_record_rows_with_positions_are_the_rebuilt_records_rows(
+    records: list[tuple[Arrival, int | None]], positions: dict[int, int] | None
+) -> None:
+    """``_record_rows`` given the log positions (read once per run of one arrival) gives
+    the rows of the records rebuilt with them as their ``log_seq``, as before."""
+    made = [NewRecord(i, b"i", f"k{i}", b"w", b"c", "{}", arrival, log_seq, f"key{i}")
+            for i, (arrival, log_seq) in enumerate(records)]  # fmt: skip
+    rebuilt = made if positions is None else [r._replace(log_seq=positions.get(r.id)) for r in made]
+    expected = [
+        (r.id, 7, r.ident, r.identity, r.witness, r.content, r.fields, 2.0, 2.0,
+         r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
+         r.arrival.signature, r.log_seq, r.key)
+        for r in rebuilt
+    ]  # fmt: skip
+    assert RecordsSql._record_rows(7, made, 2.0, positions) == expected
+
+
+def test_an_event_states_text_is_json() -> None:
+    """The template's text reads back as the state it writes."""
+    record = NewRecord(5, b"", '["a","\\"b"]', b"\x01" * 32, b"", "{}", Arrival(None, "s%1"))
+    (text,) = log.first_revision_states('in"box%', [record])
+    assert json.loads(text) == {
+        "identity": '["a","\\"b"]',
+        "inbox": 'in"box%',
+        "record": 5,
+        "revision": 1,
+        "snapshot_id": "s%1",
+        "witness": "01" * 32,
+    }
