@@ -41,6 +41,7 @@ from oncebox.store.letters import Retrying
 # Built from all their fields at C speed (a named tuple's own __new__ is Python).
 _outcome = partial(tuple.__new__, Outcome)
 _event = partial(tuple.__new__, LogEvent)
+_IDENT = itemgetter(4)  # a Prepared's ident
 # The verdicts as plain names (see oncebox.engine.walk).
 _ACCEPTED, _CONFLICT = Verdict.ACCEPTED, Verdict.CONFLICT
 
@@ -73,7 +74,10 @@ def decide_batch(
     if len(items) == 1:  # a single delivery's: no generator to run and dictionary to fill
         idents = [] if items[0].ident is None else [items[0].ident]
     else:
-        idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
+        # Each identity once, in order, at C speed (a refused delivery's None dropped).
+        distinct = dict.fromkeys(map(_IDENT, items))
+        distinct.pop(None, None)
+        idents = list(distinct)
     # Steps 1 to 3's reads at once (on PostgreSQL in one round trip).
     scopes = [item.delivery.snapshot_id or "" for item in items] if inbox.row.fenced else None
     current, now, found, fresh = tx.decision_reads(inbox_id, idents, scopes)
@@ -90,11 +94,16 @@ def decide_batch(
             refused = fence.refused(lease, item.delivery.lease_token, now)
             if refused is not None:
                 fenced[index] = refused
-    wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
-    stored = {ident: found[ident] for ident in dict.fromkeys(wanted) if ident in found}
+    # The identities decided against what is stored, each once: without a fence, those read.
+    if fenced:
+        unfenced = (item.ident for i, item in enumerate(items) if i not in fenced)
+        wanted = [ident for ident in dict.fromkeys(unfenced) if ident]
+    else:
+        wanted = idents if all(idents) else [ident for ident in idents if ident]
+    stored = {ident: found[ident] for ident in wanted if ident in found}
     if counts_only is not None and counts_only == heavier(items, stored, fenced):
         raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
-    unknown = len({ident for ident in wanted if ident not in stored})
+    unknown = len(wanted) - len(stored)
     retried = replay.held(tx, inbox_id, items)
     if fresh is None or len(fresh) < unknown:  # read apart, or a writer got in between
         fresh = tx.reserve_record_ids(unknown) if unknown else []
