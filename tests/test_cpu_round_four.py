@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import oncebox
 from helpers import event_body
-from oncebox.domain import Arrival, NewRecord, Stored
-from oncebox.engine import decide, leases, log
-from oncebox.engine.ingest import Prepared, prepare, prepare_all
+from oncebox.domain import Arrival, NewRecord, Stored, Verdict
+from oncebox.engine import decide, leases, log, replay
+from oncebox.engine.ingest import _FIELDS_ENCODE, Prepared, prepare, prepare_all
 from oncebox.engine.walk import Walk
 from oncebox.formats import Delivery, Oversize, Unreadable, get_codec
+from oncebox.formats.jsontext import sorted_ascii_strings
 from oncebox.store.sqltx.records import RecordsSql
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
@@ -230,3 +233,59 @@ def test_an_event_states_text_is_json() -> None:
         "snapshot_id": "s%1",
         "witness": "01" * 32,
     }
+
+
+class _Letters:
+    """The dead letters a batch may name: ids 1 to 6, of inbox 1 (odd) or 2 (even)."""
+
+    def get_dead_letter(self, letter_id: int) -> Any:
+        return SimpleNamespace(id=letter_id, inbox_id=2 - letter_id % 2) if letter_id <= 6 else None
+
+
+@settings(max_examples=200)
+@given(st.lists(st.none() | st.integers(1, 8), max_size=10))
+def test_the_dead_letters_a_batch_names_are_found_among_its_others(
+    named: list[int | None],
+) -> None:
+    """``replay.held`` (which looks for named dead letters at C speed) finds every
+    delivery again of this inbox, at its index, however many others the batch holds."""
+    codec = get_codec("keyed")
+    items = [prepare(codec, Delivery(b"a", key="k", dead_letter=n)) for n in named]
+    expected = {i: n for i, n in enumerate(named) if n is not None and n <= 6 and n % 2}
+    held = replay.held(_Letters(), 1, items)  # type: ignore[arg-type]
+    assert {i: letter.id for i, letter in held.items()} == expected
+
+
+def test_the_stored_fields_writers_beyond_their_bound() -> None:
+    """Past the 256 name sets the writers are kept for, and for name sets of one length,
+    the stored fields are the encoder's still."""
+    for n in range(300):
+        fields = {f"a{n}": "x", f"b{n % 7}": f"y{n}", "c": "z%s"}
+        assert sorted_ascii_strings(fields) == _FIELDS_ENCODE(fields)
+        assert sorted_ascii_strings(dict(reversed(fields.items()))) == _FIELDS_ENCODE(fields)
+
+
+@settings(max_examples=30)
+@given(st.lists(st.tuples(keys, bodies), min_size=1, max_size=12), st.integers(1, 3))
+def test_a_batchs_decisions_and_records_name_their_seals(
+    deliveries: list[tuple[str, bytes]], batches: int
+) -> None:
+    """Each accepted delivery's log position, given by the seal its batch appended, is
+    the log entry sealing its record, and the record keeps it: what a feed reader and a
+    proof start from."""
+    box = oncebox.open("sqlite:///:memory:", inboxes=[oncebox.InboxSpec("k", codec="keyed")])
+    try:
+        for _ in range(batches):
+            batch = [Delivery(body, key=key) for key, body in deliveries]
+            for decision in box.ingest_batch("k", batch):
+                if decision.verdict is not Verdict.ACCEPTED:
+                    continue
+                assert decision.log_position is not None
+                with box.store.reading() as tx:
+                    (entry,) = tx.log_entries(decision.log_position, decision.log_position + 1)
+                    record = tx.get_record(decision.record_id)
+                assert entry.step == "accept"
+                assert json.loads(entry.state)["record"] == decision.record_id
+                assert record is not None and record.log_seq == decision.log_position
+    finally:
+        box.close()
