@@ -189,8 +189,8 @@ def _seal_events(
     newcomer, no delivery again): one a record, in their deliveries' order, which is the
     records' own; made at C speed, without the loop over every outcome that
     :func:`_events` runs (checked against it in tests/test_cpu_round_four.py)."""
-    ids = map(itemgetter(0), records)
-    return list(map(_event, zip(repeat("accept"), states, ids, repeat(1), repeat(inbox_id))))
+    events = zip(repeat("accept"), states, map(itemgetter(0), records), repeat(1), repeat(inbox_id))
+    return list(map(tuple.__new__, repeat(LogEvent), events))
 
 
 def _events(

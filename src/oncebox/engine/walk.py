@@ -117,6 +117,8 @@ class Walk:
         find, add_record, add_first = seen.get, records.append, self.firsts.append
         add_outcome = self.outcomes.append
         accepted, duplicate = _ACCEPTED, _DUPLICATE
+        # Named tuples made by tuple.__new__ called directly: a partial over it adds a call.
+        new, outcome, new_record, stored = tuple.__new__, Outcome, NewRecord, Stored
         for index, item in enumerate(items):
             ident = item[4]
             if fenced and index in fenced:
@@ -133,15 +135,18 @@ class Walk:
                 record_id = next(ids)
                 fields = "{}" if not decoded.fields else fields_json(decoded)
                 add_record(
-                    _new_record((record_id, ident, identity.identity, witness, decoded.content,
-                                 fields, arrival(delivery), None, delivery.key))
+                    new(new_record, (record_id, ident, identity.identity, witness,
+                                     decoded.content, fields, arrival(delivery), None,
+                                     delivery.key))
                 )  # fmt: skip
                 add_first(index)
-                seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
-                add_outcome(_outcome((accepted, item, len(records) - 1, None, "", "")))
-            elif found.witness == item[5] and found.evicted_at is None:
-                repeats[found.id] = repeats.get(found.id, 0) + 1
-                add_outcome(_outcome((duplicate, item, -1, found, "", "")))
+                seen[ident] = new(stored, (record_id, ident, witness, 1, None, now, None))
+                add_outcome(new(outcome, (accepted, item, len(records) - 1, None, "", "")))
+                continue
+            found_id, _, found_witness, _, evicted_at, _, _ = found
+            if found_witness == item[5] and evicted_at is None:
+                repeats[found_id] = repeats.get(found_id, 0) + 1
+                add_outcome(new(outcome, (duplicate, item, -1, found, "", "")))
             else:
                 self.decide(index, item, now)
 
