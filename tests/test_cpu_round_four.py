@@ -23,6 +23,7 @@ from oncebox.engine.ingest import _FIELDS_ENCODE, Prepared, prepare, prepare_all
 from oncebox.engine.walk import Walk
 from oncebox.formats import Delivery, Oversize, Unreadable, get_codec
 from oncebox.formats.jsontext import sorted_ascii_strings
+from oncebox.store import open_store
 from oncebox.store.sqltx.records import RecordsSql
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
@@ -289,3 +290,48 @@ def test_a_batchs_decisions_and_records_name_their_seals(
                 assert record is not None and record.log_seq == decision.log_position
     finally:
         box.close()
+
+
+_RESERVED_BY_SQLITE = """
+WITH RECURSIVE used(top) AS (
+  SELECT max(coalesce((SELECT max(id) FROM records), 0),
+             coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
+SELECT top + i FROM used, n ORDER BY i"""
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(st.integers(1, 60), unique=True, max_size=5),
+    st.none() | st.integers(0, 90),
+    st.integers(1, 40),
+)
+def test_sqlite_reserves_the_ids_its_statement_made(
+    ids: list[int], dropped: int | None, n: int
+) -> None:
+    """SQLite's ``reserve_record_ids`` (the highest id read, the next ones counted in
+    Python) gives the ids SQLite made one row each before: after the records there are,
+    and after the highest one retention dropped."""
+    store = open_store("sqlite:///:memory:")
+    try:
+
+        def reserve(tx: Any) -> tuple[list[int], list[int]]:
+            tx.execute("INSERT INTO inboxes (name, codec, apply) VALUES ('a', 'keyed', 'none')")
+            for i in ids:
+                tx.execute(
+                    "INSERT INTO records (id, inbox_id, ident, identity, witness, content, "
+                    "fields, first_seen, last_seen) VALUES (?, 1, ?, 'k', x'00', x'', '{}', 1, 1)",
+                    (i, i.to_bytes(32, "big")),
+                )
+            if dropped is not None:
+                tx.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('record_ids_used', ?)",
+                    (str(dropped),),
+                )
+            made = [int(row[0]) for row in tx.execute(_RESERVED_BY_SQLITE, (n,))]
+            return tx.reserve_record_ids(n), made
+
+        reserved, made = store.atomic(reserve)
+        assert reserved == made
+    finally:
+        store.close()

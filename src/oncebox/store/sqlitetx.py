@@ -136,6 +136,11 @@ class SQLiteTx(SqlTx):
             found = self._rows("find_records", (inbox_id, apsw.carray(tuple(idents))), Stored)
         return {row[1]: row for row in found}  # keyed by ident (a blob is read as bytes)
 
+    def reserve_record_ids(self, n: int) -> list[int]:
+        """The ``n`` ids after the highest there is or was (the statement reads it)."""
+        (top,) = self._all("reserve_record_ids")[0]
+        return list(range(int(top) + 1, int(top) + 1 + n))
+
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
     ) -> None:

@@ -42,13 +42,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
--- The next ids after every record there is or was (retention remembers the highest it
--- dropped), one row each; the write lock BEGIN IMMEDIATE holds keeps them ours.
-WITH RECURSIVE used(top) AS (
-  SELECT max(coalesce((SELECT max(id) FROM records), 0),
-             coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
-), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
-SELECT top + i FROM used, n ORDER BY i;
+-- The highest id of every record there is or was (retention remembers the highest it
+-- dropped): the ids reserved are the next ones, counted from it by the store (one row
+-- read, not one made per id); the write lock BEGIN IMMEDIATE holds keeps them ours.
+SELECT max(coalesce((SELECT max(id) FROM records), 0),
+           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0));
 
 -- name: remember_dropped_id
 INSERT INTO meta (key, value) VALUES ('record_ids_used', CAST(? AS TEXT))
