@@ -24,7 +24,7 @@ from httpserver import serving
 from oncebox import ManualClock, Oncebox
 from oncebox.surfaces.http import create_app
 from test_security_sessions import COOKIE, client, sign_in
-from test_token_listing import many_tokens
+from test_token_listing import LONG, many_tokens
 
 POST = re.compile(r'<form[^>]*method="post"[^>]*action="([^"]+)"')
 PAGES = ["", "/records", "/triage", "/quarantine", "/dead-letters", "/forwarding", "/work", "/log"]
@@ -278,4 +278,25 @@ def test_the_tokens_page_lists_fifty_a_page_newest_first_each_row_bounded(
             page = http.get(more[1])
             assert 'href="/console/tokens">First page' in page.text
     assert seen == [admin.token.id, *ids[::-1]]
-    assert "inbox-000-" in page.text and ", …</td>" in page.text  # a long list, cut
+    assert "inbox-000-" in page.text and ", … <a href=" in page.text  # a long list, cut
+
+
+def test_one_token_page_shows_every_inbox_a_listing_cuts(served: Served) -> None:
+    ids = many_tokens(served.box, 5)
+    admin = served.box.create_token("root", ["*"], ["admin"])
+    ops = served.box.create_token("ops", ["*"], ["operator"])
+    with client(served.url) as http:
+        sign_in(http, admin.secret)
+        listed = http.get("/console/tokens").text
+        links = re.findall(r'<a href="/console/tokens/(\d+)">all inboxes</a>', listed)
+        assert links == [str(ids[3])]  # only the token whose list is cut
+        page = http.get(f"/console/tokens/{ids[3]}")
+        assert page.status_code == 200
+        names = re.findall(r'<li><span class="nb">([^<]+)</span></li>', page.text)
+        assert names == LONG and "Inboxes (200)" in page.text
+        short = http.get(f"/console/tokens/{ids[0]}")
+        assert re.findall(r'<li><span class="nb">([^<]+)</span></li>', short.text) == ["ussd"]
+        assert http.get("/console/tokens/999999").status_code == 404
+    with client(served.url) as http:
+        sign_in(http, ops.secret)
+        assert http.get(f"/console/tokens/{ids[3]}").status_code == 403

@@ -103,3 +103,40 @@ def test_the_cli_pages_tokens_with_after_and_limit(
     assert seen == ids
     refused = cli("token", "list", "--limit", "0")
     assert refused.returncode == 2 and "--limit" in refused.stderr
+
+
+def test_one_token_is_shown_whole_by_its_live_name_else_its_newest_else_its_id(
+    box: Oncebox,
+) -> None:
+    ids = many_tokens(box, 14)
+    long_one = box.token("t-0003")
+    assert long_one is not None and long_one.id == ids[3]
+    assert long_one.inboxes == tuple(LONG) and long_one.cut == ()  # never cut
+    box.revoke_token("t-0005")
+    old = box.token("t-0005")  # no live token of that name: the newest that had it
+    assert old is not None and old.id == ids[5] and old.revoked_at is not None
+    again = box.create_token("t-0005", ["ussd"], ["read"]).token
+    assert box.token("t-0005") == again  # a live name wins over the revoked one
+    named_like_an_id = box.create_token(str(ids[1]), ["ussd"], ["read"]).token
+    assert box.token(str(ids[1])) == named_like_an_id  # as revoking reads it
+    by_id = box.token(str(ids[2]))
+    assert by_id is not None and by_id.name == "t-0002"
+    assert box.token("t-9999") is None and box.token("99999999999999999999") is None
+
+
+def test_the_cli_shows_one_token_whole(shared_url: str, clock: ManualClock, tmp_path: Path) -> None:
+    box = oncebox.open(shared_url, inboxes=INBOXES, clock=clock)
+    try:
+        ids = many_tokens(box, 5)
+    finally:
+        box.close()
+    cli = oncebox_in(tmp_path, "--db", shared_url)
+    done = cli("token", "show", "t-0003", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["id"] == ids[3] and shown["inboxes"] == LONG and shown["cut"] == []
+    assert "secret" not in shown and "hmac_key" not in shown
+    by_id = json.loads(cli("token", "show", str(ids[0]), "--json").stdout)
+    assert by_id["name"] == "t-0000"
+    missing = cli("token", "show", "nobody")
+    assert missing.returncode == 2 and "no token named 'nobody'" in missing.stderr

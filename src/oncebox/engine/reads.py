@@ -339,6 +339,12 @@ class Reads(ABC):
         with self.store.scanning() as tx:
             return token_listing.listing(tx, after, limit, newest, preview)
 
+    def token(self, name_or_id: str) -> tokens.Token | None:
+        """One token with its whole inbox list (the live one of that name, else the
+        newest that had it, else the one with that id), or None; never its secret."""
+        with self.store.reading() as tx:
+            return token_listing.one(tx, name_or_id)
+
     def seal_lag(self) -> int:
         """Log events queued by committed writes and not sealed yet."""
         with self.store.reading() as tx:

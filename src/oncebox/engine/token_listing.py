@@ -26,6 +26,15 @@ def listing(
     return [_listed(row) for row in rows]
 
 
+def one(tx: Access, name_or_id: str) -> Token | None:
+    """The token a name or id stands for, read whole: a live name wins (as in revoking),
+    then the newest token that had the name, then the token with that id."""
+    row = tx.token_named(name_or_id)
+    if row is None and name_or_id.isdigit() and len(name_or_id) < 19:
+        row = tx.token_by_id(int(name_or_id))
+    return None if row is None else from_row(row)
+
+
 def _listed(row: ListedToken) -> Token:
     if len(row.inboxes) >= row.inboxes_length:
         return from_row(row)

@@ -35,6 +35,12 @@ class Access(Events, Clock, Protocol):
         characters of its JSON text."""
         ...
 
+    def token_named(self, name: str) -> TokenRow | None:
+        """The live token with that name, else the newest token that had it."""
+        ...
+
+    def token_by_id(self, token_id: int) -> TokenRow | None: ...
+
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
         """Revoke the live token with that name (or id); the ids revoked (none: there is
         no such live token)."""

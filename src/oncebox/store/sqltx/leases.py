@@ -61,6 +61,14 @@ class TokensSql(SqlBase):
             rows = self._rows("list_tokens", (cut, after, limit), ListedToken)
         return [_bytes_hash(row) for row in rows]
 
+    def token_named(self, name: str) -> TokenRow | None:
+        row = self._row("token_named", (name,), TokenRow)
+        return _bytes_hash(row) if row else None
+
+    def token_by_id(self, token_id: int) -> TokenRow | None:
+        row = self._row("token_by_id", (token_id,), TokenRow)
+        return _bytes_hash(row) if row else None
+
     def revoke_token(self, name_or_id: str, now: float) -> list[int]:
         named = (now, name_or_id, name_or_id, name_or_id)
         return [int(row[0]) for row in self._all("revoke_token", named)]

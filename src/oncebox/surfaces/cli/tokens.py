@@ -1,12 +1,12 @@
-"""API tokens for the HTTP service: create, list, revoke."""
+"""API tokens for the HTTP service: create, list, show, revoke."""
 
 from __future__ import annotations
 
 import click
 
 from oncebox.surfaces import listing
-from oncebox.surfaces.cli.base import Context, cli, emit
-from oncebox.surfaces.cli.output import JSON, columns, show_pages
+from oncebox.surfaces.cli.base import Context, cli, emit, fail
+from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 
 TOKENS = columns("id", "name", "inboxes", "scopes", "hmac", ("created", "created_at"),
                  ("expires", "expires_at"), ("last used", "last_used_at"),
@@ -63,6 +63,22 @@ def token_list(obj: Context, after: int, limit: int) -> None:
     Example: oncebox token list --after 100 --limit 100
     """
     show_pages(listing.token_pages(obj.reader, limit, after), TOKENS)
+
+
+@token.command("show")
+@click.argument("name")
+@JSON
+@click.pass_obj
+def token_show(obj: Context, name: str) -> None:
+    """One token whole, every inbox it names included (a listing cuts long lists): the
+    live token NAME, else the newest that was called NAME, else the token with that id.
+
+    Example: oncebox token show gateway-1
+    """
+    found = obj.reader.token(name)
+    if found is None:
+        fail(f"no token named {name!r}, nor with that id")
+    show(found.to_dict(), title=f"token {found.id}")
 
 
 @token.command("revoke")

@@ -335,6 +335,19 @@ SELECT id, name, secret_hash, substr(inboxes, 1, CAST(? AS INTEGER)) AS inboxes,
        length(inboxes) AS inboxes_length
 FROM api_tokens WHERE id < ? ORDER BY id DESC LIMIT ?;
 
+-- name: token_named
+-- The token a name stands for: the live one, else the newest of that name (revoked or
+-- expired), read whole.
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
+       expires_at, last_used_at
+FROM api_tokens WHERE name = ?
+ORDER BY revoked_at IS NULL DESC, id DESC LIMIT 1;
+
+-- name: token_by_id
+SELECT id, name, secret_hash, inboxes, scopes, hmac_key, created_at, revoked_at,
+       expires_at, last_used_at
+FROM api_tokens WHERE id = ?;
+
 -- name: revoke_token
 -- The ids of the tokens revoked (none: no live token by that name or id). A live name
 -- wins: "2" names the live token called 2, never also the token whose id is 2.

@@ -1,9 +1,10 @@
 """The console's tokens page: for a session whose token has the ``admin`` scope only.
 
 It lists the tokens newest first, 50 a page (name, scopes, inboxes cut as listings cut
-them, created, expires, last used, revoked), creates one with scopes, inboxes and an
-expiry, and revokes one. A new token's secret is shown once, on the page the creating
-form answers with (never kept, never redirected to, never cached), and nowhere again.
+them, created, expires, last used, revoked), shows one with its whole inbox list,
+creates one with scopes, inboxes and an expiry, and revokes one. A new token's secret
+is shown once, on the page the creating form answers with (never kept, never redirected
+to, never cached), and nowhere again.
 Creating and revoking are forms like any other (:data:`~.session.Actor`: a live session,
 its CSRF value, not read-only), logged with the admin's token name as the actor. No rule
 lives here: the engine checks names, scopes, inboxes and expiry (:mod:`oncebox.engine.tokens`).
@@ -26,7 +27,14 @@ from oncebox.errors import NotFound, OnceboxError
 from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console.html import BASE, HEADERS
-from oncebox.surfaces.http.console.session import Actor, Console, Refused, Served, Viewer
+from oncebox.surfaces.http.console.session import (
+    Actor,
+    Console,
+    Refused,
+    Served,
+    Viewer,
+    refused,
+)
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
 TITLE = "Tokens"
@@ -109,9 +117,22 @@ async def tokens_page(
     return await _page(svc, who, banner=banner, after=asking.after_of({"after": after}))
 
 
-def _by_id(svc: Console, token_id: int) -> Token | None:
-    found = svc.box.list_tokens(token_id - 1, 1, preview=LISTED)
+def _by_id(svc: Console, token_id: int, whole: bool = False) -> Token | None:
+    """The token with this id (``whole``: its inbox list uncut), or None."""
+    found = svc.box.list_tokens(token_id - 1, 1, preview=None if whole else LISTED)
     return found[0] if found and found[0].id == token_id else None
+
+
+@router.get("/tokens/{token_id}")
+async def one_token(token_id: int, who: Viewer, svc: Served) -> Response:
+    """One token with every inbox it names: the listing cuts a long list."""
+    _admin(who)
+    token = await run_in_threadpool(_by_id, svc, token_id, True)
+    if token is None:
+        return refused(who, f"No token {token_id}.", 404)
+    now = svc.box.store.now()
+    row = Row(token, state(token.revoked_at, token.expires_at, now))
+    return h.page("token.html", who, f"Token {token.name}", row=row)
 
 
 def _revoked(svc: Console, asked: str) -> str | None:
