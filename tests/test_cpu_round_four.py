@@ -23,12 +23,13 @@ from oncebox.engine.ingest import _FIELDS_ENCODE, Prepared, prepare, prepare_all
 from oncebox.engine.walk import Walk
 from oncebox.formats import Delivery, Oversize, Unreadable, get_codec
 from oncebox.formats.jsontext import sorted_ascii_strings
+from oncebox.formats.webhooks import Verified
 from oncebox.store import open_store
 from oncebox.store.sqltx.records import RecordsSql
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
 keys = st.integers(0, 4).map(str)
-bodies = st.sampled_from([b"a", b"b", b"", b"\x00", b'{"id": 1}'])
+bodies = st.sampled_from([b"a", b"b", b"", b"\x00", b'{"id": 1}', b"ccc", b"dddd"])
 
 
 def _walk_state(walk: Walk) -> tuple[Any, ...]:
@@ -36,11 +37,22 @@ def _walk_state(walk: Walk) -> tuple[Any, ...]:
             walk.newcomers, walk.letters, walk.seen)  # fmt: skip
 
 
+_FACTS: list[dict[str, Any]] = [
+    {},
+    {"snapshot_id": "s"},
+    {"device_time": "t"},
+    {"delivery_id": "d"},
+    {"signature": Verified("github", None, None, False)},
+]
+
+
 def _item(codec_name: str, key: str | None, body: bytes) -> Prepared:
-    """A keyed delivery, or a json-event one (its notification id the key, ``body`` its
-    payload's status, one that is no text an invalid event): events have fields."""
+    """A keyed delivery (with one transport fact or none, by its body), or a json-event
+    one (its notification id the key, ``body`` its payload's status, one that is no text
+    an invalid event): events have fields."""
     if codec_name == "keyed":
-        return prepare(get_codec("keyed"), Delivery(body, key=key))
+        facts = _FACTS[len(body) % len(_FACTS)] if body != b"a" else {}
+        return prepare(get_codec("keyed"), Delivery(body, key=key, **facts))
     status = body.decode("latin-1")
     text = event_body(key or "", payload={"status": status}) if body != b"\x00" else b"{"
     return prepare(get_codec("json-event"), Delivery(text))

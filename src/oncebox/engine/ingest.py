@@ -203,7 +203,9 @@ def _escaped(delivery: Delivery) -> Delivery:
     )
 
 
-_NO_ARRIVAL = Arrival()
+# The arrival of a delivery without transport facts (nearly every one): Arrival is
+# immutable, so one serves all.
+NO_ARRIVAL = Arrival()
 
 
 def arrival(delivery: Delivery) -> Arrival:
@@ -212,7 +214,7 @@ def arrival(delivery: Delivery) -> Arrival:
     if delivery.signature is not None:
         return Arrival(*facts, signature_fact(delivery.signature))
     if facts == (None, None, None):
-        return _NO_ARRIVAL  # the common case; Arrival is immutable, so one serves all
+        return NO_ARRIVAL  # the common case
     return Arrival(*facts)
 
 

@@ -22,7 +22,7 @@ from oncebox.domain import (
 )
 from oncebox.engine import leases
 from oncebox.engine.decision import classify
-from oncebox.engine.ingest import DEAD_LETTER_HEAD, Prepared, arrival, fields_json
+from oncebox.engine.ingest import DEAD_LETTER_HEAD, NO_ARRIVAL, Prepared, arrival, fields_json
 from oncebox.formats import Invalid, Oversize
 
 
@@ -134,10 +134,18 @@ class Walk:
                 assert decoded is not None and identity is not None  # an identified one
                 record_id = next(ids)
                 fields = "{}" if not decoded.fields else fields_json(decoded)
+                if (
+                    delivery.device_time is None
+                    and delivery.snapshot_id is None
+                    and delivery.delivery_id is None
+                    and delivery.signature is None
+                ):
+                    arrived = NO_ARRIVAL  # what arrival() gives it, without a call
+                else:
+                    arrived = arrival(delivery)
                 add_record(
                     new(new_record, (record_id, ident, identity.identity, witness,
-                                     decoded.content, fields, arrival(delivery), None,
-                                     delivery.key))
+                                     decoded.content, fields, arrived, None, delivery.key))
                 )  # fmt: skip
                 add_first(index)
                 seen[ident] = new(stored, (record_id, ident, witness, 1, None, now, None))
