@@ -211,16 +211,10 @@ class PostgresTx(PipelinedTx):
         elif idents:
             self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
-    def insert_records(
-        self,
-        inbox_id: int,
-        records: Sequence[NewRecord],
-        now: float,
-        positions: Mapping[int, int] | None = None,
-    ) -> int:
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
+                       positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
         try:
-            rows = self._record_rows(inbox_id, records, now, positions)
-            self._send_many("insert_records", rows)
+            self._send_many("insert_records", self._record_rows(inbox_id, records, now, positions))
         except pg_errors.UniqueViolation as exc:
             if not lost_identity(exc):
                 raise
