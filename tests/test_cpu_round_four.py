@@ -25,6 +25,7 @@ from oncebox.formats import Delivery, Oversize, Unreadable, get_codec
 from oncebox.formats.jsontext import sorted_ascii_strings
 from oncebox.formats.webhooks import Verified
 from oncebox.store import open_store
+from oncebox.store.sqltx import SqlTx
 from oncebox.store.sqltx.records import RecordsSql
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
@@ -304,14 +305,6 @@ def test_a_batchs_decisions_and_records_name_their_seals(
         box.close()
 
 
-_RESERVED_BY_SQLITE = """
-WITH RECURSIVE used(top) AS (
-  SELECT max(coalesce((SELECT max(id) FROM records), 0),
-             coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
-), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
-SELECT top + i FROM used, n ORDER BY i"""
-
-
 @settings(max_examples=50)
 @given(
     st.lists(st.integers(1, 60), unique=True, max_size=5),
@@ -321,9 +314,9 @@ SELECT top + i FROM used, n ORDER BY i"""
 def test_sqlite_reserves_the_ids_its_statement_made(
     ids: list[int], dropped: int | None, n: int
 ) -> None:
-    """SQLite's ``reserve_record_ids`` (the highest id read, the next ones counted in
-    Python) gives the ids SQLite made one row each before: after the records there are,
-    and after the highest one retention dropped."""
+    """SQLite's ``reserve_record_ids`` (the first id read, the others counted on in
+    Python) gives the ids the general statement makes one row each: after the records
+    there are, and after the highest one retention dropped."""
     store = open_store("sqlite:///:memory:")
     try:
 
@@ -340,8 +333,7 @@ def test_sqlite_reserves_the_ids_its_statement_made(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('record_ids_used', ?)",
                     (str(dropped),),
                 )
-            made = [int(row[0]) for row in tx.execute(_RESERVED_BY_SQLITE, (n,))]
-            return tx.reserve_record_ids(n), made
+            return tx.reserve_record_ids(n), SqlTx.reserve_record_ids(tx, n)
 
         reserved, made = store.atomic(reserve)
         assert reserved == made

@@ -93,6 +93,10 @@ SQLITE_HOT: dict[str, tuple[Any, dict[str, str]]] = {
         ("sealer", 0, '[""]'),
         {"fences": "USING PRIMARY KEY (kind=? AND owner=? AND name=?)"},
     ),
+    "held_lease": (
+        ("sealer", 0, ""),
+        {"fences": "USING PRIMARY KEY (kind=? AND owner=? AND name=?)"},
+    ),
     "drop_pending": ((5,), {"log_pending": "USING INTEGER PRIMARY KEY (rowid=?)"}),
     "mark_sealed": ((9, 7), {"records": "USING INTEGER PRIMARY KEY (rowid=?)"}),
     "log_entries": ((1000, 1100), {"log": "USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}),

@@ -5,16 +5,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from oncebox.domain import Decision, Inbox, Quarantined, Resolution
 from oncebox.engine import leases, log, retention, sealing, tokens
 from oncebox.engine.adjudicate import Resolving, resolve
 from oncebox.engine.apply import BUILT_IN, apply_name
-from oncebox.engine.counting import counted
-from oncebox.engine.decide import decide_batch
+from oncebox.engine.counting import only_counts
+from oncebox.engine.decide import decide_items
+from oncebox.engine.decided import Decided
 from oncebox.engine.decision import unapplied
-from oncebox.engine.durability import Light, commit_sealed
+from oncebox.engine.durability import commit_sealed, make_light
 from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
 from oncebox.engine.forwarding import Forwarding
@@ -188,22 +190,20 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         items = prepare_all(codec, deliveries, check)
         # A batch of nothing but duplicates commits without waiting for the disk; where
         # the store must know before it begins (SQLite), the inbox's last batch guesses.
-        light = Light(
-            lambda tx, together, only: decide_batch(tx, active, items, together, counts_only=only),
-            lambda decided: counted(decided.walk),
-            self._light.get(inbox, True),
-        )
+        decide = partial(decide_items, active, items)  # a partial: cheaper than a closure
+        light = make_light((decide, only_counts, self._light.get(inbox, True)))
+        decided: Decided
         decided, positions = commit_sealed(
             self.store,
-            lambda tx, together: light.work(tx, together, None),
+            None,
             self.seal_inline,
             watched=True,
             light=light,
             alone=len(items) == 1,
         )
-        only_counts = self._light[inbox] = counted(decided.walk)
+        counts = self._light[inbox] = only_counts(decided)
         # Only now has everything the decisions wrote committed durably (counts aside).
-        if not only_counts:  # counts alone appended nothing to the log: no news
+        if not counts:  # counts alone appended nothing to the log: no news
             self._sealed()
         decisions = decided.decisions(positions)
         alert(decisions)

@@ -13,6 +13,7 @@ from oncebox.domain import Stored, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
+    from oncebox.engine.decided import Decided
     from oncebox.engine.walk import Walk
 
 
@@ -46,6 +47,11 @@ def counted(walk: Walk) -> bool:
         if seen is not None and seen[6] is None:  # not sealed yet
             return False
     return True
+
+
+def only_counts(decided: Decided) -> bool:
+    """:func:`counted` of a decided batch's walk."""
+    return counted(decided.walk)
 
 
 _VERDICT_REASON = itemgetter(0, 4)  # an Outcome's (verdict, reason)

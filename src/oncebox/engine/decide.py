@@ -42,8 +42,9 @@ from oncebox.store.letters import Retrying
 _outcome = partial(tuple.__new__, Outcome)
 _event = partial(tuple.__new__, LogEvent)
 _IDENT = itemgetter(4)  # a Prepared's ident
-# The verdicts as plain names (see oncebox.engine.walk).
-_ACCEPTED, _CONFLICT = Verdict.ACCEPTED, Verdict.CONFLICT
+# The verdicts as plain names (see oncebox.engine.walk); ``.value`` is a Python property.
+_ACCEPTED, _DUPLICATE, _CONFLICT = Verdict.ACCEPTED, Verdict.DUPLICATE, Verdict.CONFLICT
+_DUPLICATE_VALUE = _DUPLICATE.value
 
 
 class DecisionTx(DecidingAtOnce, Deciding, Sealing, Retrying, StepTx, Outbox, Protocol):
@@ -114,6 +115,19 @@ def decide_batch(
     return _write(tx, inbox, walk, now, seal, again)
 
 
+def decide_items(
+    inbox: ActiveInbox,
+    items: Sequence[Prepared],
+    together: bool,
+    counts_only: bool | None,
+    tx: DecisionTx,
+) -> Decided:
+    """:func:`decide_batch` with the transaction last, as the durability step calls it
+    (:class:`~oncebox.engine.durability.Light`): a partial over the batch then costs an
+    ingest less than a closure would."""
+    return decide_batch(tx, inbox, items, together, counts_only=counts_only)
+
+
 def _plain_repeat(item: Prepared, seen: Stored) -> bool:
     """Whether ``item`` repeats ``seen`` as a plain duplicate: the same content, of a
     record still kept and already sealed, not delivered again from a dead letter."""
@@ -132,11 +146,11 @@ def _one_duplicate(
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
     without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
     walk = Walk({}, ())
-    walk.outcomes.append(_outcome((Verdict.DUPLICATE, item, -1, seen, "", "")))
+    walk.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
     walk.repeats[seen.id] = 1
     if tx.count_duplicates(walk.repeats, now) != 1:
         raise RetryTransaction("a record changed under this batch")
-    tx.count_verdicts(inbox.row.id, int(now // 3600), {(Verdict.DUPLICATE.value, ""): 1})
+    tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})
     return Decided(inbox.name, walk, (), (), set(), {})
 
 

@@ -16,6 +16,9 @@ from oncebox.errors import ApplyError
 
 OutcomeT = TypeVar("OutcomeT", bound="_Outcome")
 _DEFAULTS = {f.name: f.default for f in fields(Decision) if f.default is not MISSING}
+# Read once: on Python 3.11 the enum's metaclass has a __getattr__, which makes every
+# ``Verdict.X`` a slow lookup (several hundred instructions); these run per delivery.
+_ACCEPTED, _DUPLICATE = Verdict.ACCEPTED, Verdict.DUPLICATE
 
 
 def classify(existing_witness: bytes | None, witness: bytes) -> Verdict:
@@ -78,21 +81,17 @@ def quick_decisions(
     facts set one by one instead of through keyword arguments (which cost more than the
     object itself); the rest by ``other``. ``sealed`` gives the log positions of records
     sealed in the batch."""
-    # The verdicts as local names: on Python 3.11 each ``Verdict.X`` lookup goes through
-    # EnumType.__getattr__'s slot, about 1.8k instructions, and this loop runs over
-    # every delivery of every batch.
-    new_one, repeat = Verdict.ACCEPTED, Verdict.DUPLICATE
-    accepted, duplicate = template(inbox, new_one), template(inbox, repeat)
+    accepted, duplicate = template(inbox, _ACCEPTED), template(inbox, _DUPLICATE)
     made = []
     new = object.__new__
     for index, outcome in enumerate(outcomes):
         # Unpacked at once, not read field by field: this loop runs over every delivery.
         verdict, item, row, seen, reason, _ = outcome
         identity = item[2]  # the Prepared's Identity
-        if verdict is new_one and identity is not None:
+        if verdict is _ACCEPTED and identity is not None:
             record_id, revision, position = records[row][0], 1, None
             shared = accepted
-        elif verdict is repeat and not reason and seen is not None:
+        elif verdict is _DUPLICATE and not reason and seen is not None:
             record_id, _, _, revision, _, _, position = seen
             shared = duplicate
         else:  # the rarer kinds, each as it needs

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Generic, NamedTuple, TypeVar
+from functools import partial
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from oncebox.engine import crashpoints, sealing
 from oncebox.store.base import Store, Tx, WrongLevel
@@ -63,21 +64,28 @@ Positions = dict[int, int]  # record id -> log position, for records sealed afte
 
 
 class Light(NamedTuple, Generic[T]):
-    """How a write says it may be nothing but counts. ``work(tx, together, counts_only)``
-    is the write itself; with ``counts_only`` True it raises
+    """How a write says it may be nothing but counts. ``work(together, counts_only, tx)``
+    is the write itself, its transaction last so that a partial binds the rest (a
+    closure or keywords cost an ingest more); with ``counts_only`` True it raises
     :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
     with False where it would write only counts (None: neither). ``counted`` tells
     whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand.
     A named tuple: one is made per ingest."""
 
-    work: Callable[[Tx, bool, bool | None], T]
+    work: Callable[[bool, bool | None, Tx], T]
     counted: Callable[[T], bool]
     likely: bool = True
 
 
+# A Light from its three fields at C speed (a named tuple's own __new__ is Python).
+make_light: Callable[[tuple[Callable[..., Any], Callable[[Any], bool], bool]], Light[Any]] = (
+    partial(tuple.__new__, Light)
+)
+
+
 def commit_sealed(
     store: Store,
-    work: Callable[[Tx, bool], T],
+    work: Callable[[Tx, bool], T] | None,
     seal: bool = True,
     *,
     watched: bool = False,
@@ -90,26 +98,31 @@ def commit_sealed(
     otherwise it queues them and they are sealed right after the commit, whose positions
     come back (None when they were appended in the transaction, or sealing is deferred).
     Returns only once everything is durable, except counts where ``light`` (then used
-    instead of ``work``) found the write was nothing but counts. A ``watched`` write (an
-    ingest) passes the crash harness's points after its commit and after its seal
-    (:mod:`oncebox.engine.crashpoints`). An ``alone`` write (a single delivery) is
-    sealed in its own transaction where the store has many writers
+    instead of ``work``, which may be None) found the write was nothing but counts. A
+    ``watched`` write (an ingest) passes the crash harness's points after its commit
+    and after its seal (:mod:`oncebox.engine.crashpoints`). An ``alone`` write (a single
+    delivery) is sealed in its own transaction where the store has many writers
     (:func:`_sealed_in_place`); a batch's seal stays a transaction of its own, so that
     the rows it locks are let go before it waits for the log."""
+    if (not seal or store.single_writer) and light is not None and not store.relaxes_late:
+        # SQLite's usual ingest, first: it makes no closure and no flag it does not use.
+        result = _chosen_up_front(store, light, seal)
+        if watched:
+            crashpoints.reach(crashpoints.AFTER_COMMIT)
+            crashpoints.reach(crashpoints.AFTER_SEAL)
+        return result, None
     relaxed = [False]
 
     def run(tx: Tx, together: bool) -> T:
         if light is None:
+            assert work is not None
             return work(tx, together)
-        result = light.work(tx, together, None)
+        result = light.work(together, None, tx)
         relaxed[0] = light.counted(result) and tx.relax()  # False where it began flushed
         return result
 
     if not seal or store.single_writer:
-        if light is not None and not store.relaxes_late:
-            result = _chosen_up_front(store, light, seal)
-        else:
-            result = store.atomic(lambda tx: run(tx, seal))
+        result = store.atomic(lambda tx: run(tx, seal))
         if watched:
             crashpoints.reach(crashpoints.AFTER_COMMIT)
             crashpoints.reach(crashpoints.AFTER_SEAL)
@@ -158,21 +171,15 @@ def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
     have written against), and runs again at the other. If the store changed in
     between, a third run takes the flush whatever it writes."""
 
-    def relaxed() -> T:
-        return store.atomic(lambda tx: light.work(tx, seal, True), durable=False)
-
-    def flushed() -> T:
-        return store.atomic(lambda tx: light.work(tx, seal, False))
-
-    first, then = (relaxed, flushed) if light.likely else (flushed, relaxed)
+    # Partials, not closures: one is made per ingest, and a closure costs several times more.
     try:
-        return first()
+        return store.atomic(partial(light.work, seal, light.likely), durable=not light.likely)
     except WrongLevel:
         pass
     try:
-        return then()
+        return store.atomic(partial(light.work, seal, not light.likely), durable=light.likely)
     except WrongLevel:
-        return store.atomic(lambda tx: light.work(tx, seal, None))
+        return store.atomic(partial(light.work, seal, None))
 
 
 def _reach(watched: bool, point: str) -> None:

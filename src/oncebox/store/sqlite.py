@@ -109,6 +109,22 @@ def _storage_error(exc: apsw.Error) -> StorageError:
     return StorageError(f"SQLite failed: {exc}")
 
 
+class _Session:
+    """One thread's connection, its cursor for whole statements (begin, commit, SqlTx's),
+    the level its next transaction begins at, and a transaction object for each level:
+    a :class:`SQLiteTx` keeps nothing of one transaction for the next, so each thread
+    makes its two once instead of one per transaction."""
+
+    __slots__ = ("conn", "cursor", "flushed", "level", "relaxed")
+
+    def __init__(self, conn: apsw.Connection, clock: Callable[[], float], level: str) -> None:
+        self.conn = conn
+        self.cursor = conn.cursor()
+        self.level = level
+        self.flushed = SQLiteTx(conn, clock, False, self.cursor)
+        self.relaxed = SQLiteTx(conn, clock, True, self.cursor)
+
+
 class SQLiteStore:
     """An oncebox store in one SQLite file (or in memory, for tests and demos)."""
 
@@ -156,7 +172,11 @@ class SQLiteStore:
         return float(self._clock())
 
     def _connect(self) -> apsw.Connection:
-        existing: apsw.Connection | None = getattr(self._local, "conn", None)
+        return self._session().conn
+
+    def _session(self) -> _Session:
+        """This thread's connection and what its transactions reuse, made on first use."""
+        existing: _Session | None = getattr(self._local, "session", None)
         if existing is not None:
             return existing
         try:
@@ -176,12 +196,10 @@ class SQLiteStore:
             conn.execute("PRAGMA foreign_keys=ON")
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
-        self._local.conn = conn
-        self._local.cursor = conn.cursor()  # for whole statements: begin, commit, SqlTx's
-        self._local.level = self._synchronous
+        session = self._local.session = _Session(conn, self._clock, self._synchronous)
         with self._lock:
             self._connections.append(conn)
-        return conn
+        return session
 
     def transaction(self) -> AbstractContextManager[SQLiteTx]:
         return self._transaction("BEGIN IMMEDIATE")
@@ -201,14 +219,13 @@ class SQLiteStore:
     def _once(self, work: Callable[[Tx], T], durable: bool) -> T:
         """One write transaction around ``work``: :meth:`_transaction`'s steps without a
         generator's context manager, which costs more than a duplicate's statements."""
-        conn = self._begin("BEGIN IMMEDIATE", durable)
-        cursor = self._local.cursor
+        session = self._begin("BEGIN IMMEDIATE", durable)
         try:
-            result = work(SQLiteTx(conn, self._clock, not durable, cursor))
+            result = work(session.flushed if durable else session.relaxed)
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._failed(session.conn, exc)
             raise
-        self._commit(conn, cursor)
+        self._commit(session.conn, session.cursor)
         return result
 
     def reading(self) -> AbstractContextManager[SQLiteTx]:
@@ -234,31 +251,30 @@ class SQLiteStore:
 
     @contextmanager
     def _transaction(self, begin: str, durable: bool = True) -> Iterator[SQLiteTx]:
-        conn = self._begin(begin, durable)
-        cursor = self._local.cursor
+        session = self._begin(begin, durable)
         try:
-            yield SQLiteTx(conn, self._clock, not durable, cursor)
+            yield session.flushed if durable else session.relaxed
         except BaseException as exc:
-            self._failed(conn, exc)
+            self._failed(session.conn, exc)
             raise
-        self._commit(conn, cursor)
+        self._commit(session.conn, session.cursor)
 
-    def _begin(self, begin: str, durable: bool) -> apsw.Connection:
-        conn = self._connect()
+    def _begin(self, begin: str, durable: bool) -> _Session:
+        session = self._session()
         level = self._synchronous if durable else "NORMAL"
-        if self._local.level != level:
+        if session.level != level:
             # In WAL mode NORMAL commits without syncing the WAL; the next FULL commit's
             # sync covers these frames, which come before its own, and a checkpoint syncs
             # the WAL before it copies it. The level cannot change inside a transaction,
             # so it is set before one begins, and only when it differs: a run of relaxed
             # transactions (or of flushed ones) sets it once.
-            conn.execute(f"PRAGMA synchronous={level}")
-            self._local.level = level
+            session.conn.execute(f"PRAGMA synchronous={level}")
+            session.level = level
         try:
-            self._local.cursor.execute(begin)
+            session.cursor.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
-        return conn
+        return session
 
     @staticmethod
     def _failed(conn: apsw.Connection, exc: BaseException) -> None:

@@ -5,7 +5,7 @@ opens, commits and rolls these back is :mod:`oncebox.store.sqlite`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import apsw
@@ -123,6 +123,15 @@ class SQLiteTx(SqlTx):
     ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
         """:class:`SqlTx`'s reads, one after another, less the identity lock that
         BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
+        if scopes is None and len(idents) == 1:  # a single delivery of an unfenced inbox
+            ident = idents[0]
+            found = self._rows("find_record", (inbox_id, ident), Stored)
+            return {}, float(self._clock()), {ident: found[0]} if found else {}, None
+        return self._reads(inbox_id, idents, scopes)
+
+    def _reads(
+        self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
         names = sorted(set(scopes)) if scopes else []
         leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
         return leases, float(self._clock()), self.find_records(inbox_id, idents), None
@@ -137,9 +146,37 @@ class SQLiteTx(SqlTx):
         return {row[1]: row for row in found}  # keyed by ident (a blob is read as bytes)
 
     def reserve_record_ids(self, n: int) -> list[int]:
-        """The ``n`` ids after the highest there is or was (the statement reads it)."""
-        (top,) = self._all("reserve_record_ids")[0]
-        return list(range(int(top) + 1, int(top) + 1 + n))
+        """The ``n`` ids after the highest there is or was: the first read in one row
+        (``reserve_record_id``), the others counted on from it here, not made one row
+        each by the batch statement's recursive count and sort (several times the cost;
+        compared with it in tests/test_cpu_round_four.py and test_single_statements)."""
+        first = int(self._all("reserve_record_id")[0][0])
+        return list(range(first, first + n))
+
+    def held(
+        self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
+    ) -> dict[str, LeaseState]:
+        """One name (the sealer's, a single delivery's scope) looked up by itself; BEGIN
+        IMMEDIATE holds the write lock already, so ``exclusive`` changes nothing here."""
+        if len(names) != 1:
+            return super().held(kind, owner, names, exclusive)
+        found = self._rows("held_lease", (kind, owner, names[0]), LeaseState)
+        return {row.name: row for row in found}
+
+    def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
+        if len(repeats) != 1:
+            return super().count_duplicates(repeats, now)
+        # A single delivery's: its one row run as it is, without a batch's sort and list.
+        ((record_id, n),) = repeats.items()
+        self._cursor.execute(_TEXT["count_duplicates"], (record_id, n, now))
+        return int(self._conn.changes())
+
+    def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
+        if len(counts) != 1:
+            super().count_verdicts(inbox_id, hour, counts)
+            return
+        (((verdict, reason), n),) = counts.items()  # a single delivery's one count
+        self._cursor.execute(_TEXT["count_verdict"], (inbox_id, hour, verdict, reason, n))
 
     def lock_identities(
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False

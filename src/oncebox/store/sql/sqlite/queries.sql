@@ -42,11 +42,21 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
--- The highest id of every record there is or was (retention remembers the highest it
--- dropped): the ids reserved are the next ones, counted from it by the store (one row
--- read, not one made per id); the write lock BEGIN IMMEDIATE holds keeps them ours.
+-- The next ids after every record there is or was (retention remembers the highest it
+-- dropped), one row each; the write lock BEGIN IMMEDIATE holds keeps them ours. The
+-- general statement: SQLiteTx reads the first (reserve_record_id) and counts on.
+WITH RECURSIVE used(top) AS (
+  SELECT max(coalesce((SELECT max(id) FROM records), 0),
+             coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+), n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < CAST(? AS INTEGER))
+SELECT top + i FROM used, n ORDER BY i;
+
+-- name: reserve_record_id
+-- The first id reserve_record_ids gives (the others follow it), without the recursive
+-- count and its ORDER BY, whose temporary tables cost it several times more.
 SELECT max(coalesce((SELECT max(id) FROM records), 0),
-           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0));
+           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+       + 1;
 
 -- name: remember_dropped_id
 INSERT INTO meta (key, value) VALUES ('record_ids_used', CAST(? AS TEXT))
@@ -159,6 +169,12 @@ RETURNING id AS record_id, ident, witness, first_seen, seen_count - 1 AS duplica
 -- BEGIN IMMEDIATE already holds the database's one write lock: nothing more to hold.
 SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
 FROM fences WHERE kind = ? AND owner = ? AND name IN (SELECT value FROM json_each(?));
+
+-- name: held_lease
+-- held_leases for one name (the sealer's, a single delivery's scope), on the primary
+-- key: no JSON array to read back into a temporary table.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? AND name = ?;
 
 -- name: held_leases_exclusive
 -- The same: SQLite has one writer at a time whatever is read.
