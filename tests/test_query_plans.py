@@ -23,6 +23,9 @@ import apsw
 import psycopg
 import pytest
 
+import oncebox
+from helpers import event_body
+from oncebox import Delivery
 from oncebox.store import open_store
 from oncebox.store.sqlfile import load_queries
 
@@ -386,3 +389,65 @@ def test_postgres_decision_lookup_reads_only_the_batch_before_analyze(
                 assert not whole_inbox_reads(plan), plan
     finally:
         pg_server.drop_database(name)
+
+
+def test_postgres_a_decision_s_reads_take_a_few_pages_before_analyze(pg_url: str) -> None:
+    """What a single delivery's decision reads on a store that grew faster than
+    autovacuum analyzes it (its statistics say it is empty; a benchmark's fresh store):
+    its identity by the whole identity index, a few pages, not the pages of every record
+    of the inbox (100 at 1,000 records, as an = ANY of the batch's identities was once
+    planned). Read through the function the store calls, whose queries' plans are its
+    own, and counted in buffers, not timed."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE records SET (autovacuum_enabled = off)")
+        conn.execute("ANALYZE records")
+    spec = oncebox.InboxSpec("listing", codec="json-event")
+    with oncebox.open(pg_url, inboxes=[spec]) as box:
+        box.ingest_batch("listing", [Delivery(event_body(f"n-{i}")) for i in range(1_000)])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stored = conn.execute("SELECT ident, inbox_id FROM records LIMIT 1").fetchone()
+        assert stored is not None
+        for ident in (bytes(stored[0]), b"\x01" * 32):  # stored, and not
+            pages = []
+            for _ in range(8):  # past the function's custom plans: its generic one too
+                [(explained,)] = conn.execute(
+                    "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+                    " SELECT * FROM decision_reads_locked(%s, %s::json, false)",
+                    (stored[1], json.dumps([ident.hex()])),
+                ).fetchall()
+                plan = explained[0]["Plan"]
+                pages.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+            assert max(pages[1:]) < 30, pages  # the first reads the catalogs as well
+
+
+def test_postgres_a_seal_s_reads_take_a_few_pages_before_analyze(pg_url: str) -> None:
+    """What a seal reads on a store that grew faster than autovacuum analyzes it: the
+    log's last block and, at each kept level, the nodes of the last group of 16, by
+    their whole key (level, index range), not every kept node of those levels (a tenth
+    of the log's length, as a join planned on such statistics once read them). Read
+    through the function the store calls, counted in buffers, not timed."""
+    entries = 160_000
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for table in ("log", "merkle_nodes"):  # never analyzed since they grew
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        conn.execute(
+            "INSERT INTO log (seq, step, state, hash) SELECT g, 'accept', 'state ' || g,"
+            f" md5(g::text) FROM generate_series(1, {entries}) g"
+        )
+        for level in (4, 8, 12, 16):
+            conn.execute(
+                "INSERT INTO merkle_nodes (level, idx, hash) SELECT %s, g, sha256(int8send(g))"
+                " FROM generate_series(0, %s) g",
+                (level, (entries >> level) - 1),
+            )
+        pages = []
+        for _ in range(8):  # past the function's custom plans: its generic one too
+            conn.execute("BEGIN")
+            [(explained,)] = conn.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+                " SELECT * FROM seal_reads_held(NULL, 1000, 16)"
+            ).fetchall()
+            conn.execute("ROLLBACK")
+            plan = explained[0]["Plan"]
+            pages.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])
+        assert max(pages[1:]) < 80, pages  # the first reads the catalogs as well

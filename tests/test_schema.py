@@ -39,6 +39,7 @@ OWN = {
         "decision_reads",
         "seal_reads",
         "seal_reads_held",
+        "seal_reads_after",
         "seal_writes",
         "count_verdicts",
     },

@@ -3,7 +3,9 @@
 In a pipeline (:meth:`PostgresStore.atomic`) a statement is sent at once and its answer
 not waited for: what reads an answer (a row, a row count) collects every answer sent
 before it in one round trip, and the ``COMMIT`` collects the rest. Outside one, each
-statement waits for its own. What travels together is :mod:`oncebox.store.pgtx`'s.
+statement waits for its own. A columnar write marked foldable is held instead, and
+goes with the writes beside it as one statement when the next statement goes
+(:mod:`oncebox.store.pgfold`). What travels together is :mod:`oncebox.store.pgtx`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import psycopg
 
 from oncebox.errors import RetryTransaction
+from oncebox.store import pgfold
 from oncebox.store.pgarrays import columns
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -56,12 +59,66 @@ class PipelinedTx(SqlTx):
         self._conn = conn
         self._clock = clock
         self._pipe = pipeline
-        # Counts that must hold before the commit: (cursor, rows wanted, why not).
+        # Counts that must hold before the commit: (cursor, rows wanted, why not), and
+        # per folded statement (pgfold), (its part, rows wanted, why not) for each part.
         self._expected: list[tuple[psycopg.Cursor[Any], int, str]] = []
+        self._expected_parts: list[tuple[psycopg.Cursor[Any], list[tuple[int, int, str]]]] = []
+        self._held: list[pgfold.Held] = []  # writes sent together with the next statement
         self._leave: Callable[[], None] | None = None  # ends the pipeline, where one runs
 
     def _settle(self) -> None:
         """Send what was held back to go with the next statement (see PostgresTx)."""
+        self._send_held()
+
+    def _hold(
+        self, name: Statement, rows: Sequence[Sequence[Any]], expected: int | None = None,
+        why: str = "",
+    ) -> None:  # fmt: skip
+        """A columnar write nobody reads back: in a pipeline, where it is foldable, held
+        to go together with the writes beside it (pgfold); otherwise sent now. Where
+        ``expected``, it must change that many rows before the commit."""
+        params = self._columns(name, rows)
+        if self._pipe is not None and _query(name).foldable:
+            self._held.append(pgfold.Held(_sql(name), params, expected, why))
+            return
+        cursor = self._send(name, params)
+        if expected is not None:
+            self.expect(cursor, expected, why)
+
+    def _send_after_held(
+        self, name: Statement, after: Statement, params: Sequence[Any]
+    ) -> tuple[psycopg.Cursor[Any], list[pgfold.Held]]:
+        """``name``, or, where writes are held, ``after`` (the same query over their
+        counts, made to run after them) with the last statement of them folded before it.
+        Its rows then begin with each folded write's count and their sum: the caller
+        checks what they expect (the writes it returns)."""
+        held, self._held = self._held, []
+        self._settle()  # anything else held back, sent first
+        last = pgfold.groups(held)[-1] if held else []
+        if not last or any(pgfold.target(write.sql) is None for write in last):
+            self._held = held
+            return self._send(name, params), []
+        self._held = held[: len(held) - len(last)]
+        self._send_held()
+        sql = pgfold.folded(tuple(write.sql for write in last), _sql(after))
+        return self._conn.execute(sql, [*(p for w in last for p in w.params), *params]), last
+
+    def _send_held(self) -> None:
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        for group in pgfold.groups(held):
+            if len(group) == 1:  # as it is: nothing to fold it with
+                write = group[0]
+                cursor = self._conn.execute(write.sql, write.params)
+                if write.expected is not None:
+                    self.expect(cursor, write.expected, write.why)
+                continue
+            sql = pgfold.folded(tuple(write.sql for write in group))
+            cursor = self._conn.execute(sql, [p for write in group for p in write.params])
+            wanted = [(i, w.expected, w.why) for i, w in enumerate(group) if w.expected is not None]
+            if wanted:
+                self._expected_parts.append((cursor, wanted))
 
     def _send(self, name: Statement, params: Params = ()) -> psycopg.Cursor[Any]:
         """Send a statement; in a pipeline its answer is not waited for."""
@@ -77,7 +134,7 @@ class PipelinedTx(SqlTx):
         if not rows:
             return
         if _columnar(name):
-            self._send(name, self._columns(name, rows))
+            self._hold(name, rows)
             return
         self._settle()
         # Not closed here: in a pipeline its answers are still on their way.
@@ -151,6 +208,11 @@ class PipelinedTx(SqlTx):
         for cursor, rows, why in self._expected:
             if self._answered(cursor) != rows:
                 raise RetryTransaction(why)
+        for cursor, wanted in self._expected_parts:
+            counts = self._ready(cursor).fetchone()
+            for part, rows, why in wanted:
+                if counts is None or counts[part] != rows:
+                    raise RetryTransaction(why)
 
     def _shaped(self, cursor: psycopg.Cursor[Any], name: str, cls: type[Any]) -> list[Any]:
         rows = cursor.fetchall()

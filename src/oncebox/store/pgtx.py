@@ -28,9 +28,13 @@ the state after a lock is granted cannot share the lock's statement). A lease-fe
 inbox, whose scopes' leases are held between the lock and the lookup, sends the three
 apart (``decision_lookup`` the last). A relaxed beginning's ``SET LOCAL`` rides with
 the inbox lock; a seal's four writes are held back and go as one statement
-(``seal_writes``) with whatever is sent next; a transaction's own log events are held
-back until its seal takes them or its commit queues them; a batch's writes are one
-statement per table, an array per column, each typed (:mod:`oncebox.store.pgarrays`).
+(``seal_writes``) with whatever is sent next (:mod:`oncebox.store.pgseal`); a
+transaction's own log events are held back until its seal takes them or its commit
+queues them; a batch's writes are one statement per table, an array per column, each
+typed (:mod:`oncebox.store.pgarrays`), and the writes nobody reads back (the records,
+the apply step's rows, the counts) are held and go together as one statement
+(:mod:`oncebox.store.pgfold`): a single delivery's in the statement that takes the
+log, run before it takes it.
 
 An error in a pipeline fails the statements after it up to the next sync, ``COMMIT``
 included, so nothing of a failed transaction commits; the store rolls it back and
@@ -47,29 +51,17 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from oncebox.domain import (
-    SEALER,
     Fenced,
     LeaseState,
-    LogEntry,
-    LogEvent,
     Newcomer,
     NewRecord,
-    PendingEvent,
-    Record,
     Stored,
 )
 from oncebox.errors import RetryTransaction
-from oncebox.store.pgarrays import typed
-from oncebox.store.pgpipe import PipelinedTx, Q, _first
+from oncebox.store.pgpipe import Q, _first
+from oncebox.store.pgseal import SealingTx
 
-# Ids of a transaction's own events, sealed in it before they were ever queued: above
-# any the queue gives, so they drain after what was queued before them.
-OWN_EVENTS = 1 << 62
-SEAL_BATCH = 1000  # what a seal reads of the queue (engine.log.BATCH): prefetched alike
-LOG_BLOCK = 16  # entries under one kept Merkle node (engine.log.NODE_STRIDE levels)
 RECORDS_IDENTITY = "records_one_per_identity"
-# The parts of seal_writes, in its order, with how many arrays each takes.
-SEAL_PARTS = (("append_log", 7), ("put_merkle_node", 3), ("mark_sealed", 2), ("drop_pending", 1))
 
 
 def lost_identity(exc: BaseException) -> bool:
@@ -79,7 +71,7 @@ def lost_identity(exc: BaseException) -> bool:
     )
 
 
-class PostgresTx(PipelinedTx):
+class PostgresTx(SealingTx):
     """The store interface over one connection inside one transaction."""
 
     def __init__(
@@ -89,26 +81,9 @@ class PostgresTx(PipelinedTx):
         pipeline: psycopg.Pipeline | None = None,
         level: str = "on",
     ) -> None:
-        super().__init__(conn, clock, pipeline)
-        self._level = level  # the connection's synchronous_commit, to go back to
-        # Its commit will not wait for the WAL flush / nor need a durable one to cover it.
-        self.deferred = self.relaxed = False
-        # A seal's reads, fetched with its lock (see held), each taken once.
-        self._now: float | None = None
-        self._pending: list[PendingEvent] | None = None
-        self._tail: list[LogEntry] | None = None
-        self._lease: dict[str, LeaseState] | None = None
-        self._nodes: dict[tuple[int, int], bytes] = {}  # stored, so never stale
-        # Held back to ride with the next statement (_settle): a relaxed beginning's
-        # SET LOCAL, and a seal's writes (log entries, Merkle nodes, seal positions,
-        # the queue rows it drained), sent as one statement.
+        super().__init__(conn, clock, pipeline, level)
+        # A relaxed beginning's SET LOCAL, held back to ride with the next statement.
         self._relax_next = False
-        self._seal: dict[str, list[Any]] = {}
-        # Log events this transaction queued, held back: a seal in this very transaction
-        # (a single delivery's) appends them without their touching the queue; otherwise
-        # they are queued in the commit's round trip (before_commit), or before any read
-        # of the queue.
-        self._own: list[LogEvent] = []
 
     # -- the clock and durability --------------------------------------------------------
     def relax_durability(self) -> None:
@@ -120,19 +95,7 @@ class PostgresTx(PipelinedTx):
         if self._relax_next:
             self._relax_next = False
             self._conn.execute(Q["defer_durability"].sql)
-        if self._seal:
-            seal, self._seal = self._seal, {}
-            arrays: list[Sequence[Any]] = []
-            for name, width in SEAL_PARTS:  # a part with no rows: each of its arrays empty
-                rows = seal.get(name)
-                arrays += list(zip(*rows, strict=True)) if rows else [()] * width
-            sql = Q["seal_writes"].sql
-            self._conn.execute(sql, typed(sql, arrays))
-
-    def _durable_again(self) -> bool:
-        """Whether this transaction was begun relaxed; from now on it is not."""
-        was, self.deferred = self.deferred, False
-        return was
+        super()._settle()
 
     def relax(self) -> bool:
         """Counts only: a server restart may lose them, so nothing need cover the commit."""
@@ -140,14 +103,6 @@ class PostgresTx(PipelinedTx):
             self._send("defer_durability")
         self.deferred = self.relaxed = True
         return True
-
-    def now(self) -> float:
-        if self._clock is not None:
-            return float(self._clock())
-        if self._now is not None:
-            now, self._now = self._now, None
-            return now
-        return float(self._one("now")[0])
 
     # -- deciding ------------------------------------------------------------------------
     def decision_reads(
@@ -214,7 +169,7 @@ class PostgresTx(PipelinedTx):
     def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
                        positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
         try:
-            self._send_many("insert_records", self._record_rows(inbox_id, records, now, positions))
+            self._hold("insert_records", self._record_rows(inbox_id, records, now, positions))
         except pg_errors.UniqueViolation as exc:
             if not lost_identity(exc):
                 raise
@@ -239,8 +194,7 @@ class PostgresTx(PipelinedTx):
     def _counted(self, name: str, rows: list[tuple[Any, ...]]) -> None:
         # A stored row that vanished between the read and the count (retention dropped a
         # tombstone meanwhile) has the batch decided again, checked before the commit.
-        cursor = self._send(name, self._columns(name, rows))
-        self.expect(cursor, len(rows), "a record changed under this batch")
+        self._hold(name, rows, len(rows), "a record changed under this batch")
 
     def quarantine(
         self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
@@ -259,139 +213,7 @@ class PostgresTx(PipelinedTx):
     def _remember_dropped(self, record_id: int) -> None:
         """Nothing to remember: the identity sequence never goes back."""
 
-    # -- writes nobody reads back: sent, answered at the next turn -----------------------
-    def queue_logs(self, events: Sequence[LogEvent]) -> None:
-        self._own.extend(events)
-
-    def _queue_own(self) -> None:
-        if self._own:
-            own, self._own = self._own, []
-            self._send_many("queue_logs", own)
-
-    def before_commit(self) -> None:
-        self._queue_own()
-        super().before_commit()
-
-    def last_pending_id(self) -> int:
-        self._queue_own()
-        return super().last_pending_id()
-
-    def log_pending_count(self) -> int:
-        self._queue_own()
-        return super().log_pending_count()
-
-    def unsealed_records(self, limit: int) -> list[Record]:
-        self._queue_own()
-        return super().unsealed_records(limit)
-
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         # A fixed order: concurrent batches then lock the counter rows in the same order.
         rows = [(inbox_id, hour, v, r, n) for (v, r), n in sorted(counts.items())]
         self._send_many("count_verdicts", rows)
-
-    # A seal's writes: held back, then sent as one statement (seal_writes) with whatever
-    # comes next (the COMMIT, or a read, which then sees them).
-    def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
-        self._seal.setdefault("mark_sealed", []).extend(seals)
-
-    def drop_pending(self, event_ids: Sequence[int]) -> None:
-        drained = [(i,) for i in event_ids if i < OWN_EVENTS]  # our own were never queued
-        self._seal.setdefault("drop_pending", []).extend(drained)
-
-    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None:
-        self._seal.setdefault("put_merkle_node", []).extend(nodes)
-
-    # -- sealing: its reads with its lock -------------------------------------------------
-    def held(
-        self, kind: str, owner: int, names: Sequence[str], exclusive: bool = False
-    ) -> dict[str, LeaseState]:
-        sealer = (kind, owner, list(names), exclusive) == (*SEALER[:2], [SEALER.name], True)
-        if sealer and self.deferred and self._pipe is None:
-            self._durable_again()
-            self._conn.execute(Q["insist_durability"].sql, (self._level,))
-        if sealer and self._lease is None and self._pipe is not None:
-            self.read_for_seal()
-        if sealer and self._lease is not None:
-            lease, self._lease = self._lease, None  # read as its transaction began
-            return lease
-        return super().held(kind, owner, names, exclusive)
-
-    def read_for_seal(self) -> Callable[[], None]:
-        """The log's lease, held, and what a seal reads next, in one statement (a
-        function whose reads come after the lock is granted). In this transaction's
-        pipeline, their answers are taken in at once; otherwise (sent in the pipeline of
-        the commit before) by the call returned, once they are there. A transaction
-        begun relaxed that takes the log commits durably after all (an append is what a
-        durable commit covers): the same statement sets its level back."""
-        level = self._level if self._durable_again() else None
-        reads = self._send("seal_reads_held", (level, SEAL_BATCH, LOG_BLOCK))
-
-        def take() -> None:
-            pending: list[PendingEvent] = []
-            tail: list[LogEntry] = []
-            nodes: dict[tuple[int, int], bytes] = {}
-            lease: dict[str, LeaseState] = {}
-            for (
-                kind,
-                a,
-                b,
-                step,
-                state,
-                hashed,
-                node,
-                record,
-                revision,
-                inbox,
-                at,
-                *until,
-            ) in reads.fetchall():
-                if kind == "pending":
-                    pending.append(PendingEvent(a, step, state, record, revision, inbox))
-                elif kind == "tail":
-                    tail.append(LogEntry(a, step, state, hashed))
-                elif kind == "node":
-                    nodes[int(a), int(b)] = bytes(node)
-                elif kind == "lease":
-                    lease[step] = LeaseState(SEALER.kind, a, step, b, state, at, *until)
-                elif self._clock is None:
-                    self._now = float(at)
-            self._lease = lease
-            self._pending = sorted(pending, key=lambda event: event.id)
-            self._tail = sorted(tail, key=lambda entry: entry.seq)
-            self._nodes = nodes
-
-        if self._pipe is not None:
-            take()
-        return take
-
-    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
-        nodes = self._nodes
-        if all((level, i) in nodes for i in range(start, end)):
-            return [nodes[level, i] for i in range(start, end)]
-        return super().merkle_nodes(level, start, end)
-
-    def pending_log(self, limit: int) -> list[PendingEvent]:
-        if self._pending is not None and limit == SEAL_BATCH:
-            pending, self._pending = self._pending, None
-            own, self._own = self._own, []
-            return pending + [PendingEvent(OWN_EVENTS + i, *e) for i, e in enumerate(own)]
-        self._queue_own()
-        return super().pending_log(limit)
-
-    def log_head(self) -> LogEntry | None:
-        if self._tail is not None:
-            return self._tail[-1] if self._tail else None
-        return super().log_head()
-
-    def log_entries(self, start: int, end: int) -> list[LogEntry]:
-        tail = self._tail
-        if tail and tail[0].seq <= start:
-            return [entry for entry in tail if start <= entry.seq < end]
-        if tail is not None and not tail:  # the log was empty: only what this one appended
-            return []
-        return super().log_entries(start, end)
-
-    def append_log(self, entries: Sequence[LogEntry]) -> None:
-        self._seal.setdefault("append_log", []).extend(entries)
-        if self._tail is not None:
-            self._tail = [*self._tail, *entries]  # the tail stays the log's whole tail

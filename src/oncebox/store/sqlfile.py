@@ -36,18 +36,27 @@ class Query(NamedTuple):
     """One named statement. A ``columnar`` one (marked ``-- columnar``, PostgreSQL) runs
     once for a whole batch, given one array per column instead of a row at a time. One
     marked ``-- one row each`` (an upsert) changes one row per row of parameters, so
-    PostgreSQL need not wait for its count before going on."""
+    PostgreSQL need not wait for its count before going on. One marked ``-- foldable``
+    reads nothing but its parameters and its own table, so PostgreSQL may send it
+    together with the writes beside it (:mod:`oncebox.store.pgfold`)."""
 
     name: str
     sql: str
     columnar: bool = False
     each: bool = False
+    foldable: bool = False
 
 
 def parse_queries(text: str) -> dict[str, Query]:
     parts = _NAME.split(text)
     return {
-        name: Query(name, body.strip(), "-- columnar" in body, "-- one row each" in body)
+        name: Query(
+            name,
+            body.strip(),
+            "-- columnar" in body,
+            "-- one row each" in body,
+            "-- foldable" in body,
+        )
         for name, body in zip(parts[1::2], parts[2::2], strict=True)
     }
 

@@ -54,6 +54,7 @@ WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)
 -- seal_positions (migration 14, read through records_read). In identity order: two
 -- batches that share identities wait on each other's uncommitted rows in one order, so
 -- they queue instead of deadlocking (no identity locks are taken before).
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
                      log_seq, key)
@@ -87,13 +88,18 @@ SELECT * FROM decision_reads_locked(%(inbox)s, %(idents)s::json, %(relaxed)s);
 -- clock is read once they are granted. The fresh ids are for the identities the lookup
 -- did not find, so the records are read once, by their identity index: an anti-join
 -- against records instead may be planned (as a generic plan is, with few rows counted)
--- as a hash of every record of the inbox, a cost that grows with the store.
+-- as a hash of every record of the inbox, a cost that grows with the store; and each
+-- identity is looked up on its own (a lateral subquery OFFSET 0 keeps apart), by the
+-- whole index, where an = ANY of them was planned, on such statistics, as a read of
+-- the inbox's every record filtered (migration 25).
 WITH wanted AS (
   SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
 ), found AS (
-  SELECT 'stored' AS kind, id, ident, witness, revision, evicted_at, first_seen, log_seq
-  FROM records_read
-  WHERE inbox_id = %(inbox)s AND ident = ANY (ARRAY(SELECT ident FROM wanted))
+  SELECT 'stored' AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
+         r.first_seen, r.log_seq
+  FROM wanted w CROSS JOIN LATERAL (
+    SELECT * FROM records_read s WHERE s.inbox_id = %(inbox)s AND s.ident = w.ident OFFSET 0
+  ) r
 )
 SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL
@@ -110,6 +116,14 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 -- seal_reads_held, migration 24). Parameters: the connection's own synchronous_commit
 -- to go back to (NULL: leave it), limit, block.
 SELECT * FROM seal_reads_held(%s, %s, %s);
+
+-- name: seal_reads_after
+-- seal_reads_held in the statement of the writes held before it (store/pgfold.py folds
+-- them in as WITH parts, their counts in counts): its first argument waits for their
+-- sum, so the log is taken once every row those writes lock is locked, as when they
+-- were statements of their own before it. Each row: the writes' counts, then the reads.
+SELECT c.*, s.* FROM counts AS c
+CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s) AS s;
 
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in
@@ -129,27 +143,39 @@ UNION ALL
  FROM log_pending ORDER BY id LIMIT %(limit)s)
 UNION ALL
 (SELECT 'tail', seq, NULL, step, state, hash, NULL, NULL, NULL, NULL, NULL FROM log
- WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %(block)s * %(block)s + 1 FROM log))
+ WHERE seq >= (SELECT (coalesce(max(seq), 1) - 1) / %(block)s * %(block)s + 1 FROM log)
+ ORDER BY seq LIMIT %(block)s)
 UNION ALL
 (SELECT 'node', l.level, m.idx, NULL, NULL, NULL, m.hash, NULL, NULL, NULL, NULL
  FROM (SELECT coalesce(max(seq), 0) AS n FROM log) AS h
  CROSS JOIN generate_series(4, 60, 4) AS l(level)
- JOIN merkle_nodes m ON m.level = l.level
-     AND m.idx >= ((h.n >> l.level) >> 4) << 4 AND m.idx < (h.n >> l.level)
+ CROSS JOIN LATERAL (
+   SELECT k.idx, k.hash FROM merkle_nodes k
+   WHERE k.level = l.level AND k.idx >= ((h.n >> l.level) >> 4) << 4
+     AND k.idx < (h.n >> l.level)
+   OFFSET 0
+ ) AS m
  WHERE (h.n >> l.level) > 0);
 
 -- name: count_duplicates
 -- columnar; rows (record id, repeats, now), ids ascending so batches lock rows in one order.
+-- Each array a scalar subquery: a plan then never knows how long it is, so the plan a
+-- prepared statement makes once (generic) costs what a plan for the given arrays costs
+-- and is kept, where a join planned for one known element (custom) was always cheaper
+-- and the statement was planned again on every call (50 to 90 us of the server's).
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 UPDATE records SET seen_count = seen_count + t.n, last_seen = t.now
-FROM unnest(%b::bigint[], %b::bigint[], %b::float8[]) AS t(id, n, now)
+FROM unnest((SELECT %b::bigint[]), (SELECT %b::bigint[]), (SELECT %b::float8[])) AS t(id, n, now)
 WHERE records.id = t.id;
 
 -- name: count_late_replays
--- columnar; rows (record id, repeats, now, greatest lateness).
+-- columnar; rows (record id, repeats, now, greatest lateness); arrays as count_duplicates'.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 UPDATE records
 SET late_replays = late_replays + t.n, last_seen = t.now,
     max_lateness = greatest(max_lateness, t.lateness)
-FROM unnest(%b::bigint[], %b::bigint[], %b::float8[], %b::float8[]) AS t(id, n, now, lateness)
+FROM unnest((SELECT %b::bigint[]), (SELECT %b::bigint[]), (SELECT %b::float8[]),
+            (SELECT %b::float8[])) AS t(id, n, now, lateness)
 WHERE records.id = t.id;
 
 -- name: get_quarantine_for_update
@@ -337,6 +363,7 @@ DELETE FROM log_pending WHERE id = ANY (%b::bigint[]);
 -- columnar; rows (inbox, hour, verdict, reason, n), one per (verdict, reason), sorted so
 -- that concurrent batches lock the counter rows in one order (count_verdict, a batch
 -- at once); an upsert: one row each.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO verdict_counts (inbox_id, hour, verdict, reason, n)
 SELECT inbox_id, hour, verdict, reason, n
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bigint[])
@@ -347,6 +374,7 @@ SET n = verdict_counts.n + excluded.n;
 
 -- name: queue_logs
 -- columnar; queue order is seal order, so the rows keep theirs.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO log_pending (step, state, record_id, revision, inbox_id)
 SELECT step, state, record_id, revision, inbox_id
 FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])

@@ -92,6 +92,8 @@ FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = 
 -- the lock is granted; inside a VOLATILE function at READ COMMITTED each query takes a
 -- new one, so the lookup sees what committed while the lock was waited for, as it did
 -- when it came in the statement after the lock's. The decision itself stays in Python.
+-- Each identity is looked up on its own (a lateral subquery the planner keeps apart):
+-- by the whole identity index, whatever the statistics say (migration 25).
 CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents json, p_relaxed boolean)
 RETURNS TABLE (kind text, id bigint, ident bytea, witness bytea, revision integer,
                evicted_at double precision, first_seen double precision, log_seq bigint)
@@ -108,8 +110,9 @@ BEGIN
   ), found AS (
     SELECT 'stored'::text AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
            r.first_seen, r.log_seq
-    FROM records_read r
-    WHERE r.inbox_id = p_inbox AND r.ident = ANY (ARRAY(SELECT w.ident FROM wanted w))
+    FROM wanted w CROSS JOIN LATERAL (
+      SELECT * FROM records_read s WHERE s.inbox_id = p_inbox AND s.ident = w.ident OFFSET 0
+    ) r
   )
   SELECT f.kind, f.id, f.ident, f.witness, f.revision, f.evicted_at, f.first_seen, f.log_seq
   FROM found f
@@ -133,6 +136,9 @@ $$;
 -- clock, the queue's next p_limit events, the log's last block of p_block entries and
 -- the kept Merkle nodes. The lease comes as kind 'lease' (owner in a, token in b, name
 -- in step, holder in state, issued_at in clock). It reads; the seal hashes in Python.
+-- Each level's kept nodes are read by their whole key, (level, index) in a range, in a
+-- lateral subquery the planner keeps apart, and the log's last block in position order,
+-- a block at most, so that only the log's index reads it (migration 25).
 CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer)
 RETURNS TABLE (kind text, a bigint, b bigint, step text, state text, hash text,
                node bytea, record_id bigint, revision bigint, inbox_id bigint,
@@ -165,15 +171,20 @@ BEGIN
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM log l
-  WHERE l.seq >= (SELECT (coalesce(max(t.seq), 1) - 1) / p_block * p_block + 1 FROM log t);
+  WHERE l.seq >= (SELECT (coalesce(max(t.seq), 1) - 1) / p_block * p_block + 1 FROM log t)
+  ORDER BY l.seq LIMIT p_block;
   RETURN QUERY
   SELECT 'node'::text, g.level::bigint, m.idx, NULL::text, NULL::text, NULL::text, m.hash,
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM (SELECT coalesce(max(t.seq), 0) AS n FROM log t) AS h
   CROSS JOIN generate_series(4, 60, 4) AS g(level)
-  JOIN merkle_nodes m ON m.level = g.level
-       AND m.idx >= ((h.n >> g.level) >> 4) << 4 AND m.idx < (h.n >> g.level)
+  CROSS JOIN LATERAL (
+    SELECT k.idx, k.hash FROM merkle_nodes k
+    WHERE k.level = g.level AND k.idx >= ((h.n >> g.level) >> 4) << 4
+      AND k.idx < (h.n >> g.level)
+    OFFSET 0
+  ) AS m
   WHERE (h.n >> g.level) > 0;
 END;
 $$;

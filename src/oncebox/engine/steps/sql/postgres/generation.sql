@@ -7,6 +7,7 @@
 -- name: bump_generations
 -- columnar; one row per key (the step sums a batch's bumps), in key order; an upsert:
 -- one row each.
+-- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO work_keys (inbox_id, seller_id, sku, marketplace_id, generation)
 SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[])
 ON CONFLICT (inbox_id, seller_id, sku, marketplace_id)

@@ -1,0 +1,3 @@
+-- Migration 25 (SQLite): nothing to do. On PostgreSQL a decision's lookup and a
+-- seal's read of the kept Merkle nodes (functions of migration 24) read by their whole
+-- index key whatever the statistics say; SQLite's statements already do.
