@@ -36,7 +36,7 @@ BATCH = 50
 
 def idents(numbers: Sequence[int]) -> str:
     """A batch's identities as PostgreSQL's find_records takes them: a JSON array of hex
-    digests (SQLite's takes them as one blob)."""
+    digests (SQLite's takes them as one carray of digests)."""
     return json.dumps([f"{n:064x}" for n in numbers])
 
 
@@ -59,7 +59,7 @@ INSERT INTO fences SELECT 'scope', 1 + n % 2, 'scope-' || n, n, NULL, 0, 1e10, N
 # statement -> (parameters, what each table must be searched by)
 SQLITE_HOT: dict[str, tuple[Any, dict[str, str]]] = {
     "find_records": (
-        (1, b"".join(bytes.fromhex(f"{n:064x}") for n in range(1, 2 * BATCH, 2))),
+        (1, apsw.carray(tuple(bytes.fromhex(f"{n:064x}") for n in range(1, 2 * BATCH, 2)))),
         {"records": "USING INDEX sqlite_autoindex_records_1 (inbox_id=? AND ident=?)"},
     ),
     "find_record": (

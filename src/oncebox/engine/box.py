@@ -21,7 +21,7 @@ from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
 from oncebox.engine.forwarding import Forwarding
 from oncebox.engine.inboxes import InboxSpec
-from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare
+from oncebox.engine.ingest import ActiveInbox, alert, logger, prepare_all
 from oncebox.engine.leases import Lease
 from oncebox.engine.operators import Operators
 from oncebox.engine.reads import Reads
@@ -187,7 +187,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         """
         active = self.inbox(inbox)
         codec, check = active.codec, active.check
-        items = [prepare(codec, d, check) for d in deliveries]
+        items = prepare_all(codec, deliveries, check)
         # A batch of nothing but duplicates commits without waiting for the disk; where
         # the store must know before it begins (SQLite), the inbox's last batch guesses.
         decide = partial(decide_items, active, items)  # a partial: cheaper than a closure

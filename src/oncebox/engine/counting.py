@@ -13,8 +13,8 @@ from oncebox.domain import Stored, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
-    from oncebox.engine.decide import Walk
     from oncebox.engine.decided import Decided
+    from oncebox.engine.walk import Walk
 
 
 def heavier(
@@ -23,11 +23,13 @@ def heavier(
     """Before the walk, from the stored records alone: whether a delivery would write
     more than counts (invalid, new, not the stored content) or repeats a record not yet
     sealed. Only a delivery again from a dead letter is left for :func:`counted` to see."""
+    find = stored.get
     for index, item in enumerate(items):
-        if index in fenced:
+        if fenced and index in fenced:
             continue  # fenced out: it stores nothing
-        seen = stored.get(item.ident) if item.ident is not None else None
-        if seen is None or seen.witness != item.witness or seen.log_seq is None:
+        _, _, _, _, ident, witness = item  # unpacked at once: this runs over every delivery
+        seen = find(ident) if ident is not None else None
+        if seen is None or seen[2] != witness or seen[6] is None:  # its witness, its seal
             return True
     return False
 
@@ -41,7 +43,8 @@ def counted(walk: Walk) -> bool:
     if walk.records or walk.newcomers or walk.letters or walk.retried:
         return False
     for outcome in walk.outcomes:
-        if outcome.seen is not None and outcome.seen.log_seq is None:
+        seen = outcome[3]  # what it was decided against, if anything
+        if seen is not None and seen[6] is None:  # not sealed yet
             return False
     return True
 

@@ -20,34 +20,31 @@ stores nothing at all, valid or not, so it must not be acknowledged (step 3).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, Protocol
 
-from oncebox.domain import (
-    CONFLICT_REASON,
-    LATE_REPLAY,
-    UNSTORED,
-    DeadLetter,
-    Letter,
-    LogEvent,
-    Newcomer,
-    NewRecord,
-    Stored,
-    Verdict,
-)
-from oncebox.engine import crashpoints, fence, leases, log, outbox, replay, sealing
+from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecord, Stored, Verdict
+from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
 from oncebox.engine.decided import Decided
-from oncebox.engine.decision import classify
-from oncebox.engine.ingest import DEAD_LETTER_HEAD, ActiveInbox, Prepared, arrival, fields_json
+from oncebox.engine.ingest import ActiveInbox, Prepared
 from oncebox.engine.step import Change, NoEffect
+from oncebox.engine.walk import Outcome, Walk
 from oncebox.errors import RetryTransaction
-from oncebox.formats import Invalid, Oversize
 from oncebox.store.base import Deciding, DecidingAtOnce, Outbox, Sealing, StepTx, WrongLevel
 from oncebox.store.letters import Retrying
+
+# Built from all their fields at C speed (a named tuple's own __new__ is Python).
+_outcome = partial(tuple.__new__, Outcome)
+_event = partial(tuple.__new__, LogEvent)
+_IDENT = itemgetter(4)  # a Prepared's ident
+# The verdicts as plain names (see oncebox.engine.walk); ``.value`` is a Python property.
+_ACCEPTED, _DUPLICATE, _CONFLICT = Verdict.ACCEPTED, Verdict.DUPLICATE, Verdict.CONFLICT
+_DUPLICATE_VALUE = _DUPLICATE.value
 
 
 class DecisionTx(DecidingAtOnce, Deciding, Sealing, Retrying, StepTx, Outbox, Protocol):
@@ -55,132 +52,6 @@ class DecisionTx(DecidingAtOnce, Deciding, Sealing, Retrying, StepTx, Outbox, Pr
     log (its entries, sealed in the same transaction where the store allows) with the
     fence, the dead letters a delivery again comes from, what the inbox's apply step
     writes with, and the outbox its accepted records' forwards are written to."""
-
-
-class Outcome(NamedTuple):
-    """One delivery's verdict before anything is written: ``row`` indexes the walk's
-    records, newcomers or letters (by verdict: accepted, conflict, rejected and stored);
-    ``seen`` is the record it was decided against (stored, or accepted earlier in the
-    batch); ``reason`` is the decision's (a late replay's, a refusal's)."""
-
-    verdict: Verdict
-    item: Prepared
-    row: int = -1
-    seen: Stored | None = None
-    reason: str = ""
-    detail: str = ""
-
-    @property
-    def fenced(self) -> bool:
-        """Refused by the fence: nothing of it stored."""
-        return self.verdict is Verdict.REJECTED and self.reason in UNSTORED
-
-
-# Named tuples built from all their fields at C speed (their own __new__ is Python):
-# one of each is built per delivery.
-_outcome = partial(tuple.__new__, Outcome)
-_new_record = partial(tuple.__new__, NewRecord)
-_stored = partial(tuple.__new__, Stored)
-_event = partial(tuple.__new__, LogEvent)
-# Read once: on Python 3.11 every ``Verdict.X`` goes through the enum metaclass's
-# __getattr__ (several hundred instructions), and ``.value`` is a Python property.
-_ACCEPTED, _DUPLICATE = Verdict.ACCEPTED, Verdict.DUPLICATE
-_DUPLICATE_VALUE = _DUPLICATE.value
-
-
-class Walk:
-    """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
-
-    def __init__(
-        self, stored: Mapping[bytes, Stored], new_ids: Sequence[int],
-        retried: Mapping[int, DeadLetter] | None = None,
-    ) -> None:  # fmt: skip
-        self.seen = dict(stored)
-        # The dead letters deliveries again come from, by index: refused again, they make
-        # no new dead letter (the one they came from counts the attempt).
-        self.retried = retried or {}
-        self._ids = iter(new_ids)
-        self.outcomes: list[Outcome] = []
-        self.records: list[NewRecord] = []
-        self.firsts: list[int] = []  # the delivery index of each new record
-        self.repeats: dict[int, int] = {}  # record id -> duplicates
-        self.late: dict[int, tuple[int, float]] = {}  # record id -> (count, most late)
-        self.newcomers: list[Newcomer] = []
-        self._newcomer_rows: dict[tuple[bytes, bytes], int] = {}
-        self.letters: list[Letter] = []
-
-    def reject(self, index: int, item: Prepared) -> None:
-        invalid = item.invalid or Invalid("bad_format")
-        if index in self.retried:
-            self.outcomes.append(
-                Outcome(Verdict.REJECTED, item, reason=invalid.reason, detail=invalid.detail)
-            )
-            return
-        delivery = item.delivery
-        body = delivery.body
-        if isinstance(delivery, Oversize):  # the head only: its length and hash came with it
-            length, digest = delivery.length, delivery.sha256
-        else:
-            length, digest = len(body), hashlib.sha256(body).hexdigest()
-        self.letters.append(
-            Letter(
-                invalid.reason,
-                invalid.detail,
-                body[:DEAD_LETTER_HEAD],
-                length,
-                digest,
-                delivery.key,
-                arrival(delivery),
-            )
-        )
-        self.outcomes.append(
-            Outcome(Verdict.REJECTED, item, len(self.letters) - 1, reason=invalid.reason)
-        )
-
-    def fence(self, item: Prepared, reason: str, detail: str) -> None:
-        self.outcomes.append(Outcome(Verdict.REJECTED, item, reason=reason, detail=detail))
-
-    def decide(self, index: int, item: Prepared, now: float) -> None:
-        delivery, decoded, identity, _, ident, witness = item  # unpacked at once: it is a tuple
-        assert ident is not None and witness is not None
-        assert decoded is not None and identity is not None
-        seen = self.seen.get(ident)
-        # The two usual verdicts first, as classify gives them: new, and a plain repeat.
-        if seen is None:
-            record_id = next(self._ids)
-            self.records.append(
-                _new_record((record_id, ident, identity.identity, witness, decoded.content,
-                             fields_json(decoded), arrival(delivery), None, delivery.key))
-            )  # fmt: skip
-            self.firsts.append(index)
-            self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
-            row = len(self.records) - 1
-            self.outcomes.append(_outcome((_ACCEPTED, item, row, None, "", "")))
-            return
-        if seen.witness == witness and seen.evicted_at is None:
-            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
-            self.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
-            return
-        verdict = classify(seen.witness, witness)
-        if verdict is Verdict.DUPLICATE:
-            # A resend from beyond the retention window: recognised by its tombstone,
-            # never applied again.
-            count, most = self.late.get(seen.id, (0, 0.0))
-            self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
-            self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
-        else:
-            # Conflict: first write wins. The record and its effects stay exactly as they
-            # are; the newcomer is kept for an operator, never merged and never dropped.
-            row = self._newcomer_rows.setdefault((ident, witness), len(self.newcomers))
-            if row == len(self.newcomers):
-                self.newcomers.append(
-                    Newcomer(ident, identity.identity, seen.id, witness, decoded.content,
-                             fields_json(decoded), arrival(item.delivery), 0,
-                             item.delivery.key)
-                )  # fmt: skip
-            newcomer = self.newcomers[row]
-            self.newcomers[row] = newcomer._replace(times=newcomer.times + 1)
-            self.outcomes.append(Outcome(verdict, item, row, seen, CONFLICT_REASON))
 
 
 def decide_batch(
@@ -204,7 +75,10 @@ def decide_batch(
     if len(items) == 1:  # a single delivery's: no generator to run and dictionary to fill
         idents = [] if items[0].ident is None else [items[0].ident]
     else:
-        idents = list(dict.fromkeys(item.ident for item in items if item.ident is not None))
+        # Each identity once, in order, at C speed (a refused delivery's None dropped).
+        distinct = dict.fromkeys(map(_IDENT, items))
+        distinct.pop(None, None)
+        idents = list(distinct)
     # Steps 1 to 3's reads at once (on PostgreSQL in one round trip).
     scopes = [item.delivery.snapshot_id or "" for item in items] if inbox.row.fenced else None
     current, now, found, fresh = tx.decision_reads(inbox_id, idents, scopes)
@@ -221,22 +95,21 @@ def decide_batch(
             refused = fence.refused(lease, item.delivery.lease_token, now)
             if refused is not None:
                 fenced[index] = refused
-    wanted = [item.ident for i, item in enumerate(items) if item.ident and i not in fenced]
-    stored = {ident: found[ident] for ident in dict.fromkeys(wanted) if ident in found}
+    # The identities decided against what is stored, each once: without a fence, those read.
+    if fenced:
+        unfenced = (item.ident for i, item in enumerate(items) if i not in fenced)
+        wanted = [ident for ident in dict.fromkeys(unfenced) if ident]
+    else:
+        wanted = idents if all(idents) else [ident for ident in idents if ident]
+    stored = {ident: found[ident] for ident in wanted if ident in found}
     if counts_only is not None and counts_only == heavier(items, stored, fenced):
         raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
-    unknown = len({ident for ident in wanted if ident not in stored})
+    unknown = len(wanted) - len(stored)
     retried = replay.held(tx, inbox_id, items)
     if fresh is None or len(fresh) < unknown:  # read apart, or a writer got in between
         fresh = tx.reserve_record_ids(unknown) if unknown else []
     walk = Walk(stored, fresh, retried)
-    for index, item in enumerate(items):
-        if index in fenced:
-            walk.fence(item, fenced[index], leases.fence_detail(fenced[index], item.delivery))
-        elif item.ident is None:
-            walk.reject(index, item)
-        else:
-            walk.decide(index, item, now)
+    walk.walk(items, fenced, now)
     if counts_only and not counted(walk):  # a delivery again from a dead letter
         raise WrongLevel("the batch would write more than counts")
     return _write(tx, inbox, walk, now, seal, again)
@@ -292,37 +165,19 @@ def _write(
     # The log events, in delivery order: each new record's seal and each newcomer's first
     # quarantine (its repeats in the batch only count). Sealed in this transaction where
     # the backend lets the writer append; queued for the sealer otherwise.
-    events: list[LogEvent] = []
     opened: set[int] = set()
-    first_rows: set[int] = set()
-    # Nothing to log for a batch of repeats and refusals alone (duplicates, late replays).
-    logged = walk.outcomes if walk.records or walk.newcomers or walk.retried else ()
-    for index, outcome in enumerate(logged):
-        if outcome.verdict is _ACCEPTED:
-            record = walk.records[outcome.row]
-            state = log.record_state_text(
-                name, record.id, record.identity, record.witness.hex(), 1,
-                record.arrival.snapshot_id,
-            )  # fmt: skip
-            events.append(_event(("accept", state, record.id, 1, inbox_id)))
-        elif (
-            outcome.verdict is Verdict.CONFLICT
-            and kept[outcome.row][1]
-            and outcome.row not in first_rows
-        ):
-            first_rows.add(outcome.row)
-            opened.add(index)
-            events.append(LogEvent("quarantine", _quarantine_state(name, walk, outcome, kept)))
-        if index in walk.retried:
-            letter, settled = walk.retried[index], _settled(walk, outcome, kept)
-            events.append(replay.settle(tx, name, letter, outcome.item, settled, now, again))
+    records = walk.records
+    states = log.first_revision_states(name, records) if records else []
+    if not (walk.newcomers or walk.retried):
+        events = _seal_events(inbox_id, records, states)
+    else:
+        events = _events(tx, inbox_id, name, walk, states, kept, opened, now, again)
     positions = sealing.record_events(tx, events, seal) if events else {}
 
-    if walk.records:
+    if records:
         crashpoints.reach(crashpoints.BEFORE_INSERT)
-        records = walk.records if not positions else [
-            _new_record((*r[:7], positions.get(r.id), r.key)) for r in walk.records]  # fmt: skip
-        if tx.insert_records(inbox_id, records, now) != len(records):
+        # Where their seals were appended in this transaction, the records keep their place.
+        if tx.insert_records(inbox_id, records, now, positions or None) != len(records):
             # A concurrent writer inserted one of these identities first.
             raise RetryTransaction("an identity of this batch was inserted meanwhile")
         _apply(tx, inbox, walk)
@@ -339,6 +194,50 @@ def _write(
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox_id, int(now // 3600), verdict_counts(walk))
     return Decided(name, walk, kept, letter_ids, opened, positions)
+
+
+def _seal_events(
+    inbox_id: int, records: Sequence[NewRecord], states: Sequence[str]
+) -> list[LogEvent]:
+    """The log events of a batch whose only events are its new records' seals (no
+    newcomer, no delivery again): one a record, in their deliveries' order, which is the
+    records' own; made at C speed, without the loop over every outcome that
+    :func:`_events` runs (checked against it in tests/test_cpu_round_four.py)."""
+    events = zip(repeat("accept"), states, map(itemgetter(0), records), repeat(1), repeat(inbox_id))
+    return list(map(tuple.__new__, repeat(LogEvent), events))
+
+
+def _events(
+    tx: DecisionTx,
+    inbox_id: int,
+    name: str,
+    walk: Walk,
+    states: Sequence[str],
+    kept: Sequence[tuple[int, bool]],
+    opened: set[int],
+    now: float,
+    again: replay.Replay,
+) -> list[LogEvent]:
+    """A batch's log events, in delivery order: each new record's seal (its state text
+    in ``states``, by row), each newcomer's first quarantine (its repeats in the batch
+    only count; ``opened`` gets the outcomes that opened one) and each delivery again's
+    settling of the dead letter it came from."""
+    events: list[LogEvent] = []
+    first_rows: set[int] = set()
+    for index, outcome in enumerate(walk.outcomes):
+        if outcome.verdict is _ACCEPTED:
+            record = walk.records[outcome.row]
+            events.append(_event(("accept", states[outcome.row], record.id, 1, inbox_id)))
+        elif (
+            outcome.verdict is _CONFLICT and kept[outcome.row][1] and outcome.row not in first_rows
+        ):
+            first_rows.add(outcome.row)
+            opened.add(index)
+            events.append(LogEvent("quarantine", _quarantine_state(name, walk, outcome, kept)))
+        if index in walk.retried:
+            letter, settled = walk.retried[index], _settled(walk, outcome, kept)
+            events.append(replay.settle(tx, name, letter, outcome.item, settled, now, again))
+    return events
 
 
 def _quarantine_state(

@@ -10,7 +10,7 @@ from oncebox.domain import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict
 from oncebox.engine.decision import decision_of, quick_decisions
 
 if TYPE_CHECKING:
-    from oncebox.engine.decide import Outcome, Walk
+    from oncebox.engine.walk import Outcome, Walk
 
 
 class Decided:

@@ -6,7 +6,7 @@ type are the domain's; here is what the engine decides with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, fields
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
@@ -52,7 +52,10 @@ def template(inbox: str, verdict: Verdict) -> dict[str, Any]:
 
 
 class _Outcome(Protocol):
-    """What :func:`quick_decisions` reads of the walk's outcomes (engine.decide)."""
+    """What :func:`quick_decisions` reads of the walk's outcomes (engine.walk): a named
+    tuple, unpacked at once, (verdict, item, row, seen, reason, detail)."""
+
+    def __iter__(self) -> Iterator[Any]: ...
 
     @property
     def verdict(self) -> Verdict: ...
@@ -82,13 +85,14 @@ def quick_decisions(
     made = []
     new = object.__new__
     for index, outcome in enumerate(outcomes):
-        verdict, identity = outcome.verdict, outcome.item.identity
+        # Unpacked at once, not read field by field: this loop runs over every delivery.
+        verdict, item, row, seen, reason, _ = outcome
+        identity = item[2]  # the Prepared's Identity
         if verdict is _ACCEPTED and identity is not None:
-            record_id, revision, position = records[outcome.row].id, 1, None
+            record_id, revision, position = records[row][0], 1, None
             shared = accepted
-        elif verdict is _DUPLICATE and not outcome.reason and outcome.seen is not None:
-            seen = outcome.seen
-            record_id, revision, position = seen.id, seen.revision, seen.log_seq
+        elif verdict is _DUPLICATE and not reason and seen is not None:
+            record_id, _, _, revision, _, _, position = seen
             shared = duplicate
         else:  # the rarer kinds, each as it needs
             made.append(other(index, outcome, sealed))
@@ -97,8 +101,7 @@ def quick_decisions(
         decision: Decision = new(Decision)
         data = decision.__dict__
         data.update(shared)
-        data["identity"] = identity.identity
-        data["witness"] = identity.witness
+        data["identity"], data["witness"], _, _ = identity
         data["record_id"] = record_id
         data["revision"] = revision
         data["log_position"] = position if position is not None else sealed.get(record_id)

@@ -19,7 +19,7 @@ from functools import partial
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.domain import LogEntry, LogEvent
+from oncebox.domain import LogEntry, LogEvent, NewRecord
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import StorageError
@@ -65,12 +65,13 @@ def chain(tx: Chain, items: Sequence[LogEvent]) -> list[LogEntry]:
     first = seq
     entries: list[LogEntry] = []
     leaves: list[bytes] = []
-    sha256 = hashlib.sha256
+    sha256, add_entry, add_leaf = hashlib.sha256, entries.append, leaves.append
+    new, entry = tuple.__new__, LogEntry  # called directly: a partial over it adds a call
     for step, text, record_id, revision, inbox_id in items:
         # chain_hash and leaf_of, written out: the two hashes of every entry appended.
         prev = sha256(f"{prev}|{step}|{text}".encode()).hexdigest()
-        entries.append(_entry((seq, step, text, prev, inbox_id, record_id, revision)))
-        leaves.append(sha256(f"\x00{seq}|{step}|{text}|{prev}".encode()).digest())
+        add_entry(new(entry, (seq, step, text, prev, inbox_id, record_id, revision)))
+        add_leaf(sha256(f"\x00{seq}|{step}|{text}|{prev}".encode()).digest())
         seq += 1
     tx.append_log(entries)
     # Only the kept levels' nodes (_kept), built as they complete.
@@ -149,6 +150,28 @@ def record_state_text(
         f'"snapshot_id":{"null" if snapshot_id is None else _string(snapshot_id)},'
         f'"witness":{_string(witness)}}}'
     )
+
+
+def first_revision_states(inbox: str, records: Sequence[NewRecord]) -> list[str]:
+    """:func:`record_state_text` of each new record's first revision, in order: the
+    inbox's name quoted once a batch, the witness (hex digits, nothing to escape) written
+    as it is. An f-string, which joins its parts at once: a ``%`` template parses its
+    format again on every record, and costs more."""
+    quoted_inbox = _string(inbox)
+    states: list[str] = []
+    add = states.append
+    for record_id, _, identity, witness, _, _, arrival, _, _ in records:
+        snapshot_id = arrival.snapshot_id
+        if type(record_id) is not int:  # a number's own spelling: as record_state_text
+            add(record_state_text(inbox, record_id, identity, witness.hex(), 1, snapshot_id))
+            continue
+        add(
+            f'{{"identity":{"null" if identity is None else _string(identity)},'
+            f'"inbox":{quoted_inbox},"record":{record_id},"revision":1,'
+            f'"snapshot_id":{"null" if snapshot_id is None else _string(snapshot_id)},'
+            f'"witness":"{witness.hex()}"}}'
+        )
+    return states
 
 
 def record_state(

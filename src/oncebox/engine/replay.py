@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from oncebox.domain import UNSTORED, DeadLetter, LogEvent, Verdict
@@ -103,15 +104,18 @@ def replay_verdict(verdict: Verdict, reason: str) -> str:
     return f"{verdict}:{reason}" if reason else str(verdict)
 
 
+_DEAD_LETTER = attrgetter("delivery.dead_letter")  # a Prepared's, if it names one
+
+
 def held(tx: Retrying, inbox_id: int, items: Sequence[Prepared]) -> dict[int, DeadLetter]:
     """The dead letters the deliveries of a batch deliver again, by delivery index, held
     until the transaction ends (in id order, so two batches cannot deadlock on them).
     An id that names no dead letter of this inbox is not one: that delivery is decided
     as any other."""
-    wanted = {i: item.delivery.dead_letter for i, item in enumerate(items)
-              if item.delivery.dead_letter is not None}  # fmt: skip
-    if not wanted:
+    letters = list(map(_DEAD_LETTER, items))  # at C speed: nearly every batch names none
+    if letters.count(None) == len(letters):
         return {}
+    wanted = {i: letter for i, letter in enumerate(letters) if letter is not None}
     ids = sorted(set(wanted.values()))
     found = {letter_id: tx.get_dead_letter(letter_id) for letter_id in ids}
     return {

@@ -31,12 +31,8 @@ def record_events(tx: Sealing, events: Sequence[LogEvent], seal: bool) -> dict[i
         return {}
     while drain(tx):
         pass
-    entries = chain(tx, events)
-    return {
-        event.record_id: entry.seq
-        for event, entry in zip(events, entries, strict=True)
-        if event.record_id is not None
-    }
+    # Each entry names the record its event named (LogEntry.record_id is the event's).
+    return {entry[5]: entry[0] for entry in chain(tx, events) if entry[5] is not None}
 
 
 def seal_queued(tx: Sealing) -> None:

@@ -71,7 +71,14 @@ def sorted_ascii_strings(fields: Mapping[str, Any]) -> str | None:
     or more plain names to string values the encoder writes as they are (printable ASCII,
     no quote, no backslash): the text, written by one template made once per set of
     names, without the encoder. None for any other mapping, which the encoder writes."""
-    writer = _string_object_writer(tuple(fields))
+    names = tuple(fields)
+    # The writers made, looked up directly: lru_cache's own bookkeeping costs more than
+    # the lookup, and this runs for every new record.
+    writer = _WRITERS.get(names, _UNSEEN)
+    if writer is _UNSEEN:
+        writer = _string_object_writer(names)
+        if len(_WRITERS) < 256:
+            _WRITERS[names] = writer
     if writer is None:
         return None
     read, template = writer
@@ -83,7 +90,14 @@ def sorted_ascii_strings(fields: Mapping[str, Any]) -> str | None:
     kinds = set(map(type, values))
     if kinds != _STR and any(_own_str(kind) for kind in kinds):
         return None  # ``%s`` would write what its own __str__ says, not the string
-    return template % values if _plain(flat) else None
+    # _plain(flat), in line (it runs for every new record)
+    plain = flat.isascii() and flat.isprintable() and '"' not in flat and "\\" not in flat
+    return template % values if plain else None
+
+
+_Writer = tuple[Callable[[Any], Any], str]
+_UNSEEN: _Writer = (str, "")  # a sentinel, told apart by identity
+_WRITERS: dict[tuple[Any, ...], _Writer | None] = {}
 
 
 _STR = {str}

@@ -166,9 +166,10 @@ class PostgresTx(SealingTx):
         elif idents:
             self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
+                       positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
         try:
-            self._hold("insert_records", self._record_rows(inbox_id, records, now))
+            self._hold("insert_records", self._record_rows(inbox_id, records, now, positions))
         except pg_errors.UniqueViolation as exc:
             if not lost_identity(exc):
                 raise

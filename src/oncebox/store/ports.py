@@ -105,9 +105,10 @@ class Deciding(Clock, Protocol):
         """The stored records and tombstones among these identity digests."""
         ...
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
-        """Insert in order; how many went in (one a concurrent writer inserted first is
-        left out, and the caller decides again)."""
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
+                       positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
+        """Insert in order, at ``positions`` (their seals', if appended here); how many went
+        in (one a concurrent writer inserted first is left out: the caller decides again)."""
         ...
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:

@@ -20,19 +20,39 @@ class RecordsSql(SqlBase):
         found = self._rows("find_records", (inbox_id, wanted), Stored)
         return {bytes(row.ident): row for row in found}
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float) -> int:
-        return self._many("insert_records", self._record_rows(inbox_id, records, now))
+    def insert_records(
+        self,
+        inbox_id: int,
+        records: Sequence[NewRecord],
+        now: float,
+        positions: Mapping[int, int] | None = None,
+    ) -> int:
+        return self._many("insert_records", self._record_rows(inbox_id, records, now, positions))
 
     @staticmethod
     def _record_rows(
-        inbox_id: int, records: Sequence[NewRecord], now: float
+        inbox_id: int,
+        records: Sequence[NewRecord],
+        now: float,
+        positions: Mapping[int, int] | None = None,
     ) -> list[tuple[object, ...]]:
-        return [
-            (r.id, inbox_id, r.ident, r.identity, r.witness, r.content, r.fields, now, now,
-             r.arrival.device_time, r.arrival.snapshot_id, r.arrival.delivery_id,
-             r.arrival.signature, r.log_seq, r.key)
-            for r in records
-        ]  # fmt: skip
+        """One row of parameters a record, its fields unpacked at once rather than read
+        by name (a batch's every record), and its arrival's facts read once for a run of
+        records sharing one (nearly every batch shares the one without facts)."""
+        rows: list[tuple[object, ...]] = []
+        add = rows.append
+        last: object = None
+        device_time = snapshot_id = delivery_id = signature = None
+        for record_id, ident, identity, witness, content, fields, arrival, log_seq, key in records:
+            if arrival is not last:
+                last = arrival
+                device_time, snapshot_id = arrival.device_time, arrival.snapshot_id
+                delivery_id, signature = arrival.delivery_id, arrival.signature
+            if positions is not None:
+                log_seq = positions.get(record_id)
+            add((record_id, inbox_id, ident, identity, witness, content, fields, now, now,
+                 device_time, snapshot_id, delivery_id, signature, log_seq, key))  # fmt: skip
+        return rows
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         # Ascending ids: concurrent batches lock the rows they touch in one order.

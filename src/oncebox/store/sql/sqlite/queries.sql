@@ -4,12 +4,12 @@
 -- nothing here locks rows.
 
 -- name: find_records
--- A batch's identities in one statement, bound as one blob of their 32-byte digests end
--- to end (no JSON array of hex digests to write and parse), each looked up by the
--- unique index: only what a decision needs, no content.
-WITH RECURSIVE at(i) AS (SELECT 1 UNION ALL SELECT i + 32 FROM at WHERE i + 32 <= length(?2))
+-- A batch's identities in one statement, bound as one array of their digests (the
+-- carray extension, apsw.carray: no JSON array of hex digests to write and parse, no
+-- recursive CTE cutting a blob apart), each looked up by the unique index: only what a
+-- decision needs, no content.
 SELECT r.id, r.ident, r.witness, r.revision, r.evicted_at, r.first_seen, r.log_seq
-FROM at CROSS JOIN records_read AS r ON r.inbox_id = ?1 AND r.ident = substr(?2, at.i, 32);
+FROM carray(?2) AS c CROSS JOIN records_read AS r ON r.inbox_id = ?1 AND r.ident = c.value;
 
 -- name: find_record
 -- find_records for a batch of one (a single ingest), by the identity itself: no JSON
@@ -43,7 +43,8 @@ ON CONFLICT (inbox_id, ident) DO NOTHING;
 
 -- name: reserve_record_ids
 -- The next ids after every record there is or was (retention remembers the highest it
--- dropped), one row each; the write lock BEGIN IMMEDIATE holds keeps them ours.
+-- dropped), one row each; the write lock BEGIN IMMEDIATE holds keeps them ours. The
+-- general statement: SQLiteTx reads the first (reserve_record_id) and counts on.
 WITH RECURSIVE used(top) AS (
   SELECT max(coalesce((SELECT max(id) FROM records), 0),
              coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
@@ -51,7 +52,7 @@ WITH RECURSIVE used(top) AS (
 SELECT top + i FROM used, n ORDER BY i;
 
 -- name: reserve_record_id
--- reserve_record_ids for one id (a single ingest): the same id, without the recursive
+-- The first id reserve_record_ids gives (the others follow it), without the recursive
 -- count and its ORDER BY, whose temporary tables cost it several times more.
 SELECT max(coalesce((SELECT max(id) FROM records), 0),
            coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
