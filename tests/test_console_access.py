@@ -297,6 +297,7 @@ def test_one_token_page_shows_every_inbox_a_listing_cuts(served: Served) -> None
         short = http.get(f"/console/tokens/{ids[0]}")
         assert re.findall(r'<li><span class="nb">([^<]+)</span></li>', short.text) == ["ussd"]
         assert http.get("/console/tokens/999999").status_code == 404
+        assert http.get("/console/tokens", params={"revoked": "\u00b2"}).status_code == 200
     with client(served.url) as http:
         sign_in(http, ops.secret)
         assert http.get(f"/console/tokens/{ids[3]}").status_code == 403

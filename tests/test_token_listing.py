@@ -122,6 +122,7 @@ def test_one_token_is_shown_whole_by_its_live_name_else_its_newest_else_its_id(
     by_id = box.token(str(ids[2]))
     assert by_id is not None and by_id.name == "t-0002"
     assert box.token("t-9999") is None and box.token("99999999999999999999") is None
+    assert box.token("\u00b2") is None and box.token("\u0663") is None  # digits int() refuses
 
 
 def test_the_cli_shows_one_token_whole(shared_url: str, clock: ManualClock, tmp_path: Path) -> None:
@@ -140,3 +141,5 @@ def test_the_cli_shows_one_token_whole(shared_url: str, clock: ManualClock, tmp_
     assert by_id["name"] == "t-0000"
     missing = cli("token", "show", "nobody")
     assert missing.returncode == 2 and "no token named 'nobody'" in missing.stderr
+    superscript = cli("token", "show", "\u00b2")  # a digit to isdigit(), not to int()
+    assert superscript.returncode == 2 and "nor with that id" in superscript.stderr

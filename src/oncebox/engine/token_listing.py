@@ -30,7 +30,8 @@ def one(tx: Access, name_or_id: str) -> Token | None:
     """The token a name or id stands for, read whole: a live name wins (as in revoking),
     then the newest token that had the name, then the token with that id."""
     row = tx.token_named(name_or_id)
-    if row is None and name_or_id.isdigit() and len(name_or_id) < 19:
+    # isascii too: isdigit is also true of digits int() refuses ("²", other scripts').
+    if row is None and name_or_id.isascii() and name_or_id.isdigit() and len(name_or_id) < 19:
         row = tx.token_by_id(int(name_or_id))
     return None if row is None else from_row(row)
 

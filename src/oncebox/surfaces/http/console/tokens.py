@@ -127,17 +127,25 @@ def _by_id(svc: Console, token_id: int, whole: bool = False) -> Token | None:
 async def one_token(token_id: int, who: Viewer, svc: Served) -> Response:
     """One token with every inbox it names: the listing cuts a long list."""
     _admin(who)
-    token = await run_in_threadpool(_by_id, svc, token_id, True)
-    if token is None:
+    row = await run_in_threadpool(_one_row, svc, token_id)
+    if row is None:
         return refused(who, f"No token {token_id}.", 404)
-    now = svc.box.store.now()
-    row = Row(token, state(token.revoked_at, token.expires_at, now))
-    return h.page("token.html", who, f"Token {token.name}", row=row)
+    return h.page("token.html", who, f"Token {row.token.name}", row=row)
+
+
+def _one_row(svc: Console, token_id: int) -> Row | None:
+    """The token whole, with its state on the server clock (a read on PostgreSQL: off
+    the event loop, like the store's other reads)."""
+    token = _by_id(svc, token_id, whole=True)
+    if token is None:
+        return None
+    return Row(token, state(token.revoked_at, token.expires_at, svc.box.store.now()))
 
 
 def _revoked(svc: Console, asked: str) -> str | None:
     """What the revoking form did, read back from the store (not the query's words)."""
-    token = _by_id(svc, int(asked)) if asked.isdigit() and len(asked) < 19 else None
+    digits = asked.isascii() and asked.isdigit() and len(asked) < 19  # int() takes them
+    token = _by_id(svc, int(asked)) if digits else None
     if token is not None and token.revoked_at is not None:
         return f"Token {token.name} revoked."
     return None
