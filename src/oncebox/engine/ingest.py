@@ -79,16 +79,8 @@ _prepared = partial(tuple.__new__, Prepared)
 def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -> Prepared:
     """Bound the raw size, then decode, validate (the codec's rules, then ``check``: what
     the apply step needs of the fields) and identify; never touches storage."""
-    key = delivery.key
-    if (
-        type(delivery) is Delivery  # read whole, not an Oversize's head or Unreadable
-        and (key is None or (key.isascii() and "\x00" not in key))
-        and delivery.snapshot_id is None
-        and delivery.device_time is None
-        and delivery.delivery_id is None
-        and len(delivery.body) <= codec.max_bytes
-    ):
-        return _decoded(codec, delivery, check)  # the usual case, none of the checks below
+    if _usual(delivery, codec.max_bytes):
+        return _decoded(codec, delivery, check)  # none of the checks below
     unstorable = _unstorable(delivery)
     if unstorable is not None:
         # Kept with its text facts escaped, so its dead letter can be stored at all.
@@ -104,6 +96,21 @@ def prepare(codec: Codec, delivery: Delivery, check: FieldCheck | None = None) -
     if unstorable is not None:
         return Prepared(delivery, invalid=unstorable)
     return _decoded(codec, delivery, check)
+
+
+def _usual(delivery: Delivery, max_bytes: int) -> bool:
+    """Whether a delivery is the usual kind, decoded at once: read whole (not an
+    Oversize's head or Unreadable), its key plain text, no transport facts to check,
+    within the size bound."""
+    key = delivery.key
+    return (
+        type(delivery) is Delivery
+        and (key is None or (key.isascii() and "\x00" not in key))
+        and delivery.snapshot_id is None
+        and delivery.device_time is None
+        and delivery.delivery_id is None
+        and len(delivery.body) <= max_bytes
+    )
 
 
 def _decoded(codec: Codec, delivery: Delivery, check: FieldCheck | None) -> Prepared:
@@ -130,35 +137,14 @@ def _refused(delivery: Delivery, exc: Exception) -> Prepared:
 def prepare_all(
     codec: Codec, deliveries: Sequence[Delivery], check: FieldCheck | None = None
 ) -> list[Prepared]:
-    """:func:`prepare` of each delivery of a batch, in order; the usual ones (what
-    :func:`prepare` decodes at once) decoded in this loop rather than two frames of their
-    own each (checked against :func:`prepare` in tests/test_cpu_round_four.py)."""
-    prepared: list[Prepared] = []
-    add, decode, bound = prepared.append, codec.decode, codec.max_bytes
-    new, made = tuple.__new__, Prepared  # called directly: a partial over it adds a call
-    for delivery in deliveries:
-        key = delivery.key
-        if not (
-            type(delivery) is Delivery
-            and (key is None or (key.isascii() and "\x00" not in key))
-            and delivery.snapshot_id is None
-            and delivery.device_time is None
-            and delivery.delivery_id is None
-            and len(delivery.body) <= bound
-        ):
-            add(prepare(codec, delivery, check))
-            continue
-        try:
-            decoded = decode(delivery)
-            if check is not None:
-                check(decoded.fields)
-            identity = identify(codec, decoded)
-        except Exception as exc:
-            add(_refused(delivery, exc))
-            continue
-        _, _, digest, witness = identity
-        add(new(made, (delivery, decoded, identity, None, digest, witness)))
-    return prepared
+    """:func:`prepare` of each delivery of a batch, in order; the usual ones decoded
+    without a frame of :func:`prepare`'s each (checked against it in
+    tests/test_cpu_round_four.py)."""
+    bound = codec.max_bytes
+    return [
+        _decoded(codec, d, check) if _usual(d, bound) else prepare(codec, d, check)
+        for d in deliveries
+    ]
 
 
 _TEXT_FACTS = ("key", "snapshot_id", "device_time", "delivery_id")
