@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -87,6 +88,10 @@ SQLITE_HOT: dict[str, tuple[Any, dict[str, str]]] = {
         {},
     ),
     "count_duplicates": ((7, 2, T), {"records": "USING INTEGER PRIMARY KEY (rowid=?)"}),
+    "count_duplicates_at_once": (
+        (apsw.carray(array("q", (7, 9))), 1, T),
+        {"records": "USING INTEGER PRIMARY KEY (rowid=?)"},
+    ),
     "count_late_replays": ((7, 2, T, 3.0), {"records": "USING INTEGER PRIMARY KEY (rowid=?)"}),
     "held_leases": (
         ("scope", 1, json.dumps(["scope-1", "scope-3"])),

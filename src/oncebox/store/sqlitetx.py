@@ -5,13 +5,15 @@ opens, commits and rolls these back is :mod:`oncebox.store.sqlite`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import apsw
 
 from oncebox.domain import Fenced, LeaseState, Stored
 from oncebox.store.sqlfile import load_queries
+from oncebox.store.sqlitevalues import ValuesStatements
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
 
@@ -31,6 +33,8 @@ def _bare(sql: str) -> str:
 
 
 _TEXT = {name: _bare(query.sql) for name, query in Q.items()}
+# The store's one-row INSERTs, run over a batch's rows as a few multi-row statements.
+_VALUES = ValuesStatements(_TEXT)
 
 
 def _sql(statement: Statement) -> str:
@@ -89,6 +93,8 @@ class SQLiteTx(SqlTx):
     def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
+        if len(rows) > 1 and name in _VALUES:  # a store INSERT's batch: a few statements
+            return self._inserted(name, rows)  # type: ignore[arg-type]
         conn = self._conn
         before = conn.total_changes()
         # Read to the end: a statement that returns rows runs only as far as they are read.
@@ -96,6 +102,15 @@ class SQLiteTx(SqlTx):
         run = self._cursor.execute if len(rows) == 1 else self._cursor.executemany
         for _ in run(_sql(name), rows[0] if len(rows) == 1 else rows):
             pass
+        return int(conn.total_changes() - before)
+
+    def _inserted(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+        """:meth:`_many` of a splittable INSERT (:mod:`oncebox.store.sqlitevalues`)."""
+        conn, execute = self._conn, self._cursor.execute
+        before = conn.total_changes()
+        for text, params in _VALUES.chunks(name, rows):
+            for _ in execute(text, params):  # read to the end, as _many does
+                pass
         return int(conn.total_changes() - before)
 
     def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
@@ -164,12 +179,26 @@ class SQLiteTx(SqlTx):
         return {row.name: row for row in found}
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
-        if len(repeats) != 1:
-            return super().count_duplicates(repeats, now)
-        # A single delivery's: its one row run as it is, without a batch's sort and list.
-        ((record_id, n),) = repeats.items()
-        self._cursor.execute(_TEXT["count_duplicates"], (record_id, n, now))
-        return int(self._conn.changes())
+        """A batch's counts with one statement for each number of repeats (nearly always
+        one: each record repeated once), its records' ids bound as one array; a single
+        delivery's one row run as it is. One writer at a time: no lock order to keep."""
+        if len(repeats) == 1:
+            ((record_id, n),) = repeats.items()
+            self._cursor.execute(_TEXT["count_duplicates"], (record_id, n, now))
+            return int(self._conn.changes())
+        counts = set(repeats.values())
+        if len(counts) == 1:
+            groups: Mapping[int, Iterable[int]] = {counts.pop(): repeats}
+        else:
+            grouped: dict[int, list[int]] = {}
+            for record_id, n in repeats.items():
+                grouped.setdefault(n, []).append(record_id)
+            groups = grouped
+        conn, execute, changed = self._conn, self._cursor.execute, 0
+        for n, ids in groups.items():
+            execute(_TEXT["count_duplicates_at_once"], (apsw.carray(array("q", ids)), n, now))
+            changed += conn.changes()
+        return changed
 
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         if len(counts) != 1:

@@ -67,6 +67,12 @@ SET value = CAST(max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS
 -- Run once per (record id, repeats, now).
 UPDATE records SET seen_count = seen_count + ?2, last_seen = ?3 WHERE id = ?1;
 
+-- name: count_duplicates_at_once
+-- count_duplicates of every record that repeated the same number of times (?2), their
+-- ids bound as one array (carray, apsw.carray of 64-bit integers): one statement for a
+-- batch's duplicates, not one a record. Each id is searched by the primary key.
+UPDATE records SET seen_count = seen_count + ?2, last_seen = ?3 WHERE id IN carray(?1);
+
 -- name: count_late_replays
 -- Run once per (record id, repeats, now, greatest lateness).
 UPDATE records
