@@ -1,0 +1,216 @@
+"""The fifth CPU round (SQLite's batch statements) writes exactly what the general
+statements beside it write: a batch's one-row INSERTs run as multi-row ``VALUES``
+statements in chunks (:mod:`oncebox.store.sqlitevalues`) against ``executemany`` one row
+at a time; a batch's duplicate counts as one ``UPDATE`` over an array of ids against one
+``UPDATE`` a record. Each over generated batches (Hypothesis, derandomized), directly and
+through whole runs of batched ingests."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oncebox
+from oncebox.domain import Arrival, NewRecord
+from oncebox.store import open_store, sqlitetx
+from oncebox.store.sqlite import SQLiteStore
+from oncebox.store.sqlitetx import SQLiteTx
+from oncebox.store.sqlitevalues import LONGEST, ValuesStatements
+from oncebox.store.sqltx import SqlTx
+
+T = 1_800_000_000.0
+TABLES = ("records", "verdict_counts", "log", "log_pending", "merkle_nodes", "dead_letters",
+          "quarantine")  # fmt: skip
+
+
+class _General:
+    """Both fast paths off, as a context manager."""
+
+    def __enter__(self) -> None:
+        self._patches = [
+            mock.patch.object(sqlitetx, "_VALUES", ValuesStatements({})),
+            mock.patch.object(SQLiteTx, "count_duplicates", _count_duplicates_each),
+        ]
+        for patch in self._patches:
+            patch.start()
+
+    def __exit__(self, *exc: object) -> None:
+        for patch in reversed(self._patches):
+            patch.stop()
+
+
+def _count_duplicates_each(tx: Any, repeats: Any, now: float) -> int:
+    """The general count: one UPDATE a record, run by ``executemany``."""
+    return SqlTx.count_duplicates(tx, repeats, now)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    opened = open_store(f"sqlite:///{tmp_path / 's.db'}", clock=lambda: T)
+    assert isinstance(opened, SQLiteStore)
+    yield opened
+    opened.close()
+
+
+def _tables(store: SQLiteStore) -> list[Any]:
+    with store.reading() as tx:
+        return [tx.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in TABLES]
+
+
+def _record(record_id: int, key: int, body: bytes) -> NewRecord:
+    ident = key.to_bytes(32, "big")
+    return NewRecord(record_id, ident, str(key), body.ljust(32, b"w"), body, "{}", Arrival(),
+                     None, str(key))  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.sampled_from([b"a", b"b"])), max_size=12),
+    st.lists(st.tuples(st.integers(0, 300), st.sampled_from([b"a", b"b"])), max_size=150),
+)
+def test_records_inserted_in_chunks_are_those_inserted_each(
+    before: list[tuple[int, bytes]], batch: list[tuple[int, bytes]]
+) -> None:
+    """The same count and the same rows, whatever the batch's length (chunks of each
+    size, and a remainder) and wherever it repeats an identity stored or earlier in it
+    (DO NOTHING skips it either way)."""
+    seen = []
+    for general in (False, True):
+        store = open_store("sqlite:///:memory:", clock=lambda: T)
+        assert isinstance(store, SQLiteStore)
+        box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
+        stored = [_record(i + 1, key, body) for i, (key, body) in enumerate(before)]
+        made = [_record(1000 + i, key, body) for i, (key, body) in enumerate(batch)]
+
+        def insert(tx: Any, stored: Any = stored, made: Any = made) -> tuple[int, int]:
+            return tx.insert_records(1, stored, T), tx.insert_records(1, made, T + 1)
+
+        if general:
+            with _General():
+                counted = store.atomic(insert)
+        else:
+            counted = store.atomic(insert)
+        seen.append((counted, _tables(store)))
+        box.close()
+    assert seen[0] == seen[1]
+
+
+def test_chunks_keep_every_row_in_order() -> None:
+    """Each splittable statement's chunks: powers of two, none over the longest, their
+    placeholders as many as their parameters, the rows' parameters in order."""
+    statements = sqlitetx._VALUES
+    assert {"insert_records", "append_log", "put_merkle_node", "queue_logs"} <= set(
+        statements._parts
+    )
+    assert "count_verdict" not in statements  # an upsert that updates: a row at a time
+    for n in (2, 3, 63, 64, 65, 129, 1000):
+        rows = [(i, -i, f"{i}") for i in range(n)]
+        chunks = list(statements.chunks("put_merkle_node", rows))
+        sizes = [len(params) // 3 for _, params in chunks]
+        assert sum(sizes) == n and all(s & (s - 1) == 0 and s <= LONGEST for s in sizes)
+        assert all(text.count("?") == len(params) for text, params in chunks)
+        assert [p for _, params in chunks for p in params] == [v for row in rows for v in row]
+
+
+def test_every_splittable_statement_prepares(store: SQLiteStore) -> None:
+    """Every multi-row text is SQL that SQLite takes, with one parameter per placeholder."""
+    conn = store._connect()
+    for name in sqlitetx._VALUES._parts:
+        for rows in (2, LONGEST):
+            text = sqlitetx._VALUES.text(name, rows)
+            width = sqlitetx._TEXT[name].split("VALUES", 1)[1].split(")", 1)[0].count("?")
+            cursor = conn.cursor()
+            plan = cursor.execute(f"EXPLAIN {text}", [None] * (width * rows))
+            assert list(plan)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.integers(1, 12), st.integers(1, 3), max_size=10))
+def test_duplicates_counted_at_once_are_those_counted_each(repeats: dict[int, int]) -> None:
+    """The same count of rows changed and the same rows after, on two stores made alike:
+    records repeated once, several times, or not there at all (ids over 8)."""
+    seen = []
+    for general in (False, True):
+        store = open_store("sqlite:///:memory:", clock=lambda: T)
+        assert isinstance(store, SQLiteStore)
+        box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
+        box.ingest_batch("k", [oncebox.Delivery(b"x", key=str(i)) for i in range(8)])
+        count: Callable[[Any], int] = lambda tx: tx.count_duplicates(repeats, T + 5)  # noqa: E731
+        if general:
+            with _General():
+                changed = store.atomic(count)
+        else:
+            changed = store.atomic(count)
+        seen.append((changed, _tables(store)))
+        box.close()
+    assert seen[0] == seen[1]
+    assert seen[0][0] == sum(1 for record_id in repeats if record_id <= 8)
+
+
+_batches = st.lists(
+    st.one_of(
+        # A batch: each delivery a key (a few, so they repeat) and a body (two: conflicts).
+        st.tuples(
+            st.just("batch"),
+            st.lists(st.tuples(st.integers(0, 5), st.sampled_from([b"a", b"b", b""])), max_size=12),
+        ),
+        # Many new keys at once, from an offset (past a chunk's length, a remainder).
+        st.tuples(st.just("many"), st.integers(0, 3), st.integers(0, 140)),
+        st.tuples(st.just("tick"), st.sampled_from([1.0, 3600.0, 100.0 * 86400])),
+        st.just(("evict",)),
+    ),
+    max_size=8,
+)
+
+
+def _run_batches(steps: list[Any], seal: bool) -> list[Any]:
+    now = [T]
+    box = oncebox.open("sqlite:///:memory:", clock=lambda: now[0], seal=seal,
+                       inboxes=[oncebox.InboxSpec("k", codec="keyed", retention=3600.0,
+                                                   retention_override="a test")])  # fmt: skip
+    seen: list[Any] = []
+    try:
+        for step in steps:
+            if step[0] == "tick":
+                now[0] += step[1]
+                continue
+            if step[0] == "evict":
+                box.evict("k")
+                continue
+            if step[0] == "batch":
+                # An empty body under a key: a keyed delivery without a key instead (a
+                # dead letter among the others).
+                deliveries = [oncebox.Delivery(body or b"x", key=str(key) if body else None)
+                              for key, body in step[1]]  # fmt: skip
+            else:
+                offset, n = step[1] * 50, step[2]
+                deliveries = [oncebox.Delivery(b"m", key=f"m{offset + i}") for i in range(n)]
+            decided = box.ingest_batch("k", deliveries)
+            seen.append([dataclasses.asdict(d) for d in decided])
+        with box.store.reading() as tx:
+            for table in TABLES:
+                seen.append(tx.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3"))  # type: ignore[attr-defined]
+    finally:
+        box.close()
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(_batches, st.booleans())
+def test_batches_decide_and_store_as_with_the_general_statements(
+    steps: list[Any], seal: bool
+) -> None:
+    """Whole runs of batched ingests (new records, repeats in the batch and of stored
+    ones, conflicts, dead letters, evictions and late replays; sealed in the batch or
+    queued): the same decisions and the same tables with both fast paths as without."""
+    fast = _run_batches(steps, seal)
+    with _General():
+        general = _run_batches(steps, seal)
+    assert fast == general
