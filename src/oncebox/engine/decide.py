@@ -95,13 +95,14 @@ def decide_batch(
             refused = fence.refused(lease, item.delivery.lease_token, now)
             if refused is not None:
                 fenced[index] = refused
-    # The identities decided against what is stored, each once: without a fence, those read.
+    # The identities decided against what is stored, each once: without a fence, those
+    # read, and the stored records all those found (a store finds only what it was asked).
     if fenced:
         unfenced = (item.ident for i, item in enumerate(items) if i not in fenced)
         wanted = [ident for ident in dict.fromkeys(unfenced) if ident]
+        stored = {ident: found[ident] for ident in wanted if ident in found}
     else:
-        wanted = idents if all(idents) else [ident for ident in idents if ident]
-    stored = {ident: found[ident] for ident in wanted if ident in found}
+        wanted, stored = idents, found
     if counts_only is not None and counts_only == heavier(items, stored, fenced):
         raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
     unknown = len(wanted) - len(stored)
