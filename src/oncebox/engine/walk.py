@@ -63,7 +63,10 @@ class Walk:
         self, stored: Mapping[bytes, Stored], new_ids: Sequence[int],
         retried: Mapping[int, DeadLetter] | None = None,
     ) -> None:  # fmt: skip
-        self.seen = dict(stored)
+        # What each identity was decided against so far: a stored record, or the row (in
+        # ``records``) of one accepted earlier in the batch, made a Stored only when a
+        # later delivery repeats it (:meth:`_accepted`): most never are.
+        self.seen: dict[bytes, Stored | int] = dict(stored)
         # The dead letters deliveries again come from, by index: refused again, they make
         # no new dead letter (the one they came from counts the attempt).
         self.retried = retried or {}
@@ -118,7 +121,7 @@ class Walk:
         add_outcome = self.outcomes.append
         accepted, duplicate = _ACCEPTED, _DUPLICATE
         # Named tuples made by tuple.__new__ called directly: a partial over it adds a call.
-        new, outcome, new_record, stored = tuple.__new__, Outcome, NewRecord, Stored
+        new, outcome, new_record = tuple.__new__, Outcome, NewRecord
         for index, item in enumerate(items):
             ident = item[4]
             if fenced and index in fenced:
@@ -143,14 +146,17 @@ class Walk:
                     arrived = NO_ARRIVAL  # what arrival() gives it, without a call
                 else:
                     arrived = arrival(delivery)
+                row = len(records)
                 add_record(
                     new(new_record, (record_id, ident, identity.identity, witness,
                                      decoded.content, fields, arrived, None, delivery.key))
                 )  # fmt: skip
                 add_first(index)
-                seen[ident] = new(stored, (record_id, ident, witness, 1, None, now, None))
-                add_outcome(new(outcome, (accepted, item, len(records) - 1, None, "", "")))
+                seen[ident] = row
+                add_outcome(new(outcome, (accepted, item, row, None, "", "")))
                 continue
+            if isinstance(found, int):  # a record accepted earlier in the batch
+                found = self._accepted(ident, found, now)
             found_id, _, found_witness, _, evicted_at, _, _ = found
             if found_witness == item[5] and evicted_at is None:
                 repeats[found_id] = repeats.get(found_id, 0) + 1
@@ -158,11 +164,19 @@ class Walk:
             else:
                 self.decide(index, item, now)
 
+    def _accepted(self, ident: bytes, row: int, now: float) -> Stored:
+        """The record accepted earlier in the batch at ``row`` as a delivery repeating it
+        finds it (kept from now on): revision 1, first seen now, not sealed yet."""
+        record = self.records[row]
+        found = self.seen[ident] = _stored((record[0], ident, record[3], 1, None, now, None))
+        return found
+
     def decide(self, index: int, item: Prepared, now: float) -> None:
         delivery, decoded, identity, _, ident, witness = item  # unpacked at once: it is a tuple
         assert ident is not None and witness is not None
         assert decoded is not None and identity is not None
-        seen = self.seen.get(ident)
+        found = self.seen.get(ident)
+        seen = self._accepted(ident, found, now) if isinstance(found, int) else found
         # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
             record_id = next(self._ids)
@@ -171,8 +185,7 @@ class Walk:
                              fields_json(decoded), arrival(delivery), None, delivery.key))
             )  # fmt: skip
             self.firsts.append(index)
-            self.seen[ident] = _stored((record_id, ident, witness, 1, None, now, None))
-            row = len(self.records) - 1
+            row = self.seen[ident] = len(self.records) - 1
             self.outcomes.append(_outcome((_ACCEPTED, item, row, None, "", "")))
             return
         if seen.witness == witness and seen.evicted_at is None:
