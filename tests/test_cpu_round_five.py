@@ -214,3 +214,38 @@ def test_batches_decide_and_store_as_with_the_general_statements(
     with _General():
         general = _run_batches(steps, seal)
     assert fast == general
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from([b"a", b"b", b""])), max_size=14),
+    st.lists(st.tuples(st.integers(0, 4), st.sampled_from([b"a", b"b"])), max_size=4),
+)
+def test_a_batch_decides_as_its_deliveries_one_by_one(
+    batch: list[tuple[int, bytes]], before: list[tuple[int, bytes]]
+) -> None:
+    """A batch that repeats or contradicts a record it accepts itself (the walk makes that
+    record's Stored only then) decides and stores as its deliveries ingested one at a time."""
+
+    def deliveries() -> list[oncebox.Delivery]:
+        return [oncebox.Delivery(body or b"x", key=str(key) if body else None)
+                for key, body in batch]  # fmt: skip
+
+    seen = []
+    for together in (True, False):
+        box = oncebox.open("sqlite:///:memory:", clock=lambda: T,
+                           inboxes=[oncebox.InboxSpec("k", codec="keyed")])  # fmt: skip
+        try:
+            for key, body in before:
+                box.ingest("k", oncebox.Delivery(body, key=str(key)))
+            if together:
+                decided = box.ingest_batch("k", deliveries())
+            else:
+                decided = [box.ingest("k", delivery) for delivery in deliveries()]
+            with box.store.reading() as tx:
+                tables = [tx.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3")  # type: ignore[attr-defined]
+                          for t in ("records", "quarantine", "dead_letters", "log")]  # fmt: skip
+            seen.append(([dataclasses.asdict(d) for d in decided], tables))
+        finally:
+            box.close()
+    assert seen[0] == seen[1]
