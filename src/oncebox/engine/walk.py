@@ -5,9 +5,9 @@ what is stored and what the deliveries before it in the batch left
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from oncebox.domain import (
     CONFLICT_REASON,
@@ -117,7 +117,8 @@ class Walk:
         usual verdicts (new, plain repeat) written out in line, since this loop runs over
         every delivery of every batch; any other goes through :meth:`decide`."""
         seen, records, repeats, ids = self.seen, self.records, self.repeats, self._ids
-        find, add_record, add_first = seen.get, records.append, self.firsts.append
+        find: Callable[[bytes], Any] = seen.get  # a Stored, a row (int) or None
+        add_record, add_first = records.append, self.firsts.append
         add_outcome = self.outcomes.append
         accepted, duplicate = _ACCEPTED, _DUPLICATE
         # Named tuples made by tuple.__new__ called directly: a partial over it adds a call.
@@ -155,9 +156,11 @@ class Walk:
                 seen[ident] = row
                 add_outcome(new(outcome, (accepted, item, row, None, "", "")))
                 continue
-            if isinstance(found, int):  # a record accepted earlier in the batch
+            try:  # a Stored; an int is a record accepted earlier in the batch (no check to run)
+                found_id, _, found_witness, _, evicted_at, _, _ = found
+            except TypeError:
                 found = self._accepted(ident, found, now)
-            found_id, _, found_witness, _, evicted_at, _, _ = found
+                found_id, _, found_witness, _, evicted_at, _, _ = found
             if found_witness == item[5] and evicted_at is None:
                 repeats[found_id] = repeats.get(found_id, 0) + 1
                 add_outcome(new(outcome, (duplicate, item, -1, found, "", "")))
