@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oncebox
+from helpers import event_body
 from oncebox.domain import Arrival, NewRecord
 from oncebox.store import open_store, sqlitetx
 from oncebox.store.sqlite import SQLiteStore
 from oncebox.store.sqlitetx import SQLiteTx
-from oncebox.store.sqlitevalues import LONGEST, ValuesStatements
+from oncebox.store.sqlitevalues import LONGEST
 from oncebox.store.sqltx import SqlTx
 
 T = 1_800_000_000.0
@@ -35,7 +36,7 @@ class _General:
 
     def __enter__(self) -> None:
         self._patches = [
-            mock.patch.object(sqlitetx, "_VALUES", ValuesStatements({})),
+            mock.patch.object(sqlitetx._VALUES, "splits", lambda sql: False),
             mock.patch.object(SQLiteTx, "count_duplicates", _count_duplicates_each),
         ]
         for patch in self._patches:
@@ -103,32 +104,67 @@ def test_records_inserted_in_chunks_are_those_inserted_each(
 
 
 def test_chunks_keep_every_row_in_order() -> None:
-    """Each splittable statement's chunks: powers of two, none over the longest, their
+    """A splittable statement's chunks: powers of two, none over the longest, their
     placeholders as many as their parameters, the rows' parameters in order."""
-    statements = sqlitetx._VALUES
-    assert {"insert_records", "append_log", "put_merkle_node", "queue_logs"} <= set(
-        statements._parts
-    )
-    assert "count_verdict" not in statements  # an upsert that updates: a row at a time
-    for n in (2, 3, 63, 64, 65, 129, 1000):
+    values, text = sqlitetx._VALUES, sqlitetx._TEXT
+    for name in ("insert_records", "append_log", "put_merkle_node", "queue_logs", "count_verdict"):
+        assert values.splits(text[name]), name
+    assert not values.splits("INSERT INTO t (a) VALUES (?) RETURNING a")
+    assert not values.splits("INSERT INTO t (a) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM t)")
+    assert not values.splits("INSERT INTO t (a) VALUES (?1)")  # numbered: not renumbered
+    assert not values.splits(text["count_duplicates"])
+    for n in (2, 3, 31, 32, 33, 65, 1000):
         rows = [(i, -i, f"{i}") for i in range(n)]
-        chunks = list(statements.chunks("put_merkle_node", rows))
+        chunks = list(values.chunks(text["put_merkle_node"], rows))
         sizes = [len(params) // 3 for _, params in chunks]
         assert sum(sizes) == n and all(s & (s - 1) == 0 and s <= LONGEST for s in sizes)
         assert all(text.count("?") == len(params) for text, params in chunks)
         assert [p for _, params in chunks for p in params] == [v for row in rows for v in row]
 
 
+def _step_statements() -> dict[str, str]:
+    from oncebox.engine.steps import generation, triage
+
+    steps = (generation, triage)
+    return {f"{step.__name__}.{name}": query.sql
+            for step in steps for name, query in step._SQL["sqlite"].items()}  # fmt: skip
+
+
 def test_every_splittable_statement_prepares(store: SQLiteStore) -> None:
-    """Every multi-row text is SQL that SQLite takes, with one parameter per placeholder."""
+    """Every multi-row text (the store's statements, the built-in steps') is SQL that
+    SQLite takes, with one parameter per placeholder."""
     conn = store._connect()
-    for name in sqlitetx._VALUES._parts:
+    oncebox.Oncebox(store, [oncebox.InboxSpec("g", codec="json-event", apply="generation"),
+                            oncebox.InboxSpec("t", codec="ussd-h1", apply="triage")])  # fmt: skip
+    statements = {**sqlitetx._TEXT, **_step_statements()}
+    split = [sql for sql in statements.values() if sqlitetx._VALUES.splits(sql)]
+    assert len(split) >= 15
+    for sql in split:
         for rows in (2, LONGEST):
-            text = sqlitetx._VALUES.text(name, rows)
-            width = sqlitetx._TEXT[name].split("VALUES", 1)[1].split(")", 1)[0].count("?")
-            cursor = conn.cursor()
-            plan = cursor.execute(f"EXPLAIN {text}", [None] * (width * rows))
-            assert list(plan)
+            text = sqlitetx._VALUES.text(sql, rows)
+            assert list(conn.cursor().execute(f"EXPLAIN {text}", [None] * text.count("?")))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["accepted", "duplicate"]), st.sampled_from(["", "x"]),
+                          st.integers(1, 3)), max_size=40))  # fmt: skip
+def test_upserts_in_chunks_are_those_run_each(counts: list[tuple[str, str, int]]) -> None:
+    """An upsert's rows that meet the same key in one chunk add up as run one by one."""
+    seen = []
+    for general in (False, True):
+        store = open_store("sqlite:///:memory:", clock=lambda: T)
+        assert isinstance(store, SQLiteStore)
+        box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
+        rows = [(1, 7, verdict, reason, n) for verdict, reason, n in counts]
+        add: Callable[[Any], int] = lambda tx, rows=rows: tx._many("count_verdict", rows)  # noqa: E731
+        if general:
+            with _General():
+                changed = store.atomic(add)
+        else:
+            changed = store.atomic(add)
+        seen.append((changed, _tables(store)))
+        box.close()
+    assert seen[0] == seen[1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -249,3 +285,39 @@ def test_a_batch_decides_as_its_deliveries_one_by_one(
         finally:
             box.close()
     assert seen[0] == seen[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 3), st.booleans()),
+                         max_size=70), max_size=3))  # fmt: skip
+def test_a_steps_batch_statements_apply_as_the_general_ones(
+    batches: list[list[tuple[int, int, bool]]],
+) -> None:
+    """The generation step's work keys (its upsert in chunks), bumped by batches of
+    events (new, repeated, conflicting, several on one key): the same decisions and
+    tables with the fast paths as without."""
+
+    def run() -> list[Any]:
+        box = oncebox.open("sqlite:///:memory:", clock=lambda: T,
+                           inboxes=[oncebox.InboxSpec("g", codec="json-event",
+                                                      apply="generation")])  # fmt: skip
+        seen: list[Any] = []
+        try:
+            for batch in batches:
+                deliveries = [
+                    oncebox.Delivery(event_body(f"n-{n}", sku=f"SKU-{sku}",
+                                                payload={"status": "A" if other else "B"}))
+                    for n, sku, other in batch
+                ]  # fmt: skip
+                seen.append([dataclasses.asdict(d) for d in box.ingest_batch("g", deliveries)])
+            with box.store.reading() as tx:
+                for table in ("work_keys", *TABLES):
+                    seen.append(tx.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3"))  # type: ignore[attr-defined]
+        finally:
+            box.close()
+        return seen
+
+    fast = run()
+    with _General():
+        general = run()
+    assert fast == general

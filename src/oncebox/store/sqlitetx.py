@@ -33,8 +33,9 @@ def _bare(sql: str) -> str:
 
 
 _TEXT = {name: _bare(query.sql) for name, query in Q.items()}
-# The store's one-row INSERTs, run over a batch's rows as a few multi-row statements.
-_VALUES = ValuesStatements(_TEXT)
+# One-row INSERTs (the store's and apply steps'), run over a batch's rows as a few
+# multi-row statements.
+_VALUES = ValuesStatements()
 
 
 def _sql(statement: Statement) -> str:
@@ -93,8 +94,8 @@ class SQLiteTx(SqlTx):
     def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
-        if len(rows) > 1 and name in _VALUES:  # a store INSERT's batch: a few statements
-            return self._inserted(name, rows)  # type: ignore[arg-type]
+        if len(rows) > 1 and _VALUES.splits(sql := _sql(name)):  # an INSERT's: in a few
+            return self._inserted(sql, rows)
         conn = self._conn
         before = conn.total_changes()
         # Read to the end: a statement that returns rows runs only as far as they are read.
@@ -104,11 +105,11 @@ class SQLiteTx(SqlTx):
             pass
         return int(conn.total_changes() - before)
 
-    def _inserted(self, name: str, rows: Sequence[Sequence[Any]]) -> int:
+    def _inserted(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """:meth:`_many` of a splittable INSERT (:mod:`oncebox.store.sqlitevalues`)."""
         conn, execute = self._conn, self._cursor.execute
         before = conn.total_changes()
-        for text, params in _VALUES.chunks(name, rows):
+        for text, params in _VALUES.chunks(sql, rows):
             for _ in execute(text, params):  # read to the end, as _many does
                 pass
         return int(conn.total_changes() - before)

@@ -10,54 +10,73 @@ no statement longer than 16 KiB: the longest chunk stays well under that). Longe
 chunks run a little less often but cost more to prepare: 32 rows counted fewest
 instructions over two batches of 1,000 on a new connection (8, 16, 64 and 128 more).
 
-A statement qualifies by its shape alone: one ``VALUES`` tuple of anonymous ``?``
-placeholders, no ``RETURNING`` and no ``DO UPDATE`` (kept to one row a run, though
-SQLite would upsert row by row). Its rows are inserted in order, one after another, as
-by ``executemany``; ``DO NOTHING`` skips each row that conflicts as it comes, an earlier
-row of the same statement's included.
+A statement qualifies by its shape alone (the store's own and an apply step's alike):
+one ``VALUES`` tuple of anonymous ``?`` placeholders and no ``RETURNING``. Its rows go
+in in order, one after another, as by ``executemany``: SQLite checks each row's
+conflict against the table as the rows before it left it, those of the same statement
+included, so ``DO NOTHING`` skips and ``DO UPDATE`` updates exactly as row by row.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
-# What can be split: the text before the one VALUES tuple, its placeholders, what follows.
-_ONE_TUPLE = re.compile(r"^(.*\bVALUES\s*)\(\s*\?(?:\s*,\s*\?)*\s*\)(.*)$", re.DOTALL)
+# What can be split: INSERT INTO a table (its columns) VALUES one tuple of anonymous
+# placeholders, then nothing but an ON CONFLICT clause (no RETURNING: checked apart).
+_ONE_TUPLE = re.compile(
+    r"""^(\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+\w+\s*(?:\([\w\s,]*\))?\s*VALUES\s*)
+        \(\s*\?(?:\s*,\s*\?)*\s*\)
+        (\s*(?:ON\s+CONFLICT\b.*)?;?\s*)$""",
+    re.DOTALL | re.IGNORECASE | re.VERBOSE,
+)
 LONGEST = 32  # rows in one statement at most (15 columns: 480 parameters, ~1 KiB of text)
 
 
 class ValuesStatements:
-    """The multi-row texts of the store's splittable statements, made when first asked."""
+    """The multi-row texts of splittable statements, by their one-row text, each made
+    when first asked for."""
 
-    def __init__(self, texts: Mapping[str, str]) -> None:
-        self._parts: dict[str, tuple[str, str, str]] = {}
-        for name, text in texts.items():
-            found = _ONE_TUPLE.match(text)
-            tail = found.group(2).upper() if found is not None else ""
-            if found is not None and "RETURNING" not in tail and "DO UPDATE" not in tail:
-                width = text[found.end(1) :].split(")", 1)[0].count("?")
-                row = "(" + ",".join("?" * width) + ")"
-                self._parts[name] = (found.group(1), row, found.group(2))
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[str, str, str] | None] = {}
         self._made: dict[tuple[str, int], str] = {}
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._parts
+    def splits(self, sql: str) -> bool:
+        """Whether ``sql`` is a one-row INSERT that can take many rows at once."""
+        parts = self._parts.get(sql, False)
+        if parts is False:
+            parts = self._parts[sql] = _split(sql)
+        return parts is not None
 
-    def text(self, name: str, rows: int) -> str:
-        """``name``'s statement with ``rows`` tuples of placeholders."""
-        made = self._made.get((name, rows))
+    def text(self, sql: str, rows: int) -> str:
+        """``sql`` (one that :meth:`splits`) with ``rows`` tuples of placeholders."""
+        made = self._made.get((sql, rows))
         if made is None:
-            head, row, tail = self._parts[name]
-            made = self._made[(name, rows)] = head + ",".join([row] * rows) + tail
+            parts = self._parts[sql]
+            assert parts is not None
+            head, row, tail = parts
+            made = self._made[(sql, rows)] = head + ",".join([row] * rows) + tail
         return made
 
-    def chunks(self, name: str, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any]]]:
+    def chunks(self, sql: str, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any]]]:
         """Each chunk's statement text and its parameters (its rows' in one list), in order."""
         start, total = 0, len(rows)
         while start < total:
             size = min(LONGEST, 1 << ((total - start).bit_length() - 1))
-            yield self.text(name, size), list(chain.from_iterable(rows[start : start + size]))
+            yield self.text(sql, size), list(chain.from_iterable(rows[start : start + size]))
             start += size
+
+
+def _split(sql: str) -> tuple[str, str, str] | None:
+    """The text before the VALUES tuple, one row's placeholders, and the text after it."""
+    lines = sql.splitlines()
+    while lines and lines[0].lstrip().startswith("--"):  # what describes it
+        lines.pop(0)
+    bare = "\n".join(lines)
+    found = _ONE_TUPLE.match(bare)
+    if found is None or "RETURNING" in found.group(2).upper():
+        return None
+    width = bare[found.end(1) :].split(")", 1)[0].count("?")
+    return found.group(1), "(" + ",".join("?" * width) + ")", found.group(2)
