@@ -62,7 +62,7 @@ def test_quick_decisions_are_the_general_ones(
     decided = Decided("k", walk, kept, [], set(), {})
     sealed = {s.id: 9000 + s.id for s in stored.values() if s.log_seq is None}
     if sealed_after:
-        sealed.update({r.id: 7000 + r.id for r in walk.records})
+        sealed.update({r[0]: 7000 + r[0] for r in walk.records})  # by record id
     quick = decided.decisions(sealed)
     general = [decided._decision(i, o, sealed) for i, o in enumerate(walk.outcomes)]
     assert [list(d.__dict__.items()) for d in quick] == [list(d.__dict__.items()) for d in general]

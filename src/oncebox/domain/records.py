@@ -103,6 +103,13 @@ class NewRecord(NamedTuple):
     key: str | None = None  # the delivery's key, as sent
 
 
+# A NewRecord's fields, in its order, as a plain tuple: what the walk makes for each new
+# record of a batch, read by position. Why: a named tuple costs several times a plain
+# one to build, and the garbage collector visits it as long as the batch lives (about
+# 2% of the instructions of a batch of new deliveries). A NewRecord is one too.
+NewRecordRow = tuple[int, bytes, str, bytes, bytes, str, Arrival, int | None, str | None]
+
+
 @dataclass(frozen=True)
 class Revision:
     """A revision of a record that an operator's accepted newcomer superseded."""

@@ -26,7 +26,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Protocol
 
-from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecord, Stored, Verdict
+from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecordRow, Stored, Verdict
 from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
@@ -184,7 +184,7 @@ def _write(
         _apply(tx, inbox, walk)
         # What the new records owe downstream commits with them (none without destinations).
         if inbox.forward:
-            outbox.enqueue(tx, inbox, [(r.id, 1, r.identity) for r in records], now)
+            outbox.enqueue(tx, inbox, [(r[0], 1, r[2]) for r in records], now)  # id, identity
         crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):
@@ -198,7 +198,7 @@ def _write(
 
 
 def _seal_events(
-    inbox_id: int, records: Sequence[NewRecord], states: Sequence[str]
+    inbox_id: int, records: Sequence[NewRecordRow], states: Sequence[str]
 ) -> list[LogEvent]:
     """The log events of a batch whose only events are its new records' seals (no
     newcomer, no delivery again): one a record, in their deliveries' order, which is the
@@ -228,7 +228,7 @@ def _events(
     for index, outcome in enumerate(walk.outcomes):
         if outcome.verdict is _ACCEPTED:
             record = walk.records[outcome.row]
-            events.append(_event(("accept", states[outcome.row], record.id, 1, inbox_id)))
+            events.append(_event(("accept", states[outcome.row], record[0], 1, inbox_id)))
         elif (
             outcome.verdict is _CONFLICT and kept[outcome.row][1] and outcome.row not in first_rows
         ):
@@ -260,7 +260,7 @@ def _quarantine_state(
 def _settled(walk: Walk, outcome: Outcome, kept: Sequence[tuple[int, bool]]) -> replay.Settled:
     """What a delivery again was decided as, for the dead letter it came from."""
     verdict, accepted = outcome.verdict, outcome.verdict is Verdict.ACCEPTED
-    record = walk.records[outcome.row].id if accepted else getattr(outcome.seen, "id", None)
+    record = walk.records[outcome.row][0] if accepted else getattr(outcome.seen, "id", None)
     quarantined = kept[outcome.row][0] if verdict is Verdict.CONFLICT else None
     return replay.Settled(verdict, outcome.reason, record, quarantined)
 
@@ -272,8 +272,8 @@ def _apply(tx: StepTx, inbox: ActiveInbox, walk: Walk) -> None:
         return  # keeps the record only: no change to build for it
     name, inbox_id = inbox.name, inbox.row.id
     changes = [
-        Change(name, inbox_id, record.id, record.identity, 1, _fields(walk.outcomes[i].item))
-        for record, i in zip(walk.records, walk.firsts, strict=True)
+        Change(name, inbox_id, record_id, identity, 1, _fields(walk.outcomes[i].item))
+        for (record_id, _, identity, *_), i in zip(walk.records, walk.firsts, strict=True)
     ]
     apply_new(tx, inbox, changes, walk.firsts)
 

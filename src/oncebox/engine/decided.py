@@ -58,7 +58,7 @@ class Decided:
         assert item.identity is not None
         facts = {"identity": item.identity.identity, "witness": item.identity.witness}
         if verdict is Verdict.ACCEPTED:
-            record_id = self.walk.records[outcome.row].id
+            record_id = self.walk.records[outcome.row][0]  # its id
             return decision_of(
                 name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
                 log_position=sealed.get(record_id), **facts,

@@ -11,7 +11,7 @@ from dataclasses import MISSING, fields
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
-from oncebox.domain import APPLY_FAILED, Decision, NewRecord, Stored, Verdict
+from oncebox.domain import APPLY_FAILED, Decision, NewRecordRow, Stored, Verdict
 from oncebox.errors import ApplyError
 
 OutcomeT = TypeVar("OutcomeT", bound="_Outcome")
@@ -72,7 +72,7 @@ class _Outcome(Protocol):
 def quick_decisions(
     inbox: str,
     outcomes: Sequence[OutcomeT],
-    records: Sequence[NewRecord],
+    records: Sequence[NewRecordRow],
     sealed: Mapping[int, int],
     other: Callable[[int, OutcomeT, Mapping[int, int]], Decision],
 ) -> list[Decision]:

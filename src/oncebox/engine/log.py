@@ -19,7 +19,7 @@ from functools import partial
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.domain import LogEntry, LogEvent, NewRecord
+from oncebox.domain import LogEntry, LogEvent, NewRecordRow
 from oncebox.engine import merkle
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.errors import StorageError
@@ -152,7 +152,7 @@ def record_state_text(
     )
 
 
-def first_revision_states(inbox: str, records: Sequence[NewRecord]) -> list[str]:
+def first_revision_states(inbox: str, records: Sequence[NewRecordRow]) -> list[str]:
     """:func:`record_state_text` of each new record's first revision, in order: the
     inbox's name quoted once a batch, the witness (hex digits, nothing to escape) written
     as it is. An f-string, which joins its parts at once: a ``%`` template parses its

@@ -16,7 +16,7 @@ from oncebox.domain import (
     DeadLetter,
     Letter,
     Newcomer,
-    NewRecord,
+    NewRecordRow,
     Stored,
     Verdict,
 )
@@ -48,7 +48,6 @@ class Outcome(NamedTuple):
 # Named tuples built from all their fields at C speed (their own __new__ is Python):
 # one of each is built per delivery.
 _outcome = partial(tuple.__new__, Outcome)
-_new_record = partial(tuple.__new__, NewRecord)
 _stored = partial(tuple.__new__, Stored)
 # The verdicts as plain names: on Python 3.11 every ``Verdict.X`` goes through
 # EnumType.__getattr__'s slot, about 1.8k instructions a lookup, in loops over every
@@ -72,7 +71,7 @@ class Walk:
         self.retried = retried or {}
         self._ids = iter(new_ids)
         self.outcomes: list[Outcome] = []
-        self.records: list[NewRecord] = []
+        self.records: list[NewRecordRow] = []  # plain tuples (see NewRecordRow)
         self.firsts: list[int] = []  # the delivery index of each new record
         self.repeats: dict[int, int] = {}  # record id -> duplicates
         self.late: dict[int, tuple[int, float]] = {}  # record id -> (count, most late)
@@ -122,7 +121,7 @@ class Walk:
         add_outcome = self.outcomes.append
         accepted, duplicate = _ACCEPTED, _DUPLICATE
         # Named tuples made by tuple.__new__ called directly: a partial over it adds a call.
-        new, outcome, new_record = tuple.__new__, Outcome, NewRecord
+        new, outcome = tuple.__new__, Outcome
         for index, item in enumerate(items):
             ident = item[4]
             if fenced and index in fenced:
@@ -135,7 +134,7 @@ class Walk:
             found = find(ident)
             if found is None:
                 delivery, decoded, identity, _, _, witness = item
-                assert decoded is not None and identity is not None  # an identified one
+                assert decoded is not None and identity is not None and witness is not None
                 record_id = next(ids)
                 fields = "{}" if not decoded.fields else fields_json(decoded)
                 if (
@@ -148,10 +147,8 @@ class Walk:
                 else:
                     arrived = arrival(delivery)
                 row = len(records)
-                add_record(
-                    new(new_record, (record_id, ident, identity.identity, witness,
-                                     decoded.content, fields, arrived, None, delivery.key))
-                )  # fmt: skip
+                add_record((record_id, ident, identity.identity, witness, decoded.content, fields,
+                            arrived, None, delivery.key))  # fmt: skip
                 add_first(index)
                 seen[ident] = row
                 add_outcome(new(outcome, (accepted, item, row, None, "", "")))
@@ -183,10 +180,9 @@ class Walk:
         # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
             record_id = next(self._ids)
-            self.records.append(
-                _new_record((record_id, ident, identity.identity, witness, decoded.content,
-                             fields_json(decoded), arrival(delivery), None, delivery.key))
-            )  # fmt: skip
+            fields = fields_json(decoded)
+            self.records.append((record_id, ident, identity.identity, witness, decoded.content,
+                                 fields, arrival(delivery), None, delivery.key))  # fmt: skip
             self.firsts.append(index)
             row = self.seen[ident] = len(self.records) - 1
             self.outcomes.append(_outcome((_ACCEPTED, item, row, None, "", "")))

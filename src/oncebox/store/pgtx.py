@@ -54,7 +54,7 @@ from oncebox.domain import (
     Fenced,
     LeaseState,
     Newcomer,
-    NewRecord,
+    NewRecordRow,
     Stored,
 )
 from oncebox.errors import RetryTransaction
@@ -166,7 +166,7 @@ class PostgresTx(SealingTx):
         elif idents:
             self._send("lock_inbox" if exclusive else "lock_inbox_shared", (inbox_id,))
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecordRow], now: float,
                        positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
         try:
             self._hold("insert_records", self._record_rows(inbox_id, records, now, positions))

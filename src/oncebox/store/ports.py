@@ -32,7 +32,7 @@ from oncebox.domain import (
     LogEntry,
     LogEvent,
     Newcomer,
-    NewRecord,
+    NewRecordRow,
     PendingEvent,
     Preview,
     Quarantined,
@@ -105,7 +105,7 @@ class Deciding(Clock, Protocol):
         """The stored records and tombstones among these identity digests."""
         ...
 
-    def insert_records(self, inbox_id: int, records: Sequence[NewRecord], now: float,
+    def insert_records(self, inbox_id: int, records: Sequence[NewRecordRow], now: float,
                        positions: Mapping[int, int] | None = None) -> int:  # fmt: skip
         """Insert in order, at ``positions`` (their seals', if appended here); how many went
         in (one a concurrent writer inserted first is left out: the caller decides again)."""

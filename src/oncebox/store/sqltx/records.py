@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from oncebox.domain import Evicted, Eviction, NewRecord, Record, Revision, Stored
+from oncebox.domain import Evicted, Eviction, NewRecordRow, Record, Revision, Stored
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -23,7 +23,7 @@ class RecordsSql(SqlBase):
     def insert_records(
         self,
         inbox_id: int,
-        records: Sequence[NewRecord],
+        records: Sequence[NewRecordRow],
         now: float,
         positions: Mapping[int, int] | None = None,
     ) -> int:
@@ -32,7 +32,7 @@ class RecordsSql(SqlBase):
     @staticmethod
     def _record_rows(
         inbox_id: int,
-        records: Sequence[NewRecord],
+        records: Sequence[NewRecordRow],
         now: float,
         positions: Mapping[int, int] | None = None,
     ) -> list[tuple[object, ...]]:
