@@ -8,18 +8,20 @@ through whole runs of batched ingests."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import apsw
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import oncebox
 from helpers import event_body
-from oncebox.domain import Arrival, NewRecord
+from oncebox.domain import Arrival, NewRecord, Stored
 from oncebox.store import open_store, sqlitetx
 from oncebox.store.sqlite import SQLiteStore
 from oncebox.store.sqlitetx import SQLiteTx
@@ -32,12 +34,13 @@ TABLES = ("records", "verdict_counts", "log", "log_pending", "merkle_nodes", "de
 
 
 class _General:
-    """Both fast paths off, as a context manager."""
+    """The fast paths off, as a context manager."""
 
     def __enter__(self) -> None:
         self._patches = [
             mock.patch.object(sqlitetx._VALUES, "splits", lambda sql: False),
             mock.patch.object(SQLiteTx, "count_duplicates", _count_duplicates_each),
+            mock.patch.object(SQLiteTx, "find_records", _found_as_stored),
         ]
         for patch in self._patches:
             patch.start()
@@ -50,6 +53,14 @@ class _General:
 def _count_duplicates_each(tx: Any, repeats: Any, now: float) -> int:
     """The general count: one UPDATE a record, run by ``executemany``."""
     return SqlTx.count_duplicates(tx, repeats, now)
+
+
+def _found_as_stored(tx: Any, inbox_id: int, idents: Any) -> dict[bytes, Stored]:
+    """The general lookup: each row made a Stored by its columns' names."""
+    if not idents:
+        return {}
+    params = (inbox_id, apsw.carray(tuple(idents)))
+    return {row.ident: row for row in tx._rows("find_records", params, Stored)}
 
 
 @pytest.fixture
@@ -321,3 +332,36 @@ def test_a_steps_batch_statements_apply_as_the_general_ones(
     with _General():
         general = run()
     assert fast == general
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.sampled_from([b"a", b"b"])), max_size=12),
+    st.lists(st.integers(0, 12), min_size=2, max_size=12),
+    st.booleans(),
+)
+def test_rows_found_are_the_stored_records_by_name(
+    before: list[tuple[int, bytes]], asked: list[int], evict: bool
+) -> None:
+    """The lookup's plain rows are the Stored records made from them by column name
+    (records, tombstones, identities not there), field for field."""
+    now = [T]
+    box = oncebox.open("sqlite:///:memory:", clock=lambda: now[0],
+                       inboxes=[oncebox.InboxSpec("k", codec="keyed", retention=3600.0,
+                                                   retention_override="a test")])  # fmt: skip
+    try:
+        for key, body in before:
+            box.ingest("k", oncebox.Delivery(body, key=str(key)))
+        if evict:
+            now[0] += 7200.0
+            box.evict("k")
+        idents = list(dict.fromkeys(hashlib.sha256(str(k).encode()).digest() for k in asked))
+        with box.store.reading() as tx:
+            plain = tx.find_records(1, idents)  # type: ignore[attr-defined]
+            named = _found_as_stored(tx, 1, idents)
+        assert plain == named
+        if len(idents) > 1:  # a batch's (one identity is looked up apart, as a Stored)
+            assert all(type(row) is tuple for row in plain.values())
+        assert {ident: Stored(*row) for ident, row in plain.items()} == named
+    finally:
+        box.close()

@@ -22,6 +22,7 @@ from oncebox.domain.records import (
     Record,
     Revision,
     Stored,
+    StoredRow,
 )
 from oncebox.domain.rejects import DeadLetter, Letter, Newcomer, Quarantined
 from oncebox.domain.vocabulary import (
@@ -90,6 +91,7 @@ __all__ = [
     "SessionRow",
     "Signed",
     "Stored",
+    "StoredRow",
     "TimelineEntry",
     "TokenRow",
     "Verdict",

@@ -59,7 +59,7 @@ def resolve(
         tx.close_quarantine(row.id, action.status, note, now, actor)
     else:
         stored = tx.find_records(inbox.row.id, [row.ident]).get(row.ident)
-        record = tx.get_record(stored.id) if stored is not None else None
+        record = tx.get_record(stored[0]) if stored is not None else None  # by its id
         if record is None or record.is_tombstone:
             raise InvalidOperation(
                 f"quarantine {row.id}: the original record was evicted by retention, so "

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from oncebox.domain import Stored, Verdict
+from oncebox.domain import StoredRow, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def heavier(
-    items: Sequence[Prepared], stored: Mapping[bytes, Stored], fenced: Mapping[int, str]
+    items: Sequence[Prepared], stored: Mapping[bytes, StoredRow], fenced: Mapping[int, str]
 ) -> bool:
     """Before the walk, from the stored records alone: whether a delivery would write
     more than counts (invalid, new, not the stored content) or repeats a record not yet

@@ -26,7 +26,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any, Protocol
 
-from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecordRow, Stored, Verdict
+from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecordRow, StoredRow, Verdict
 from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
@@ -129,26 +129,27 @@ def decide_items(
     return decide_batch(tx, inbox, items, together, counts_only=counts_only)
 
 
-def _plain_repeat(item: Prepared, seen: Stored) -> bool:
+def _plain_repeat(item: Prepared, seen: StoredRow) -> bool:
     """Whether ``item`` repeats ``seen`` as a plain duplicate: the same content, of a
     record still kept and already sealed, not delivered again from a dead letter."""
+    _, _, witness, _, evicted_at, _, log_seq = seen
     return (
-        seen.witness == item.witness
-        and seen.evicted_at is None
-        and seen.log_seq is not None
+        witness == item.witness
+        and evicted_at is None
+        and log_seq is not None
         and item.delivery.dead_letter is None
     )
 
 
 def _one_duplicate(
-    tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: Stored, now: float
+    tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: StoredRow, now: float
 ) -> Decided:
     """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
     without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
     walk = Walk({}, ())
     walk.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
-    walk.repeats[seen.id] = 1
+    walk.repeats[seen[0]] = 1  # its record's id
     if tx.count_duplicates(walk.repeats, now) != 1:
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})
@@ -260,7 +261,8 @@ def _quarantine_state(
 def _settled(walk: Walk, outcome: Outcome, kept: Sequence[tuple[int, bool]]) -> replay.Settled:
     """What a delivery again was decided as, for the dead letter it came from."""
     verdict, accepted = outcome.verdict, outcome.verdict is Verdict.ACCEPTED
-    record = walk.records[outcome.row][0] if accepted else getattr(outcome.seen, "id", None)
+    seen = outcome.seen
+    record = walk.records[outcome.row][0] if accepted else None if seen is None else seen[0]
     quarantined = kept[outcome.row][0] if verdict is Verdict.CONFLICT else None
     return replay.Settled(verdict, outcome.reason, record, quarantined)
 

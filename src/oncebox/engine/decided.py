@@ -63,12 +63,12 @@ class Decided:
                 name, Verdict.ACCEPTED, True, record_id=record_id, revision=1,
                 log_position=sealed.get(record_id), **facts,
             )  # fmt: skip
-        seen = outcome.seen
-        assert seen is not None
+        assert outcome.seen is not None
+        record_id, _, _, revision, evicted_at, _, log_seq = outcome.seen
         against = {
-            "record_id": seen.id,
-            "revision": seen.revision,
-            "log_position": seen.log_seq if seen.log_seq is not None else sealed.get(seen.id),
+            "record_id": record_id,
+            "revision": revision,
+            "log_position": log_seq if log_seq is not None else sealed.get(record_id),
         }
         if verdict is Verdict.DUPLICATE and outcome.reason == LATE_REPLAY:
             return decision_of(
@@ -79,5 +79,5 @@ class Decided:
         return decision_of(
             name, Verdict.CONFLICT, True, reason=CONFLICT_REASON,
             quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
-            late_replay=seen.evicted_at is not None, **against, **facts,
+            late_replay=evicted_at is not None, **against, **facts,
         )  # fmt: skip

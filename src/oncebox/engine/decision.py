@@ -11,7 +11,7 @@ from dataclasses import MISSING, fields
 from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
-from oncebox.domain import APPLY_FAILED, Decision, NewRecordRow, Stored, Verdict
+from oncebox.domain import APPLY_FAILED, Decision, NewRecordRow, StoredRow, Verdict
 from oncebox.errors import ApplyError
 
 OutcomeT = TypeVar("OutcomeT", bound="_Outcome")
@@ -64,7 +64,7 @@ class _Outcome(Protocol):
     @property
     def row(self) -> int: ...
     @property
-    def seen(self) -> Stored | None: ...
+    def seen(self) -> StoredRow | None: ...
     @property
     def reason(self) -> str: ...
 

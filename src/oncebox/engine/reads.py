@@ -217,7 +217,7 @@ class Reads(ABC):
     def _record_by_digest(self, inbox_id: int, ident: bytes) -> Record | None:
         with self.store.reading() as tx:
             stored = tx.find_records(inbox_id, [ident]).get(ident)
-            row = tx.get_record(stored.id) if stored is not None else None
+            row = tx.get_record(stored[0]) if stored is not None else None  # by its id
         return row if row is not None else None
 
     def revisions(self, record_id: int) -> list[Revision]:

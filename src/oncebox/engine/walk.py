@@ -17,7 +17,7 @@ from oncebox.domain import (
     Letter,
     Newcomer,
     NewRecordRow,
-    Stored,
+    StoredRow,
     Verdict,
 )
 from oncebox.engine import leases
@@ -35,7 +35,7 @@ class Outcome(NamedTuple):
     verdict: Verdict
     item: Prepared
     row: int = -1
-    seen: Stored | None = None
+    seen: StoredRow | None = None
     reason: str = ""
     detail: str = ""
 
@@ -48,7 +48,6 @@ class Outcome(NamedTuple):
 # Named tuples built from all their fields at C speed (their own __new__ is Python):
 # one of each is built per delivery.
 _outcome = partial(tuple.__new__, Outcome)
-_stored = partial(tuple.__new__, Stored)
 # The verdicts as plain names: on Python 3.11 every ``Verdict.X`` goes through
 # EnumType.__getattr__'s slot, about 1.8k instructions a lookup, in loops over every
 # delivery of a batch.
@@ -59,13 +58,13 @@ class Walk:
     """Step 4, pure: every delivery's verdict, in delivery order, and what to write."""
 
     def __init__(
-        self, stored: Mapping[bytes, Stored], new_ids: Sequence[int],
+        self, stored: Mapping[bytes, StoredRow], new_ids: Sequence[int],
         retried: Mapping[int, DeadLetter] | None = None,
     ) -> None:  # fmt: skip
         # What each identity was decided against so far: a stored record, or the row (in
-        # ``records``) of one accepted earlier in the batch, made a Stored only when a
+        # ``records``) of one accepted earlier in the batch, made a row only when a
         # later delivery repeats it (:meth:`_accepted`): most never are.
-        self.seen: dict[bytes, Stored | int] = dict(stored)
+        self.seen: dict[bytes, StoredRow | int] = dict(stored)
         # The dead letters deliveries again come from, by index: refused again, they make
         # no new dead letter (the one they came from counts the attempt).
         self.retried = retried or {}
@@ -116,7 +115,7 @@ class Walk:
         usual verdicts (new, plain repeat) written out in line, since this loop runs over
         every delivery of every batch; any other goes through :meth:`decide`."""
         seen, records, repeats, ids = self.seen, self.records, self.repeats, self._ids
-        find: Callable[[bytes], Any] = seen.get  # a Stored, a row (int) or None
+        find: Callable[[bytes], Any] = seen.get  # a StoredRow, a row of records or None
         add_record, add_first = records.append, self.firsts.append
         add_outcome = self.outcomes.append
         accepted, duplicate = _ACCEPTED, _DUPLICATE
@@ -153,7 +152,7 @@ class Walk:
                 seen[ident] = row
                 add_outcome(new(outcome, (accepted, item, row, None, "", "")))
                 continue
-            try:  # a Stored; an int is a record accepted earlier in the batch (no check to run)
+            try:  # a StoredRow; an int is a record accepted earlier in the batch (no check to run)
                 found_id, _, found_witness, _, evicted_at, _, _ = found
             except TypeError:
                 found = self._accepted(ident, found, now)
@@ -164,11 +163,11 @@ class Walk:
             else:
                 self.decide(index, item, now)
 
-    def _accepted(self, ident: bytes, row: int, now: float) -> Stored:
+    def _accepted(self, ident: bytes, row: int, now: float) -> StoredRow:
         """The record accepted earlier in the batch at ``row`` as a delivery repeating it
         finds it (kept from now on): revision 1, first seen now, not sealed yet."""
         record = self.records[row]
-        found = self.seen[ident] = _stored((record[0], ident, record[3], 1, None, now, None))
+        found = self.seen[ident] = (record[0], ident, record[3], 1, None, now, None)
         return found
 
     def decide(self, index: int, item: Prepared, now: float) -> None:
@@ -187,16 +186,17 @@ class Walk:
             row = self.seen[ident] = len(self.records) - 1
             self.outcomes.append(_outcome((_ACCEPTED, item, row, None, "", "")))
             return
-        if seen.witness == witness and seen.evicted_at is None:
-            self.repeats[seen.id] = self.repeats.get(seen.id, 0) + 1
+        seen_id, _, seen_witness, _, evicted_at, first_seen, _ = seen
+        if seen_witness == witness and evicted_at is None:
+            self.repeats[seen_id] = self.repeats.get(seen_id, 0) + 1
             self.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
             return
-        verdict = classify(seen.witness, witness)
+        verdict = classify(seen_witness, witness)
         if verdict is Verdict.DUPLICATE:
             # A resend from beyond the retention window: recognised by its tombstone,
             # never applied again.
-            count, most = self.late.get(seen.id, (0, 0.0))
-            self.late[seen.id] = (count + 1, max(most, now - seen.first_seen))
+            count, most = self.late.get(seen_id, (0, 0.0))
+            self.late[seen_id] = (count + 1, max(most, now - first_seen))
             self.outcomes.append(Outcome(verdict, item, seen=seen, reason=LATE_REPLAY))
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they
@@ -204,7 +204,7 @@ class Walk:
             row = self._newcomer_rows.setdefault((ident, witness), len(self.newcomers))
             if row == len(self.newcomers):
                 self.newcomers.append(
-                    Newcomer(ident, identity.identity, seen.id, witness, decoded.content,
+                    Newcomer(ident, identity.identity, seen_id, witness, decoded.content,
                              fields_json(decoded), arrival(item.delivery), 0,
                              item.delivery.key)
                 )  # fmt: skip

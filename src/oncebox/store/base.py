@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
-from oncebox.domain import LeaseState, Stored
+from oncebox.domain import LeaseState, StoredRow
 from oncebox.store.finding import Finding
 from oncebox.store.letters import Archiving, Retrying, Selecting
 from oncebox.store.outbox_port import Outbox
@@ -42,7 +42,7 @@ class DecidingAtOnce(Protocol):
 
     def decision_reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
-    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, StoredRow], list[int] | None]:
         """In this order (no wait may let a stale time pass): the identities held, the
         scopes' leases held (``scopes``: a lease-fenced inbox's), the clock, the stored
         records among ``idents``; and fresh ids for the identities not stored where the

@@ -56,6 +56,7 @@ from oncebox.domain import (
     Newcomer,
     NewRecordRow,
     Stored,
+    StoredRow,
 )
 from oncebox.errors import RetryTransaction
 from oncebox.store.pgpipe import Q, _first
@@ -107,7 +108,7 @@ class PostgresTx(SealingTx):
     # -- deciding ------------------------------------------------------------------------
     def decision_reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
-    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, StoredRow], list[int] | None]:
         """Everything a decision reads, in one turn: the inbox's lock, the scopes'
         leases (held), then the clock, the stored records and a fresh id for each
         identity not stored. Read in this order, so no wait lets a stale time pass."""
@@ -129,7 +130,7 @@ class PostgresTx(SealingTx):
             # The clock, the stored records, the fresh ids: one statement after the locks.
             lookup = self._send("decision_lookup", {"idents": wanted, "inbox": inbox_id})
             held = self._leases(leases)
-        stored: dict[bytes, Stored] = {}
+        stored: dict[bytes, StoredRow] = {}
         new_ids: list[int] = []
         clock = 0.0
         for kind, *row in lookup.fetchall():

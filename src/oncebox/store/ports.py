@@ -38,7 +38,7 @@ from oncebox.domain import (
     Quarantined,
     Record,
     Revision,
-    Stored,
+    StoredRow,
 )
 from oncebox.store.sqlfile import Query
 
@@ -101,7 +101,7 @@ class Deciding(Clock, Protocol):
         """``n`` fresh record ids, ascending; never one a record (even a dropped one) had."""
         ...
 
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, StoredRow]:
         """The stored records and tombstones among these identity digests."""
         ...
 
@@ -191,7 +191,7 @@ class Operating(Events, Clock, Protocol):
         self, inbox_id: int, idents: Sequence[bytes], exclusive: bool = False
     ) -> None: ...
 
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]: ...
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, StoredRow]: ...
 
     def get_record(self, record_id: int) -> Record | None: ...
 
@@ -227,7 +227,7 @@ class Listing(Protocol):
 
     def get_record(self, record_id: int) -> Record | None: ...
 
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]: ...
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, StoredRow]: ...
 
     def revisions(self, record_id: int) -> list[Revision]: ...
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from oncebox.domain import Fenced, LeaseState, Stored
+from oncebox.domain import Fenced, LeaseState, Stored, StoredRow
 from oncebox.store.sqlfile import load_queries
 from oncebox.store.sqlitevalues import ValuesStatements
 from oncebox.store.sqltx import Params, SqlTx, Statement
@@ -136,7 +136,7 @@ class SQLiteTx(SqlTx):
 
     def decision_reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
-    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, StoredRow], list[int] | None]:
         """:class:`SqlTx`'s reads, one after another, less the identity lock that
         BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
         if scopes is None and len(idents) == 1:  # a single delivery of an unfenced inbox
@@ -147,18 +147,21 @@ class SQLiteTx(SqlTx):
 
     def _reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
-    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, StoredRow], list[int] | None]:
         names = sorted(set(scopes)) if scopes else []
         leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
         return leases, float(self._clock()), self.find_records(inbox_id, idents), None
 
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, StoredRow]:
+        """A batch's rows as SQLite gives them, plain tuples in Stored's order (the
+        statement's columns are its fields: tests/test_cpu_round_five.py)."""
         if not idents:
             return {}
         if len(idents) == 1:
-            found = self._rows("find_record", (inbox_id, idents[0]), Stored)
+            found: Iterable[Any] = self._rows("find_record", (inbox_id, idents[0]), Stored)
         else:  # bound as one array, which SQLite reads without calling back into Python
-            found = self._rows("find_records", (inbox_id, apsw.carray(tuple(idents))), Stored)
+            wanted = (inbox_id, apsw.carray(tuple(idents)))
+            found = self._cursor.execute(_TEXT["find_records"], wanted)
         return {row[1]: row for row in found}  # keyed by ident (a blob is read as bytes)
 
     def reserve_record_ids(self, n: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from oncebox.domain import Fenced, LeaseState, Stored
+from oncebox.domain import Fenced, LeaseState, StoredRow
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
@@ -54,7 +54,7 @@ class SqlTx(
 
     def decision_reads(
         self, inbox_id: int, idents: Sequence[bytes], scopes: Sequence[str] | None
-    ) -> tuple[dict[str, LeaseState], float, dict[bytes, Stored], list[int] | None]:
+    ) -> tuple[dict[str, LeaseState], float, dict[bytes, StoredRow], list[int] | None]:
         """One read after another (see :class:`~oncebox.store.base.DecidingAtOnce`)."""
         self.lock_identities(inbox_id, idents)
         names = sorted(set(scopes)) if scopes else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from oncebox.domain import Evicted, Eviction, NewRecordRow, Record, Revision, Stored
+from oncebox.domain import Evicted, Eviction, NewRecordRow, Record, Revision, Stored, StoredRow
 from oncebox.store.sqltx.base import SqlBase
 
 
@@ -13,7 +13,7 @@ class RecordsSql(SqlBase):
     def reserve_record_ids(self, n: int) -> list[int]:
         return [int(row[0]) for row in self._all("reserve_record_ids", (n,))]
 
-    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, Stored]:
+    def find_records(self, inbox_id: int, idents: Sequence[bytes]) -> dict[bytes, StoredRow]:
         if not idents:
             return {}
         wanted = json.dumps([ident.hex() for ident in idents])
