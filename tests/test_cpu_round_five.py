@@ -25,7 +25,7 @@ from oncebox.domain import Arrival, NewRecord, Stored
 from oncebox.store import open_store, sqlitetx
 from oncebox.store.sqlite import SQLiteStore
 from oncebox.store.sqlitetx import SQLiteTx
-from oncebox.store.sqlitevalues import LONGEST
+from oncebox.store.sqlitevalues import KEPT, LONGEST, ValuesStatements
 from oncebox.store.sqltx import SqlTx
 
 T = 1_800_000_000.0
@@ -124,6 +124,7 @@ def test_chunks_keep_every_row_in_order() -> None:
     assert not values.splits("INSERT INTO t (a) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM t)")
     assert not values.splits("INSERT INTO t (a) VALUES (?1)")  # numbered: not renumbered
     assert not values.splits(text["count_duplicates"])
+    assert not values.splits("INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING; DELETE FROM t")
     for n in (2, 3, 31, 32, 33, 65, 1000):
         rows = [(i, -i, f"{i}") for i in range(n)]
         chunks = list(values.chunks(text["put_merkle_node"], rows))
@@ -365,3 +366,15 @@ def test_rows_found_are_the_stored_records_by_name(
         assert {ident: Stored(*row) for ident, row in plain.items()} == named
     finally:
         box.close()
+
+
+def test_the_texts_kept_are_bounded() -> None:
+    """An apply step that makes its SQL as it goes cannot grow what is kept without end;
+    a text forgotten is split again when asked."""
+    values = ValuesStatements()
+    texts = [f"INSERT INTO t{i} (a, b) VALUES (?, ?)" for i in range(KEPT + 3)]
+    assert all(values.splits(text) for text in texts)
+    assert len(values._parts) <= KEPT
+    chunks = list(values.chunks(texts[0], [(1, 2), (3, 4), (5, 6)]))
+    assert chunks == [("INSERT INTO t0 (a, b) VALUES (?,?),(?,?)", [1, 2, 3, 4]),
+                      ("INSERT INTO t0 (a, b) VALUES (?,?)", [5, 6])]  # fmt: skip
