@@ -19,10 +19,9 @@ from oncebox.engine.ingest import _FIELDS_ENCODE, fields_json
 from oncebox.formats import Delivery, Invalid
 from oncebox.formats import json_event as je
 from oncebox.formats.canonical import canonical, kept_every_member, quick_canonical_text
-from oncebox.formats.jsontext import WrittenFields
 from oncebox.formats.strictjson import JsonNumber, loads, quick_read
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))  # as test_write_budget.py
 from synthetic import json_body
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "testdata" / "JSONTestSuite"
@@ -70,8 +69,9 @@ def _outcome(body: bytes) -> Any:
         decoded = CODEC.decode(Delivery(body))
     except Invalid as invalid:
         return ("invalid", invalid.reason, invalid.detail)
-    items = list(decoded.fields.items())
-    return ("ok", decoded.content, decoded.key, items, fields_json(decoded))
+    # The stored fields, whoever wrote them, are what the engine's encoder writes.
+    assert fields_json(decoded) == _FIELDS_ENCODE(dict(decoded.fields))
+    return ("ok", decoded.content, decoded.key, list(decoded.fields.items()), decoded.fields_text)
 
 
 def _general_outcome(body: bytes) -> Any:
@@ -289,12 +289,12 @@ def test_crafted_bodies_decode_as_the_general_path(text: str) -> None:
     _same(text.encode("utf-8", "surrogatepass"))
 
 
-def test_fields_carry_the_encoders_text() -> None:
+def test_the_stored_fields_come_written_where_they_need_no_escape() -> None:
     decoded = CODEC.decode(Delivery(json_body(3)))
-    assert type(decoded.fields) is WrittenFields
-    assert decoded.fields.text == _FIELDS_ENCODE(dict(decoded.fields))
-    other = CODEC.decode(Delivery(_event_text("{}", sku="caf\u00e9").encode()))
-    assert type(other.fields) is dict  # stored with an escape: the encoder writes it
+    assert decoded.fields_text == _FIELDS_ENCODE(decoded.fields)
+    for sku in ["caf\u00e9", "a\x7fb", 'a"b', "a\\b"]:  # stored with an escape
+        body = write(dict(_GOOD, sku=sku)).encode()
+        assert CODEC.decode(Delivery(body)).fields_text is None
 
 
 def _trusted(text: str) -> str | None:
@@ -345,3 +345,40 @@ def test_the_quick_reader_on_adversarial_texts(text: str) -> None:
     written = _trusted(text)
     if written is not None:
         assert _strict(text) == ("ok", written.encode("utf-8"))
+
+
+def _checked(value: Any) -> Any:
+    try:
+        return ("ok", je.bounded_string(value, "sku"))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+def _checked_by_rule(value: Any) -> Any:
+    try:
+        return ("ok", je._bounded_string_by_rule(value, "sku"))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+_SPACES = [" ", "\t", "\n", "\x0b", "\x1c", "\x85", "\xa0", "\u2000", "\u2028", "\u3000"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        _strings,
+        st.builds("".join, st.lists(st.sampled_from(["a", "é", *_SPACES, "\x00", "\x7f"]))),
+        st.sampled_from([JsonNumber("1"), None, 1, ["a"], "x" * 256 + " "]),
+    )
+)
+def test_a_bounded_string_is_checked_as_rule_by_rule(value: Any) -> None:
+    """The apply steps' check of each work key part (every delivery's) accepts at once
+    only what the rules one by one accept."""
+    assert _checked(value) == _checked_by_rule(value)
+
+
+@pytest.mark.parametrize("space", _SPACES)
+def test_whitespace_around_a_bounded_string_is_refused(space: str) -> None:
+    for value in [space + "a", "a" + space, space, "a" + space + "b"]:
+        assert _checked(value) == _checked_by_rule(value)

@@ -16,7 +16,6 @@ from typing import Any
 from oncebox.formats.canonical import canonical_read_text, kept_every_member, quick_canonical_text
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode, decoded_of
 from oncebox.formats.invalid import Invalid
-from oncebox.formats.jsontext import WrittenFields
 from oncebox.formats.strictjson import JsonNumber, loads, loads_utf8, quick_read
 
 MAX_BYTES = 65_536
@@ -46,6 +45,21 @@ def bounded_string(value: Any, name: str) -> str:
     """``value`` if it is a string a work key or a ledger can hold as text and index:
     1 to 256 characters, no surrounding whitespace, no control characters; else
     ``bad_field`` naming ``name``."""
+    # The usual string, accepted at once (apply steps check every delivery's fields):
+    # a printable one has no control character and no whitespace but the space.
+    if (
+        type(value) is str
+        and 0 < len(value) <= 256
+        and value.isprintable()
+        and value[0] != " "
+        and value[-1] != " "
+    ):
+        return value
+    return _bounded_string_by_rule(value, name)
+
+
+def _bounded_string_by_rule(value: Any, name: str) -> str:
+    """:func:`bounded_string`, each rule in turn, a refusal with its reason."""
     if not isinstance(value, str) or isinstance(value, JsonNumber):
         raise Invalid("bad_field", f"{name} must be a string")
     if not 1 <= len(value) <= 256:
@@ -216,7 +230,34 @@ class JsonEventCodec:
         content = canonical_event(event, fields, text)
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
-        return decoded_of((content, identity_key(fields), fields))
+        return decoded_of((content, identity_key(fields), fields, _fields_text(fields)))
+
+
+def _head_and_tail(
+    time: str, marketplace_id: str, notification_id: str, kind: str, seller_id: str, sku: str,
+    source: str, subscription: str,
+) -> tuple[str, str]:  # fmt: skip
+    """The members before the payload and those after the schema version, of strings
+    with nothing to escape: the canonical form's and the stored fields' alike."""
+    head = (f'{{"event_time":"{time}","marketplace_id":"{marketplace_id}"'
+            f',"notification_id":"{notification_id}","notification_type":"{kind}"')  # fmt: skip
+    tail = (f'"seller_id":"{seller_id}","sku":"{sku}","source":"{source}"'
+            f',"subscription":"{subscription}"}}')  # fmt: skip
+    return head, tail
+
+
+def _fields_text(fields: dict[str, Any]) -> str | None:
+    """The stored fields' text (what the engine's ASCII-only encoder writes) where each
+    value is written as it stands: printable ASCII, no quote, no backslash; else None."""
+    flat = "".join(fields.values())
+    if not (flat.isascii() and flat.isprintable()) or '"' in flat or "\\" in flat:
+        return None
+    head, tail = _head_and_tail(
+        fields["event_time"], fields["marketplace_id"], fields["notification_id"],
+        fields["notification_type"], fields["seller_id"], fields["sku"], fields["source"],
+        fields["subscription"],
+    )  # fmt: skip
+    return f"{head},{tail}"
 
 
 def _quick_decode(text: str) -> Decoded | None:
@@ -279,23 +320,20 @@ def _quick_decode(text: str) -> Decoded | None:
     # count of brackets (those inside strings counted too).
     if written is None or written.count("{") + written.count("[") >= MAX_DEPTH:
         return None
-    head = (f'{{"event_time":"{time}","marketplace_id":"{marketplace_id}"'
-            f',"notification_id":"{notification_id}","notification_type":"{kind}"')  # fmt: skip
-    tail = (f'"seller_id":"{seller_id}","sku":"{sku}","source":"{source}"'
-            f',"subscription":"{subscription}"}}')  # fmt: skip
+    head, tail = _head_and_tail(time, marketplace_id, notification_id, kind, seller_id, sku,
+                                source, subscription)  # fmt: skip
     canonical_text = f'{head},"payload":{written},"schema_version":1,{tail}'
     if not kept_every_member(text, canonical_text):
         return None
     content = canonical_text.encode()
     if len(content) > MAX_BYTES:
         return None
-    written_fields = WrittenFields(source=source, subscription=subscription,
-                                   notification_id=notification_id, seller_id=seller_id,
-                                   sku=sku, marketplace_id=marketplace_id,
-                                   notification_type=kind, event_time=time)  # fmt: skip
-    if ascii_fields:  # the stored fields: these members, as the canonical form has them
-        written_fields.text = f"{head},{tail}"
-        fields: dict[str, Any] = written_fields
-    else:  # stored with escapes (ASCII only): written by the encoder
-        fields = dict(written_fields)
-    return decoded_of((content, f'["{source}","{subscription}","{notification_id}"]', fields))
+    fields = {"source": source, "subscription": subscription,
+              "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
+              "marketplace_id": marketplace_id, "notification_type": kind,
+              "event_time": time}  # fmt: skip
+    # The stored fields are these members as the canonical form has them, unless they
+    # need escapes there (ASCII only): then the engine's encoder writes them.
+    stored = f"{head},{tail}" if ascii_fields else None
+    key = f'["{source}","{subscription}","{notification_id}"]'
+    return decoded_of((content, key, fields, stored))

@@ -66,24 +66,11 @@ def _string_object_writer(names: tuple[Any, ...]) -> tuple[Callable[[Any], Any],
     return itemgetter(*order), "{" + members + "}"
 
 
-class WrittenFields(dict[str, Any]):
-    """Fields with their stored text already written (``text``): what
-    :func:`sorted_ascii_strings` gives for them. A codec that wrote the same members for
-    its canonical form hands the text on instead of having them written again; the
-    mapping is the codec's own and is not changed after it."""
-
-    __slots__ = ("text",)
-    text: str
-
-
 def sorted_ascii_strings(fields: Mapping[str, Any]) -> str | None:
     """``compact_encoder(sort_keys=True, ensure_ascii=True)(fields)`` for a mapping of two
     or more plain names to string values the encoder writes as they are (printable ASCII,
     no quote, no backslash): the text, written by one template made once per set of
-    names, without the encoder (or, for :class:`WrittenFields`, the text they carry).
-    None for any other mapping, which the encoder writes."""
-    if type(fields) is WrittenFields:
-        return fields.text
+    names, without the encoder. None for any other mapping, which the encoder writes."""
     names = tuple(fields)
     # The writers made, looked up directly: lru_cache's own bookkeeping costs more than
     # the lookup, and this runs for every new record.
