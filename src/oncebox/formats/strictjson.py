@@ -147,7 +147,8 @@ def _ticked_float(text: str) -> JsonNumber:
     return _float(text)
 
 
-_QUICK_SCAN = json.JSONDecoder(parse_float=_ticked_float, parse_constant=_constant).scan_once  # type: ignore[attr-defined]
+_QUICK_DECODER = json.JSONDecoder(parse_float=_ticked_float, parse_constant=_constant)
+_QUICK_SCAN = _QUICK_DECODER.scan_once  # type: ignore[attr-defined]  # set by its __init__
 
 
 def quick_read(text: str) -> tuple[Any, bool] | None:
