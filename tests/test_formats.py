@@ -280,6 +280,9 @@ def test_canonical_form_over_the_bound_is_too_large(monkeypatch: pytest.MonkeyPa
         return canonical_read(value, text).decode() + " " * MAX_BYTES
 
     monkeypatch.setattr(json_event, "canonical_read_text", wide)
+    # The one-pass decode proves its canonical form as long as the text; widened, it
+    # fails that proof and leaves the body to the general path.
+    monkeypatch.setattr(json_event, "quick_canonical_text", lambda value, *_: wide(value, ""))
     assert event_refusal(event()) == "too_large"
 
 

@@ -226,6 +226,8 @@ _FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)
 
 
 def fields_json(decoded: Decoded) -> str:
+    if decoded.fields_text is not None:
+        return decoded.fields_text  # the codec wrote them with its canonical form
     fields = decoded.fields
     if not fields:
         return "{}"  # opaque codecs (keyed, feed without facts) name no fields

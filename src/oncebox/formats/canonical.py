@@ -155,3 +155,52 @@ def canonical_read_text(value: Any, text: str) -> str:
     ):
         return canonical(value).decode("utf-8")
     return "".join(_READ_ENCODE(value, 0))
+
+
+def _plain_encoder() -> Any:
+    """The C encoder with the C string writer, members sorted, compact: for values whose
+    numbers are all ``int`` (no callback into Python for any string). None where this
+    Python's private encoder takes other arguments or writes a sample otherwise than
+    :func:`canonical`."""
+    make = getattr(_std, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        once = make(None, _not_json, encode_basestring, None, ":", ",", True, False, True)
+        sample = {"b": [1, -20, "1", True, False, None], "a": '\u00e9\u2028"\x7f', "": {}}
+        spelled = '{"":{},"a":"\u00e9\u2028\\"\x7f","b":[1,-20,"1",true,false,null]}'
+        agrees = "".join(once(sample, 0)) == spelled
+    except Exception:
+        return None
+    return once if agrees else None
+
+
+_PLAIN_ENCODE = _plain_encoder()
+
+
+def quick_canonical_text(value: Any, spelled: bool, text: str) -> str | None:
+    """The canonical form (as text) of what :func:`~oncebox.formats.strictjson.quick_read`
+    read from ``text``, or None where this writer cannot tell: a text that may hold a
+    key beyond the Basic Multilingual Plane (sorted otherwise in UTF-16). Integers are
+    written by the C encoder itself, other numbers (``spelled``) through the spelling
+    writer. Check the result with :func:`kept_every_member` before trusting it."""
+    encode = _READ_ENCODE if spelled else _PLAIN_ENCODE
+    if encode is None or (not text.isascii() and _ASTRAL.search(text)):
+        return None
+    return "".join(encode(value, 0))
+
+
+def kept_every_member(text: str, canonical_text: str) -> bool:
+    """Whether ``canonical_text``, :func:`quick_canonical_text` of ``text``, has every
+    member and every number of ``text`` as it was written.
+
+    Why it can tell: ``text`` holds no backslash and no whitespace but spaces (what
+    ``quick_read`` reads), so each string, key and number is written back with the same
+    characters, and only three things change the count of characters other than
+    spaces: member order (never), a member dropped for a repeated name (fewer, by its
+    name, colon, value and comma) and ``-0`` read as 0 (one fewer). Spaces are either
+    inside strings (kept alike) or between tokens (gone); they are not counted.
+    """
+    if " " in text:
+        return len(text) - text.count(" ") == len(canonical_text) - canonical_text.count(" ")
+    return len(text) == len(canonical_text)

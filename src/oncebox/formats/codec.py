@@ -129,15 +129,21 @@ def read_bounded(chunks: Iterable[bytes], bound: int, **facts: Any) -> Delivery:
 class Decoded(NamedTuple):
     """A valid delivery: ``content`` is canonical, ``key`` the declared identity.
 
+    ``fields_text``, where the codec has it, is ``fields`` as a record keeps them: the
+    compact JSON object, members sorted, ASCII only (what the engine writes otherwise).
+    A codec that writes the same members for its canonical form hands them on, instead
+    of having them written a second time for each new record.
+
     A named tuple: every delivery builds one, and a frozen dataclass costs several times
     more to build."""
 
     content: bytes
     key: str | None = None
     fields: Mapping[str, Any] = MappingProxyType({})
+    fields_text: str | None = None
 
 
-# A Decoded from all three of its fields at C speed (a named tuple's own __new__ is
+# A Decoded from all four of its fields at C speed (a named tuple's own __new__ is
 # Python), for the built-in codecs: each decoded delivery makes one.
 decoded_of = partial(tuple.__new__, Decoded)
 NO_FIELDS: Mapping[str, Any] = Decoded._field_defaults["fields"]

@@ -13,10 +13,10 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
-from oncebox.formats.canonical import canonical_read_text
+from oncebox.formats.canonical import canonical_read_text, kept_every_member, quick_canonical_text
 from oncebox.formats.codec import Decoded, Delivery, IdentityMode, decoded_of
 from oncebox.formats.invalid import Invalid
-from oncebox.formats.strictjson import JsonNumber, loads, loads_utf8
+from oncebox.formats.strictjson import JsonNumber, loads, loads_utf8, quick_read
 
 MAX_BYTES = 65_536
 MAX_DEPTH = 20
@@ -45,6 +45,21 @@ def bounded_string(value: Any, name: str) -> str:
     """``value`` if it is a string a work key or a ledger can hold as text and index:
     1 to 256 characters, no surrounding whitespace, no control characters; else
     ``bad_field`` naming ``name``."""
+    # The usual string, accepted at once (apply steps check every delivery's fields):
+    # a printable one has no control character and no whitespace but the space.
+    if (
+        type(value) is str
+        and 0 < len(value) <= 256
+        and value.isprintable()
+        and value[0] != " "
+        and value[-1] != " "
+    ):
+        return value
+    return _bounded_string_by_rule(value, name)
+
+
+def _bounded_string_by_rule(value: Any, name: str) -> str:
+    """:func:`bounded_string`, each rule in turn, a refusal with its reason."""
     if not isinstance(value, str) or isinstance(value, JsonNumber):
         raise Invalid("bad_field", f"{name} must be a string")
     if not 1 <= len(value) <= 256:
@@ -207,9 +222,118 @@ class JsonEventCodec:
         except UnicodeDecodeError:
             loads(body)  # refused there, with the strict reader's reason
             raise
+        quick = _quick_decode(text)
+        if quick is not None:
+            return quick
         event = loads_utf8(text, MAX_DEPTH)
         fields = validate_event(event)
         content = canonical_event(event, fields, text)
         if len(content) > MAX_BYTES:
             raise Invalid("too_large", f"canonical form is {len(content)} bytes, over {MAX_BYTES}")
-        return decoded_of((content, identity_key(fields), fields))
+        return decoded_of((content, identity_key(fields), fields, _fields_text(fields)))
+
+
+def _head_and_tail(
+    time: str, marketplace_id: str, notification_id: str, kind: str, seller_id: str, sku: str,
+    source: str, subscription: str,
+) -> tuple[str, str]:  # fmt: skip
+    """The members before the payload and those after the schema version, of strings
+    with nothing to escape: the canonical form's and the stored fields' alike."""
+    head = (f'{{"event_time":"{time}","marketplace_id":"{marketplace_id}"'
+            f',"notification_id":"{notification_id}","notification_type":"{kind}"')  # fmt: skip
+    tail = (f'"seller_id":"{seller_id}","sku":"{sku}","source":"{source}"'
+            f',"subscription":"{subscription}"}}')  # fmt: skip
+    return head, tail
+
+
+def _fields_text(fields: dict[str, Any]) -> str | None:
+    """The stored fields' text (what the engine's ASCII-only encoder writes) where each
+    value is written as it stands: printable ASCII, no quote, no backslash; else None."""
+    flat = "".join(fields.values())
+    if not (flat.isascii() and flat.isprintable()) or '"' in flat or "\\" in flat:
+        return None
+    head, tail = _head_and_tail(
+        fields["event_time"], fields["marketplace_id"], fields["notification_id"],
+        fields["notification_type"], fields["seller_id"], fields["sku"], fields["source"],
+        fields["subscription"],
+    )  # fmt: skip
+    return f"{head},{tail}"
+
+
+def _quick_decode(text: str) -> Decoded | None:
+    """:meth:`JsonEventCodec.decode` of a usual body in one pass, or None for any body
+    where it could differ, which the general path reads, checks and writes instead.
+
+    The usual body has no backslash, so each of its strings is written as it stands,
+    between quotes, with nothing to escape: the members of the canonical form, the
+    identity key and the stored fields are put together from the strings read, and the
+    stored fields are written once, beside the canonical form they are a part of. The
+    text is read without the duplicate-member hook; the canonical form, as long as the
+    text without its spaces, proves that no member was dropped and no ``-0`` respelled.
+    """
+    read = quick_read(text)
+    if read is None:
+        return None
+    event, spelled = read
+    if type(event) is not dict or len(event) != len(FIELDS):
+        return None
+    try:  # ten members, each of them one of the ten names: exactly the fields
+        source, subscription, notification_id = (
+            event["source"], event["subscription"], event["notification_id"])  # fmt: skip
+        seller_id, sku, marketplace_id = (
+            event["seller_id"], event["sku"], event["marketplace_id"])  # fmt: skip
+        version, kind, time, payload = (event["schema_version"], event["notification_type"],
+                                        event["event_time"], event["payload"])  # fmt: skip
+    except KeyError:
+        return None
+    # The integer 1 (read as int: only the spelling "1" gives it), an object payload.
+    if type(version) is not int or version != 1 or type(payload) is not dict:
+        return None
+    if not (type(source) is type(subscription) is type(notification_id) is str
+            and type(seller_id) is type(sku) is type(marketplace_id) is str):  # fmt: skip
+        return None
+    if not (source and subscription and notification_id and seller_id and sku
+            and marketplace_id):  # fmt: skip
+        return None
+    # None of the six holds a control character (the scanner refuses them raw, and
+    # there is no escape), so in ASCII only a space is whitespace and only DEL is not
+    # printable; beyond ASCII, printable and without a space means without whitespace.
+    flat = f"{source}{subscription}{notification_id}{seller_id}{sku}{marketplace_id}"
+    if len(flat) > 256 or " " in flat:
+        return None
+    ascii_fields = flat.isascii()
+    if not ((ascii_fields and "\x7f" not in flat) or flat.isprintable()):
+        return None
+    if type(kind) is not str or kind not in NOTIFICATION_TYPES:
+        return None
+    # YYYY-MM-DDTHH:MM:SSZ: its six separators every third character from the fifth,
+    # and fromisoformat of the rest, which reads each digit as an ASCII digit and
+    # refuses what datetime() refuses.
+    if type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z" or not time.isascii():
+        return None
+    try:
+        _FROM_ISO(time[:19])
+    except ValueError:
+        return None
+    written = quick_canonical_text(payload, spelled, text)
+    # Depth: the event's is one more than its payload's, which is at most the payload's
+    # count of brackets (those inside strings counted too).
+    if written is None or written.count("{") + written.count("[") >= MAX_DEPTH:
+        return None
+    head, tail = _head_and_tail(time, marketplace_id, notification_id, kind, seller_id, sku,
+                                source, subscription)  # fmt: skip
+    canonical_text = f'{head},"payload":{written},"schema_version":1,{tail}'
+    if not kept_every_member(text, canonical_text):
+        return None
+    content = canonical_text.encode()
+    if len(content) > MAX_BYTES:
+        return None
+    fields = {"source": source, "subscription": subscription,
+              "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
+              "marketplace_id": marketplace_id, "notification_type": kind,
+              "event_time": time}  # fmt: skip
+    # The stored fields are these members as the canonical form has them, unless they
+    # need escapes there (ASCII only): then the engine's encoder writes them.
+    stored = f"{head},{tail}" if ascii_fields else None
+    key = f'["{source}","{subscription}","{notification_id}"]'
+    return decoded_of((content, key, fields, stored))

@@ -61,4 +61,4 @@ class KeyedCodec:
     def decode(self, delivery: Delivery) -> Decoded:
         if not delivery.key:
             raise Invalid(MISSING_KEY, "a keyed delivery needs its key (Oncebox-Key, or 'key')")
-        return decoded_of((delivery.body, delivery.key, NO_FIELDS))
+        return decoded_of((delivery.body, delivery.key, NO_FIELDS, None))

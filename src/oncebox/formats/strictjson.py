@@ -9,6 +9,7 @@ refused here with a reason that names the rule. Numbers are kept exactly as spel
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -133,3 +134,45 @@ def loads_utf8(text: str, max_depth: int = 20) -> Any:
     if "\\" in text and _SURROGATE_ESCAPE.search(text):
         _check_unicode(value)
     return value
+
+
+# The scanner as the standard decoder builds it (objects made in C, integers as int),
+# with the strict rules for other numbers and constants. What it cannot see is left to
+# its caller: a repeated member name (the last value stays) and ``-0`` (read as 0).
+_FLOAT_TICKS = itertools.count()
+
+
+def _ticked_float(text: str) -> JsonNumber:
+    next(_FLOAT_TICKS)
+    return _float(text)
+
+
+_QUICK_DECODER = json.JSONDecoder(parse_float=_ticked_float, parse_constant=_constant)
+_QUICK_SCAN = _QUICK_DECODER.scan_once  # type: ignore[attr-defined]  # set by its __init__
+
+
+def quick_read(text: str) -> tuple[Any, bool] | None:
+    """``text``'s value read by the C scanner alone, with ``spelled``: whether it may hold
+    a number other than an integer (a :class:`JsonNumber`); integers are ``int``.
+
+    Why: the strict reader's duplicate-member hook builds every object in Python.
+    Trust it only once the caller has shown that nothing was dropped or respelled
+    (:func:`oncebox.formats.canonical.kept_every_member`). None for a text where
+    the strict reader may answer otherwise on any other ground: a backslash (an escape,
+    perhaps a lone surrogate), whitespace other than spaces, anything the scanner
+    refuses (not JSON, NaN, an overflowing number) and space around the value. Nesting
+    is not bounded here; the caller bounds it.
+    """
+    if "\\" in text or "\n" in text or "\r" in text or "\t" in text:
+        return None
+    # Floats tick a counter shared by all threads: the counter moving by more than one
+    # between these two reads means a float may be in this text (another thread's float
+    # only costs this text the slower, spelling-aware writer).
+    before = next(_FLOAT_TICKS)
+    try:
+        value, end = _QUICK_SCAN(text, 0)
+    except Exception:  # the strict reader, on the same text, says what it is
+        return None
+    if end != len(text):
+        return None
+    return value, next(_FLOAT_TICKS) != before + 1
