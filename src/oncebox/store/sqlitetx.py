@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from oncebox.domain import Fenced, LeaseState, Stored
+from oncebox.domain import Fenced, LeaseState, LogEntry, Stored
 from oncebox.store.sqlfile import load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
@@ -162,6 +162,19 @@ class SQLiteTx(SqlTx):
             return super().held(kind, owner, names, exclusive)
         found = self._rows("held_lease", (kind, owner, names[0]), LeaseState)
         return {row.name: row for row in found}
+
+    def seal_reads(
+        self, kind: str, owner: int, name: str
+    ) -> tuple[LeaseState | None, bool, LogEntry | None]:
+        """:class:`SqlTx`'s three reads in one statement, one row (none without a lease:
+        then one after another)."""
+        found = None
+        for row in self._cursor.execute(_TEXT["seal_reads"], (kind, owner, name)):
+            found = row
+        if found is None:
+            return super().seal_reads(kind, owner, name)
+        head = None if found[9] is None else LogEntry(*found[9:])
+        return LeaseState(*found[:8]), bool(found[8]), head
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         if len(repeats) != 1:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from oncebox.domain import Fenced, LeaseState, Stored
+from oncebox.domain import Fenced, LeaseState, LogEntry, Stored
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
@@ -61,6 +61,13 @@ class SqlTx(
         leases = self.held(Fenced.SCOPE, inbox_id, names) if names else {}
         now = self.now()
         return leases, now, self.find_records(inbox_id, idents), None
+
+    def seal_reads(
+        self, kind: str, owner: int, name: str
+    ) -> tuple[LeaseState | None, bool, LogEntry | None]:
+        """One read after another: the lease held first, as a seal holds it."""
+        lease = self.held(kind, owner, [name], exclusive=True).get(name)
+        return lease, self.last_pending_id() != 0, self.log_head()
 
     def run(self, query: Query, params: Params = ()) -> int:
         return self._run(query, params)
