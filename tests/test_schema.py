@@ -25,7 +25,13 @@ __all__ = ["backend", "new_database"]  # fixtures, from schemas.py
 FROZEN = Path(__file__).parent / "fixtures" / "numbered_apart"
 # What one backend runs that the other has no need of.
 OWN = {
-    "sqlite": {"remember_dropped_id", "find_record", "reserve_record_id", "held_lease"},
+    "sqlite": {
+        "remember_dropped_id",
+        "find_record",
+        "reserve_record_id",
+        "held_lease",
+        "seal_reads",
+    },
     "postgres": {
         "now",
         "lock_inbox",
