@@ -140,27 +140,34 @@ def test_two_stores_appending_to_one_file_alternately_write_the_trees_nodes(
             box.close()
 
 
-def test_a_rolled_back_append_leaves_no_edge_to_trust(path: str) -> None:
-    """An append whose transaction rolls back leaves its edge on the connection; the next
-    append there (of other entries, at the same positions) must not build on it."""
-    box = _open(path)
+@pytest.mark.parametrize("others", [0, 3])
+def test_a_rolled_back_append_leaves_no_edge_to_trust(path: str, others: int) -> None:
+    """An append whose transaction rolls back leaves its edge on the connection; when
+    the log then ends at the same position with other entries (another store appended
+    as many), that edge is not the tree's and nothing may be built on it."""
+    box, other = _open(path), _open(path)
     store = box.store
     try:
-        for i in range(21):  # an odd size: the next append reads its left sibling
+        for i in range(16):
             box.ingest("k", oncebox.Delivery(PAYLOAD, key=f"before {i}"))
 
         def appended_then_failed(tx: Any) -> None:
-            sealing.record_events(tx, [LogEvent("lease", f"rolled back {i}")], True)
+            events = [LogEvent("lease", f"rolled back {i}") for i in range(3)]
+            sealing.record_events(tx, events, True)
             raise RuntimeError("rolled back")
 
-        for i in range(11):
-            with pytest.raises(RuntimeError):
-                store.atomic(appended_then_failed)
+        with pytest.raises(RuntimeError):
+            store.atomic(appended_then_failed)
+        for i in range(others):
+            other.ingest("k", oncebox.Delivery(PAYLOAD, key=f"other {i}"))
+        for i in range(32 - 16 - others):  # up to the next kept node, built on that edge
             box.ingest("k", oncebox.Delivery(PAYLOAD, key=f"after {i}"))
         box.close()
+        other.close()
         assert _stored_nodes_are_the_trees(path) == 32
     finally:
         box.close()
+        other.close()
 
 
 def test_an_append_that_fails_half_way_leaves_no_edge(path: str) -> None:
