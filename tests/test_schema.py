@@ -31,6 +31,7 @@ OWN = {
         "reserve_record_id",
         "held_lease",
         "seal_reads",
+        "find_record_or_next_id",
     },
     "postgres": {
         "now",

@@ -17,6 +17,18 @@ FROM carray(?2) AS c CROSS JOIN records_read AS r ON r.inbox_id = ?1 AND r.ident
 SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
 FROM records_read WHERE inbox_id = ? AND ident = ?;
 
+-- name: find_record_or_next_id
+-- find_record, or where there is no such record the id reserve_record_id would give, in
+-- one statement: under LIMIT 1 the second part runs only when the first found nothing.
+-- (A record's ident is never NULL: a row without one is the id.)
+SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
+FROM records_read WHERE inbox_id = ? AND ident = ?
+UNION ALL
+SELECT max(coalesce((SELECT max(id) FROM records), 0),
+           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+       + 1, NULL, NULL, NULL, NULL, NULL, NULL
+LIMIT 1;
+
 -- name: list_originals
 -- The records these quarantine rows conflict with (same inbox and identity), each value
 -- cut as list_quarantine cuts it; the first column names the quarantine row.
