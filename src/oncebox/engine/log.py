@@ -82,7 +82,9 @@ def chain_after(tx: Chain, head: LogEntry | None, items: Sequence[LogEvent]) -> 
     # Only the kept levels' nodes (_kept), built as they complete, their left siblings
     # taken from the right edge this connection's last append left where it still holds.
     edge = _right_edge(tx, first - 1, head)
-    tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, Nodes(tx), NODE_STRIDE, edge))
+    nodes = merkle.appended_nodes(first - 1, leaves, Nodes(tx), NODE_STRIDE, edge)
+    if nodes:  # one append in 16 completes a kept node
+        tx.put_merkle_nodes(nodes)
     tx.log_edge = (seq - 1, prev, edge)
     return entries
 

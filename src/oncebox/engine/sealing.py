@@ -74,11 +74,12 @@ def _take_log(tx: Sealing) -> bool:
 
 def _may_append(tx: Sealing, lease: LeaseState | None) -> bool:
     """:func:`_take_log` with the sealer's lease read (and held) already."""
+    if not _dedicated(lease):
+        return True
     now = tx.now()
-    if _dedicated(lease) and fence.live(lease, now):
+    if fence.live(lease, now):
         return False
-    if _dedicated(lease):
-        fence.supersede(tx, SEALER, now)
+    fence.supersede(tx, SEALER, now)
     return True
 
 
