@@ -58,6 +58,9 @@ class SQLiteTx(SqlTx):
         # statement read only in part (_one, _described) gets a cursor of its own, which
         # resets it when dropped, so that no statement is left open after its call.
         self._cursor = conn.cursor() if cursor is None else cursor
+        # The sealer's lease last read, with its columns: a lease is immutable, and the
+        # row seldom changes, so the same columns are answered with the same object.
+        self._lease_read: tuple[tuple[Any, ...], LeaseState] | None = None
 
     def now(self) -> float:
         return float(self._clock())
@@ -176,8 +179,11 @@ class SQLiteTx(SqlTx):
             found = row
         if found is None:
             return super().seal_reads(kind, owner, name)
+        columns, read = found[:8], self._lease_read
+        if read is None or read[0] != columns:  # a frozen dataclass costs a seal's reads
+            read = self._lease_read = (columns, LeaseState(*columns))
         head = None if found[9] is None else LogEntry(*found[9:])
-        return LeaseState(*found[:8]), bool(found[8]), head
+        return read[1], bool(found[8]), head
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         if len(repeats) != 1:
