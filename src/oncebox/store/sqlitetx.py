@@ -127,12 +127,15 @@ class SQLiteTx(SqlTx):
         """:class:`SqlTx`'s reads, one after another, less the identity lock that
         BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
         if scopes is None and len(idents) == 1:  # a single delivery of an unfenced inbox
-            # Its record, or the id a new one takes (``reserve_record_ids(1)``), at once.
             ident = idents[0]
-            (found,) = self._rows("find_record_or_next_id", (inbox_id, ident), Stored)
-            if found[1] is None:
-                return {}, float(self._clock()), {}, [found[0]]
-            return {}, float(self._clock()), {ident: found}, None
+            if self._relaxed:  # begun for a likely duplicate: its record alone
+                found = self._rows("find_record", (inbox_id, ident), Stored)
+                return {}, float(self._clock()), {ident: found[0]} if found else {}, None
+            # Begun for a likely new record: with the id it takes (reserve_record_ids(1)).
+            (row,) = self._rows("find_record_or_next_id", (inbox_id, ident), Stored)
+            if row[1] is None:
+                return {}, float(self._clock()), {}, [row[0]]
+            return {}, float(self._clock()), {ident: row}, None
         return self._reads(inbox_id, idents, scopes)
 
     def _reads(
