@@ -210,7 +210,7 @@ def test_the_seal_reads_in_one_statement_are_the_three_reads(path: str) -> None:
         assert fast == general and fast[1:] == (False, None)
         box.ingest("k", oncebox.Delivery(PAYLOAD, key="a"))
         fast, general = _reads(store)
-        assert fast == general and fast[2] is not None and fast[2].seq == 1
+        assert fast == general and fast[2] is not None and fast[2][0] == 1
         # A dedicated sealer holds the log: events queue behind it.
         sealer = sealing.Sealer(store, "sealer-1", ttl=60)
         sealer.acquire()

@@ -160,7 +160,7 @@ def test_sqlite_reads_what_a_seal_reads_first_by_key_and_from_the_ends(
     plan = sqlite_plan(sqlite_conn, "seal_reads", ("sealer", 0, ""))
     assert "SEARCH fences USING PRIMARY KEY (kind=? AND owner=? AND name=?)" in plan, plan
     scans = [line for line in plan if line.startswith("SCAN")]
-    assert scans == ["SCAN log_pending"] + ["SCAN log"] * 4, plan
+    assert scans == ["SCAN log_pending", "SCAN log", "SCAN log"], plan
     assert not any("TEMP B-TREE" in line for line in plan), plan
 
 

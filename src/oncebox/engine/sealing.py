@@ -25,12 +25,12 @@ def record_events(tx: Sealing, events: Sequence[LogEvent], seal: bool) -> dict[i
     id -> log position for each record sealed here (its revisions are put on the feed).
 
     Events queued earlier are appended first, so the log keeps queue order. The lease,
-    the queue and the log's head are read at once (:meth:`Sealing.seal_reads`).
+    the queue and where the log ends are read at once (:meth:`Sealing.seal_reads`).
     """
     if not seal:
         tx.queue_logs(events)
         return {}
-    lease, queued, head = tx.seal_reads(*SEALER)
+    lease, queued, end = tx.seal_reads(*SEALER)
     if not _may_append(tx, lease):
         tx.queue_logs(events)
         return {}
@@ -39,7 +39,7 @@ def record_events(tx: Sealing, events: Sequence[LogEvent], seal: bool) -> dict[i
             pass
         entries = chain(tx, events)  # the head moved: read it again
     else:
-        entries = chain_after(tx, head, events)
+        entries = chain_after(tx, end, events)
     # Each entry names the record its event named (LogEntry.record_id is the event's).
     return {entry[5]: entry[0] for entry in entries if entry[5] is not None}
 

@@ -47,10 +47,11 @@ class Sealing(Chain, Events, FencePort, Clock, Protocol):
 
     def seal_reads(
         self, kind: str, owner: int, name: str
-    ) -> tuple[LeaseState | None, bool, LogEntry | None]:
+    ) -> tuple[LeaseState | None, bool, tuple[int, str] | None]:
         """What appending in this transaction reads first: the sealer's lease (``kind``,
         ``owner``, ``name``), held alone as :meth:`held` holds it, whether any event is
-        queued, and the log's last entry; in one statement where the store can."""
+        queued, and where the log ends (its last entry's seq and hash; None: empty); in
+        one statement where the store can."""
         ...
 
     def pending_log(self, limit: int) -> list[PendingEvent]: ...

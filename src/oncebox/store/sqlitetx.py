@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from oncebox.domain import Fenced, LeaseState, LogEntry, Stored
+from oncebox.domain import Fenced, LeaseState, Stored
 from oncebox.store.sqlfile import load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
@@ -174,7 +174,7 @@ class SQLiteTx(SqlTx):
 
     def seal_reads(
         self, kind: str, owner: int, name: str
-    ) -> tuple[LeaseState | None, bool, LogEntry | None]:
+    ) -> tuple[LeaseState | None, bool, tuple[int, str] | None]:
         """:class:`SqlTx`'s three reads in one statement, one row (none without a lease:
         then one after another)."""
         found = None
@@ -185,8 +185,7 @@ class SQLiteTx(SqlTx):
         columns, read = found[:8], self._lease_read
         if read is None or read[0] != columns:  # a frozen dataclass costs a seal's reads
             read = self._lease_read = (columns, LeaseState(*columns))
-        head = None if found[9] is None else LogEntry(*found[9:])
-        return read[1], bool(found[8]), head
+        return read[1], bool(found[8]), None if found[9] is None else (found[9], found[10])
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         if len(repeats) != 1:

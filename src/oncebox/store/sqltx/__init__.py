@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from oncebox.domain import Fenced, LeaseState, LogEntry, Stored
+from oncebox.domain import Fenced, LeaseState, Stored
 from oncebox.store.sqlfile import Query
 from oncebox.store.sqltx.base import Params, SqlBase, Statement
 from oncebox.store.sqltx.feed import FeedSql
@@ -64,10 +64,11 @@ class SqlTx(
 
     def seal_reads(
         self, kind: str, owner: int, name: str
-    ) -> tuple[LeaseState | None, bool, LogEntry | None]:
+    ) -> tuple[LeaseState | None, bool, tuple[int, str] | None]:
         """One read after another: the lease held first, as a seal holds it."""
         lease = self.held(kind, owner, [name], exclusive=True).get(name)
-        return lease, self.last_pending_id() != 0, self.log_head()
+        head = self.log_head()
+        return lease, self.last_pending_id() != 0, (head.seq, head.hash) if head else None
 
     def run(self, query: Query, params: Params = ()) -> int:
         return self._run(query, params)

@@ -190,14 +190,12 @@ FROM fences WHERE kind = ? AND owner = ? AND name = ?;
 
 -- name: seal_reads
 -- What appending reads first, in one row (BEGIN IMMEDIATE already holds the log): the
--- sealer's lease, whether any event is queued, the log's last entry. No row without the
--- sealer's (a store makes it at once). Subqueries, not joins: SQLite runs a LEFT JOIN
--- on a bound value here at several times the cost of the three statements it replaces.
+-- sealer's lease, whether any event is queued, where the log ends (its last seq and
+-- hash). No row without the sealer's (a store makes it at once). Subqueries, not joins:
+-- SQLite ran this read as joins at several times the cost of the three statements.
 SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at,
        EXISTS (SELECT 1 FROM log_pending),
        (SELECT seq FROM log ORDER BY seq DESC LIMIT 1),
-       (SELECT step FROM log ORDER BY seq DESC LIMIT 1),
-       (SELECT state FROM log ORDER BY seq DESC LIMIT 1),
        (SELECT hash FROM log ORDER BY seq DESC LIMIT 1)
 FROM fences WHERE kind = ? AND owner = ? AND name = ?;
 
