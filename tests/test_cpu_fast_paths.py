@@ -132,6 +132,8 @@ def test_single_and_batched_lookups_decide_alike() -> None:
 class _Chain:
     """The log's port in memory, for :func:`log.chain` alone."""
 
+    log_edge = None
+
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
         self.nodes: dict[tuple[int, int], bytes] = {}

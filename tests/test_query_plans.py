@@ -67,6 +67,13 @@ SQLITE_HOT: dict[str, tuple[Any, dict[str, str]]] = {
         (1, bytes.fromhex(f"{3:064x}")),
         {"records": "USING INDEX sqlite_autoindex_records_1 (inbox_id=? AND ident=?)"},
     ),
+    "find_record_or_next_id": (
+        (1, bytes.fromhex(f"{3:064x}")),
+        {
+            "records": "USING INDEX sqlite_autoindex_records_1 (inbox_id=? AND ident=?)",
+            "meta": "USING INDEX sqlite_autoindex_meta_1 (key=?)",
+        },
+    ),
     "insert_records": (
         (
             ROWS + 1,
@@ -148,6 +155,18 @@ def test_sqlite_reads_the_seal_queue_in_order_and_stops(sqlite_conn: apsw.Connec
     """The sealer's read of its queue walks the table's own order (the rowid) from the
     start and stops at the limit: a scan that sorts nothing, the cheapest there is."""
     assert sqlite_plan(sqlite_conn, "pending_log", (100,)) == ["SCAN log_pending"]
+
+
+def test_sqlite_reads_what_a_seal_reads_first_by_key_and_from_the_ends(
+    sqlite_conn: apsw.Connection,
+) -> None:
+    """The sealer's lease by its key; the queue and the log each read from one end
+    (a scan in the table's own order that stops at its first row), nothing sorted."""
+    plan = sqlite_plan(sqlite_conn, "seal_reads", ("sealer", 0, ""))
+    assert "SEARCH fences USING PRIMARY KEY (kind=? AND owner=? AND name=?)" in plan, plan
+    scans = [line for line in plan if line.startswith("SCAN")]
+    assert scans == ["SCAN log_pending", "SCAN log", "SCAN log"], plan
+    assert not any("TEMP B-TREE" in line for line in plan), plan
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------

@@ -31,6 +31,8 @@ OWN = {
         "reserve_record_id",
         "held_lease",
         "count_duplicates_at_once",  # a batch's counts over a carray of ids (store/sqlitetx.py)
+        "seal_reads",
+        "find_record_or_next_id",
     },
     "postgres": {
         "now",

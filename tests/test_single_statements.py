@@ -1,7 +1,8 @@
 """SQLite's statements for a single delivery (issue 24) read and write exactly what the
 batch statements beside them do: one record id reserved without the recursive count, one
 lease looked up by its key instead of through a JSON array, one delivery's record read
-without a batch's steps, one duplicate's count and one verdict count run as their one
+without a batch's steps (with the id a new one takes, in the same statement), one
+duplicate's count and one verdict count run as their one
 row; and the transaction objects each thread reuses begin at the level asked for."""
 
 from __future__ import annotations
@@ -58,6 +59,48 @@ def test_one_record_id_is_the_batch_statements_first(
 
     fast, general = store.atomic(both)
     assert fast == general == [max(records, dropped or 0) + 1]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+@pytest.mark.parametrize(("records", "dropped"), [(0, None), (3, None), (3, 50), (3, 2), (0, 7)])
+def test_one_record_or_the_next_id_is_the_two_reads(
+    store: SQLiteStore, records: int, dropped: int | None, durable: bool
+) -> None:
+    """A single delivery's record read with the id a new one would take
+    (``find_record_or_next_id``, in a transaction begun flushed, for a likely new record;
+    one begun relaxed reads the record alone): the record ``find_records`` gives where
+    there is one (kept or a tombstone), else the id ``reserve_record_ids(1)`` gives."""
+    _filled(store, records, dropped)
+    if records:  # the first record a tombstone
+        store.atomic(lambda tx: tx.evict_records(1, T * 2, T, 1))
+    with store.reading() as tx:
+        idents = [bytes(row[0]) for row in tx.execute("SELECT ident FROM records ORDER BY id")]
+    asked = [*idents, b"\x00" * 32, b"\xff" * 32]
+
+    def both(tx: Any) -> list[tuple[Any, Any]]:
+        return [
+            (
+                tx.decision_reads(1, [ident], None)[2:],
+                (
+                    # the batch statement (several identities: one absent beside it)
+                    found := tx.find_records(1, [ident, b"absent"]),
+                    None if found else GENERAL["reserve_record_ids"](tx, 1),
+                ),
+            )
+            for ident in asked
+        ]
+
+    pairs = store.atomic(both, durable=durable)
+    for fast, general in pairs:
+        if not durable:  # the record alone: the id is reserved later, where it is needed
+            general = (general[0], None)
+        assert fast == general
+    if not durable:
+        return
+    assert [fast[1] for fast, _ in pairs] == [None] * records + [
+        [max(records, dropped or 0) + 1]
+    ] * 2
+    assert records == 0 or pairs[0][0][0][idents[0]].evicted_at is not None
 
 
 def test_one_lease_is_read_as_through_the_array(store: SQLiteStore) -> None:

@@ -54,15 +54,25 @@ _entry = partial(tuple.__new__, LogEntry)
 def chain(tx: Chain, items: Sequence[LogEvent]) -> list[LogEntry]:
     """Append the events' entries and the Merkle nodes they complete, inside ``tx``. An
     entry that seals a record's revision names it: its seq is the revision's position on
-    its inbox's feed, given here, at seal time.
+    its inbox's feed, given here, at seal time."""
+    head = tx.log_head()
+    return chain_after(tx, (head.seq, head.hash) if head else None, items)
+
+
+def chain_after(
+    tx: Chain, end: tuple[int, str] | None, items: Sequence[LogEvent]
+) -> list[LogEntry]:
+    """:func:`chain` where the caller read where the log ends (its last entry's seq and
+    hash; None: empty) in this transaction already, holding the log.
 
     Everything is computed here and written with one statement per table: the head is
     read once, and nodes completed earlier in the same call are kept in memory. Each
     entry's chain hash is :func:`chain_hash`, its leaf hash :func:`leaf_of`.
     """
-    head = tx.log_head()
-    prev, seq = (head.hash, head.seq + 1) if head else (GENESIS, 1)
-    first = seq
+    size, prev = end or (0, GENESIS)
+    # Its Merkle tree's right edge, as this connection's last append left it, if it holds.
+    edge = _right_edge(tx, size, prev)
+    seq = size + 1
     entries: list[LogEntry] = []
     leaves: list[bytes] = []
     sha256, add_entry, add_leaf = hashlib.sha256, entries.append, leaves.append
@@ -74,9 +84,27 @@ def chain(tx: Chain, items: Sequence[LogEvent]) -> list[LogEntry]:
         add_leaf(sha256(f"\x00{seq}|{step}|{text}|{prev}".encode()).digest())
         seq += 1
     tx.append_log(entries)
-    # Only the kept levels' nodes (_kept), built as they complete.
-    tx.put_merkle_nodes(merkle.appended_nodes(first - 1, leaves, Nodes(tx), NODE_STRIDE))
+    # Only the kept levels' nodes (_kept), built as they complete, on that edge.
+    nodes = merkle.appended_nodes(size, leaves, Nodes(tx), NODE_STRIDE, edge)
+    if nodes:  # one append in 16 completes a kept node
+        tx.put_merkle_nodes(nodes)
+    tx.log_edge = (seq - 1, prev, edge)
     return entries
+
+
+def _right_edge(tx: Chain, size: int, last_hash: str) -> dict[int, bytes]:
+    """The right edge of the tree of ``size`` entries that this connection's last append
+    left, if the log still ends where that append ended it (at ``size``, with the chain
+    hash ``last_hash``, read in this transaction with the log held); empty otherwise,
+    the nodes then read. Another process or connection may have appended since, or that
+    append's transaction may have rolled back. The hash chains every entry before it, so
+    the same last seq and hash mean the same entries, hence the same tree. Taken out of
+    the connection until the append is done: one that fails half-way leaves nothing."""
+    kept, tx.log_edge = tx.log_edge, None
+    if kept is not None and kept[0] == size and kept[1] == last_hash:
+        edge: dict[int, bytes] = kept[2]
+        return edge
+    return {}
 
 
 # Which Merkle nodes the store keeps: levels 4, 8, 12, ... (one row per 16 entries, and

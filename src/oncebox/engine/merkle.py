@@ -108,33 +108,44 @@ def completed_nodes(leaf_index: int, leaf: bytes, get: NodeGetter) -> list[tuple
 
 
 def appended_nodes(
-    first_index: int, leaves: Sequence[bytes], get: NodeGetter, stride: int = 0
+    first_index: int,
+    leaves: Sequence[bytes],
+    get: NodeGetter,
+    stride: int = 0,
+    edge: dict[int, bytes] | None = None,
 ) -> list[tuple[int, int, bytes]]:
     """What :func:`completed_nodes` gives for consecutive leaves from ``first_index``,
     in order, in one pass; with ``stride``, only those of levels ``stride``,
     ``2 * stride``, ... (the ones a store keeps: the others are not even built).
 
     Why: the sealer appends a batch at a time; a left sibling completed earlier in the
-    batch is taken from memory (the last even node of each level) instead of a lookup,
-    so only siblings from before the batch are read through ``get``.
+    batch is taken from memory instead of a lookup. ``edge`` is what the caller already
+    knows of the tree's right edge (level -> the complete subtree that ends the first
+    ``first_index`` leaves at that level, for some of the levels set in ``first_index``);
+    the siblings it lacks are read through ``get``. It is left as the edge after the
+    batch, so that the next append (of the same tree) reads nothing it already knew.
     """
     _check_size("first_index", first_index)
     sha256 = hashlib.sha256
     nodes: list[tuple[int, int, bytes]] = []
-    lefts: dict[int, tuple[int, bytes]] = {}  # level -> its latest even node
+    if edge is None:
+        edge = {}
+    pop = edge.pop
     for index, leaf in enumerate(leaves, first_index):
         if not stride:
             nodes.append((0, index, leaf))
         level, current = 0, leaf
         while index & 1:
-            held = lefts.get(level)
-            left = held[1] if held is not None and held[0] == index - 1 else get(level, index - 1)
+            # Each set bit of ``index`` is a complete subtree to the left: its sibling.
+            left = pop(level, None)
+            if left is None:
+                left = get(level, index - 1)
             current = sha256(b"\x01" + left + current).digest()
             level += 1
             index >>= 1
             if not stride or not level % stride:
                 nodes.append((level, index, current))
-        lefts[level] = (index, current)
+        edge[level] = current
     return nodes
 
 

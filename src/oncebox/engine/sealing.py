@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from oncebox.domain import SEALER, LeaseState, LogEntry, LogEvent, PendingEvent
 from oncebox.engine import fence
-from oncebox.engine.log import BATCH, chain, record_state_text
+from oncebox.engine.log import BATCH, chain, chain_after, record_state_text
 from oncebox.errors import InvalidOperation
 from oncebox.store.base import Sealing, Store, Tx
 
@@ -24,15 +24,24 @@ def record_events(tx: Sealing, events: Sequence[LogEvent], seal: bool) -> dict[i
     dedicated sealer holds the log; queue them for the sealer otherwise. Returns record
     id -> log position for each record sealed here (its revisions are put on the feed).
 
-    Events queued earlier are appended first, so the log keeps queue order.
+    Events queued earlier are appended first, so the log keeps queue order. The lease,
+    the queue and where the log ends are read at once (:meth:`Sealing.seal_reads`).
     """
-    if not (seal and _take_log(tx)):
+    if not seal:
         tx.queue_logs(events)
         return {}
-    while drain(tx):
-        pass
+    lease, queued, end = tx.seal_reads(*SEALER)
+    if not _may_append(tx, lease):
+        tx.queue_logs(events)
+        return {}
+    if queued:
+        while drain(tx):
+            pass
+        entries = chain(tx, events)  # the head moved: read it again
+    else:
+        entries = chain_after(tx, end, events)
     # Each entry names the record its event named (LogEntry.record_id is the event's).
-    return {entry[5]: entry[0] for entry in chain(tx, events) if entry[5] is not None}
+    return {entry[5]: entry[0] for entry in entries if entry[5] is not None}
 
 
 def seal_queued(tx: Sealing) -> None:
@@ -60,12 +69,17 @@ def seal_in_place(tx: Sealing) -> Sealed:
 def _take_log(tx: Sealing) -> bool:
     """Whether this transaction may append to the log: no live dedicated sealer holds it.
     Taking over from one whose lease ran out fences it with a fresh token."""
-    lease = fence.held(tx, SEALER)  # held alone: the log's one writer at a time
+    return _may_append(tx, fence.held(tx, SEALER))  # held alone: one writer at a time
+
+
+def _may_append(tx: Sealing, lease: LeaseState | None) -> bool:
+    """:func:`_take_log` with the sealer's lease read (and held) already."""
+    if not _dedicated(lease):
+        return True
     now = tx.now()
-    if _dedicated(lease) and fence.live(lease, now):
+    if fence.live(lease, now):
         return False
-    if _dedicated(lease):
-        fence.supersede(tx, SEALER, now)
+    fence.supersede(tx, SEALER, now)
     return True
 
 

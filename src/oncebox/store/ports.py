@@ -33,7 +33,6 @@ from oncebox.domain import (
     LogEvent,
     Newcomer,
     NewRecordRow,
-    PendingEvent,
     Preview,
     Quarantined,
     Record,
@@ -133,55 +132,6 @@ class Deciding(Clock, Protocol):
     def count_verdicts(self, inbox_id: int, hour: int, counts: dict[tuple[str, str], int]) -> None:
         """Add to the per-hour counts of (verdict, reason)."""
         ...
-
-
-class Chain(Protocol):
-    """The append-only chain and its Merkle nodes (I4)."""
-
-    def log_head(self) -> LogEntry | None: ...
-
-    def append_log(self, entries: Sequence[LogEntry]) -> None: ...
-
-    def log_entries(self, start: int, end: int) -> list[LogEntry]:
-        """Entries with ``start <= seq < end``, in order."""
-        ...
-
-    def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
-        """Stored nodes of ``level`` with ``start <= index < end``, in order."""
-        ...
-
-    def put_merkle_nodes(self, nodes: Sequence[tuple[int, int, bytes]]) -> None: ...
-
-    def meta(self, key: str) -> str | None: ...
-
-    def record_seals(self) -> list[tuple[int, int | None]]:
-        """(record id, log position) of every record, for a full verification."""
-        ...
-
-    def get_record(self, record_id: int) -> Record | None: ...
-
-
-class Sealing(Chain, Events, FencePort, Clock, Protocol):
-    """The queue of events waiting for the sealer, appended to the chain under the
-    sealer's lease (:mod:`oncebox.engine.sealing`)."""
-
-    def pending_log(self, limit: int) -> list[PendingEvent]: ...
-
-    def drop_pending(self, event_ids: Sequence[int]) -> None: ...
-
-    def mark_sealed(self, seals: Sequence[tuple[int, int]]) -> None:
-        """Record each ``(log position, record id)``."""
-        ...
-
-    def unsealed_records(self, limit: int) -> list[Record]:
-        """Records with neither a log entry nor a queued seal (left by older versions)."""
-        ...
-
-    def last_pending_id(self) -> int:
-        """The newest queued event's id (ids only grow), or 0 when the queue is empty."""
-        ...
-
-    def inboxes(self) -> list[Inbox]: ...
 
 
 class Operating(Events, Clock, Protocol):
@@ -398,3 +348,5 @@ class StepTx(Clock, Protocol):
 
 
 from oncebox.store.access_port import Access as Access  # noqa: E402  (its own module)
+from oncebox.store.log_port import Chain as Chain  # noqa: E402  (its own module)
+from oncebox.store.log_port import Sealing as Sealing  # noqa: E402

@@ -63,6 +63,9 @@ class SQLiteTx(SqlTx):
         # statement read only in part (_one, _described) gets a cursor of its own, which
         # resets it when dropped, so that no statement is left open after its call.
         self._cursor = conn.cursor() if cursor is None else cursor
+        # The sealer's lease last read, with its columns: a lease is immutable, and the
+        # row seldom changes, so the same columns are answered with the same object.
+        self._lease_read: tuple[tuple[Any, ...], LeaseState] | None = None
 
     def now(self) -> float:
         return float(self._clock())
@@ -141,8 +144,14 @@ class SQLiteTx(SqlTx):
         BEGIN IMMEDIATE already holds (:meth:`lock_identities` does nothing here)."""
         if scopes is None and len(idents) == 1:  # a single delivery of an unfenced inbox
             ident = idents[0]
-            found = self._rows("find_record", (inbox_id, ident), Stored)
-            return {}, float(self._clock()), {ident: found[0]} if found else {}, None
+            if self._relaxed:  # begun for a likely duplicate: its record alone
+                found = self._rows("find_record", (inbox_id, ident), Stored)
+                return {}, float(self._clock()), {ident: found[0]} if found else {}, None
+            # Begun for a likely new record: with the id it takes (reserve_record_ids(1)).
+            (row,) = self._rows("find_record_or_next_id", (inbox_id, ident), Stored)
+            if row[1] is None:
+                return {}, float(self._clock()), {}, [row[0]]
+            return {}, float(self._clock()), {ident: row}, None
         return self._reads(inbox_id, idents, scopes)
 
     def _reads(
@@ -181,6 +190,21 @@ class SQLiteTx(SqlTx):
             return super().held(kind, owner, names, exclusive)
         found = self._rows("held_lease", (kind, owner, names[0]), LeaseState)
         return {row.name: row for row in found}
+
+    def seal_reads(
+        self, kind: str, owner: int, name: str
+    ) -> tuple[LeaseState | None, bool, tuple[int, str] | None]:
+        """:class:`SqlTx`'s three reads in one statement, one row (none without a lease:
+        then one after another)."""
+        found = None
+        for row in self._cursor.execute(_TEXT["seal_reads"], (kind, owner, name)):
+            found = row
+        if found is None:
+            return super().seal_reads(kind, owner, name)
+        columns, read = found[:8], self._lease_read
+        if read is None or read[0] != columns:  # a frozen dataclass costs a seal's reads
+            read = self._lease_read = (columns, LeaseState(*columns))
+        return read[1], bool(found[8]), None if found[9] is None else (found[9], found[10])
 
     def count_duplicates(self, repeats: Mapping[int, int], now: float) -> int:
         """A batch's counts with one statement for each number of repeats (nearly always

@@ -62,6 +62,14 @@ class SqlTx(
         now = self.now()
         return leases, now, self.find_records(inbox_id, idents), None
 
+    def seal_reads(
+        self, kind: str, owner: int, name: str
+    ) -> tuple[LeaseState | None, bool, tuple[int, str] | None]:
+        """One read after another: the lease held first, as a seal holds it."""
+        lease = self.held(kind, owner, [name], exclusive=True).get(name)
+        head = self.log_head()
+        return lease, self.last_pending_id() != 0, (head.seq, head.hash) if head else None
+
     def run(self, query: Query, params: Params = ()) -> int:
         return self._run(query, params)
 

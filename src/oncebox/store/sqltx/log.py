@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from oncebox.domain import LogEntry, LogEvent, PendingEvent, Record
 from oncebox.store.sqltx.base import SqlBase
 
 
 class LogSql(SqlBase):
+    # The log's memo between this object's transactions; the store never reads it.
+    log_edge: Any = None
+
     def log_head(self) -> LogEntry | None:
         return self._row("log_head", (), LogEntry)
 

@@ -17,6 +17,18 @@ FROM carray(?2) AS c CROSS JOIN records_read AS r ON r.inbox_id = ?1 AND r.ident
 SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
 FROM records_read WHERE inbox_id = ? AND ident = ?;
 
+-- name: find_record_or_next_id
+-- find_record, or where there is no such record the id reserve_record_id would give, in
+-- one statement: under LIMIT 1 the second part runs only when the first found nothing.
+-- (A record's ident is never NULL: a row without one is the id.)
+SELECT id, ident, witness, revision, evicted_at, first_seen, log_seq
+FROM records_read WHERE inbox_id = ? AND ident = ?
+UNION ALL
+SELECT max(coalesce((SELECT max(id) FROM records), 0),
+           coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'record_ids_used'), 0))
+       + 1, NULL, NULL, NULL, NULL, NULL, NULL
+LIMIT 1;
+
 -- name: list_originals
 -- The records these quarantine rows conflict with (same inbox and identity), each value
 -- cut as list_quarantine cuts it; the first column names the quarantine row.
@@ -180,6 +192,17 @@ FROM fences WHERE kind = ? AND owner = ? AND name IN (SELECT value FROM json_eac
 -- held_leases for one name (the sealer's, a single delivery's scope), on the primary
 -- key: no JSON array to read back into a temporary table.
 SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at
+FROM fences WHERE kind = ? AND owner = ? AND name = ?;
+
+-- name: seal_reads
+-- What appending reads first, in one row (BEGIN IMMEDIATE already holds the log): the
+-- sealer's lease, whether any event is queued, where the log ends (its last seq and
+-- hash). No row without the sealer's (a store makes it at once). Subqueries, not joins:
+-- SQLite ran this read as joins at several times the cost of the three statements.
+SELECT kind, owner, name, token, holder, issued_at, expires_at, released_at,
+       EXISTS (SELECT 1 FROM log_pending),
+       (SELECT seq FROM log ORDER BY seq DESC LIMIT 1),
+       (SELECT hash FROM log ORDER BY seq DESC LIMIT 1)
 FROM fences WHERE kind = ? AND owner = ? AND name = ?;
 
 -- name: held_leases_exclusive
