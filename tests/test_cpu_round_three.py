@@ -192,6 +192,23 @@ def test_each_edge_in_each_field_is_checked_as_rule_by_rule(name: str) -> None:
         assert _outcome(je.validate_event, event) == _outcome(je._validate_event, event)
 
 
+def test_an_event_time_with_any_character_changed_is_checked_as_rule_by_rule() -> None:
+    """The in-line time check (its separators, then fromisoformat) against the rule's
+    pattern: every character of a good time replaced by each of a few others (a space
+    or another separator where ``T`` is: fromisoformat alone takes any there)."""
+    good = "2024-02-29T23:59:59Z"
+    others = " +-_./:0129TZtz\u0663\uff12\x7f"
+    times = [good[:i] + c + good[i + 1 :] for i in range(len(good)) for c in others]
+    times += [good[:-1], good + "Z", good[:-1] + ".5Z", "2024-02-29T23:59:59+00:00"]
+    accepted = 0
+    for time in times:
+        event = _event({"event_time": time})
+        fast = _outcome(je.validate_event, event)
+        assert fast == _outcome(je._validate_event, event), time
+        accepted += fast[0] == "ok"
+    assert 0 < accepted < len(times)
+
+
 def _dump(value: Any) -> str:
     if isinstance(value, JsonNumber):
         return str(value)

@@ -105,13 +105,26 @@ def validate_event(event: Any) -> dict[str, Any]:
 
 
 _FROM_ISO = datetime.fromisoformat
-_PLAIN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 def _plain_event(event: Any) -> dict[str, Any] | None:
     """:func:`_validate_event`'s fields for an event that surely passes every rule (the
     usual one), checked in line; None for any other, which the rule-by-rule path refuses
     with its reason (or accepts)."""
+    plain = _plain_members(event, _SCHEMA_ONE, escaped=True)
+    return None if plain is None else plain[0]
+
+
+# How the schema version 1 reads: spelled by the strict reader, an int by the quick one.
+_SCHEMA_ONE = JsonNumber("1")
+
+
+def _plain_members(
+    event: Any, one: str | int, *, escaped: bool
+) -> tuple[dict[str, str], dict[str, Any], bool] | None:
+    """The fields and the payload of an event that surely passes every rule, whose
+    schema version reads as ``one``, and whether its six strings are ASCII; None for any
+    other. ``escaped``: its strings may hold escapes (a control character among them)."""
     if type(event) is not dict or len(event) != len(FIELDS):
         return None
     try:  # ten members, each of them one of the ten names: exactly the fields
@@ -123,31 +136,40 @@ def _plain_event(event: Any) -> dict[str, Any] | None:
                                         event["event_time"], event["payload"])  # fmt: skip
     except KeyError:
         return None
-    if type(version) is not JsonNumber or version != "1" or type(payload) is not dict:
+    if type(version) is not type(one) or version != one or type(payload) is not dict:
         return None
     # The six strings at once: plain str, none empty, at most 256 characters together,
     # printable (so no control character) and without a space (so no whitespace at all).
+    # Read without escapes, they hold no control character: in ASCII only DEL is not
+    # printable then.
     if not (type(source) is type(subscription) is type(notification_id) is str
             and type(seller_id) is type(sku) is type(marketplace_id) is str):  # fmt: skip
-        return None
-    flat = source + subscription + notification_id + seller_id + sku + marketplace_id
-    if len(flat) > 256 or " " in flat or not flat.isprintable():
         return None
     if not (source and subscription and notification_id and seller_id and sku
             and marketplace_id):  # fmt: skip
         return None
+    flat = f"{source}{subscription}{notification_id}{seller_id}{sku}{marketplace_id}"
+    if len(flat) > 256 or " " in flat:
+        return None
+    ascii_only = flat.isascii()
+    if not ((ascii_only and not escaped and "\x7f" not in flat) or flat.isprintable()):
+        return None
     if type(kind) is not str or kind not in NOTIFICATION_TYPES:
         return None
-    if type(time) is not str or _PLAIN_TIME.fullmatch(time) is None:
+    # YYYY-MM-DDTHH:MM:SSZ: its six separators every third character from the fifth,
+    # and fromisoformat of the rest, which reads each digit as an ASCII digit and
+    # refuses what datetime() refuses.
+    if type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z" or not time.isascii():
         return None
-    try:  # what datetime() refuses of these six numbers, fromisoformat refuses alike
+    try:
         _FROM_ISO(time[:19])
     except ValueError:
         return None
-    return {"source": source, "subscription": subscription,
-            "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
-            "marketplace_id": marketplace_id, "notification_type": kind,
-            "event_time": time}  # fmt: skip
+    fields = {"source": source, "subscription": subscription,
+              "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
+              "marketplace_id": marketplace_id, "notification_type": kind,
+              "event_time": time}  # fmt: skip
+    return fields, payload, ascii_only
 
 
 def _validate_event(event: Any) -> dict[str, Any]:
@@ -233,16 +255,16 @@ class JsonEventCodec:
         return decoded_of((content, identity_key(fields), fields, _fields_text(fields)))
 
 
-def _head_and_tail(
-    time: str, marketplace_id: str, notification_id: str, kind: str, seller_id: str, sku: str,
-    source: str, subscription: str,
-) -> tuple[str, str]:  # fmt: skip
+def _head_and_tail(fields: dict[str, str]) -> tuple[str, str]:
     """The members before the payload and those after the schema version, of strings
     with nothing to escape: the canonical form's and the stored fields' alike."""
-    head = (f'{{"event_time":"{time}","marketplace_id":"{marketplace_id}"'
-            f',"notification_id":"{notification_id}","notification_type":"{kind}"')  # fmt: skip
-    tail = (f'"seller_id":"{seller_id}","sku":"{sku}","source":"{source}"'
-            f',"subscription":"{subscription}"}}')  # fmt: skip
+    head = (f'{{"event_time":"{fields["event_time"]}"'
+            f',"marketplace_id":"{fields["marketplace_id"]}"'
+            f',"notification_id":"{fields["notification_id"]}"'
+            f',"notification_type":"{fields["notification_type"]}"')  # fmt: skip
+    tail = (f'"seller_id":"{fields["seller_id"]}","sku":"{fields["sku"]}"'
+            f',"source":"{fields["source"]}"'
+            f',"subscription":"{fields["subscription"]}"}}')  # fmt: skip
     return head, tail
 
 
@@ -252,11 +274,7 @@ def _fields_text(fields: dict[str, Any]) -> str | None:
     flat = "".join(fields.values())
     if not (flat.isascii() and flat.isprintable()) or '"' in flat or "\\" in flat:
         return None
-    head, tail = _head_and_tail(
-        fields["event_time"], fields["marketplace_id"], fields["notification_id"],
-        fields["notification_type"], fields["seller_id"], fields["sku"], fields["source"],
-        fields["subscription"],
-    )  # fmt: skip
+    head, tail = _head_and_tail(fields)
     return f"{head},{tail}"
 
 
@@ -275,65 +293,24 @@ def _quick_decode(text: str) -> Decoded | None:
     if read is None:
         return None
     event, spelled = read
-    if type(event) is not dict or len(event) != len(FIELDS):
+    plain = _plain_members(event, 1, escaped=False)
+    if plain is None:
         return None
-    try:  # ten members, each of them one of the ten names: exactly the fields
-        source, subscription, notification_id = (
-            event["source"], event["subscription"], event["notification_id"])  # fmt: skip
-        seller_id, sku, marketplace_id = (
-            event["seller_id"], event["sku"], event["marketplace_id"])  # fmt: skip
-        version, kind, time, payload = (event["schema_version"], event["notification_type"],
-                                        event["event_time"], event["payload"])  # fmt: skip
-    except KeyError:
-        return None
-    # The integer 1 (read as int: only the spelling "1" gives it), an object payload.
-    if type(version) is not int or version != 1 or type(payload) is not dict:
-        return None
-    if not (type(source) is type(subscription) is type(notification_id) is str
-            and type(seller_id) is type(sku) is type(marketplace_id) is str):  # fmt: skip
-        return None
-    if not (source and subscription and notification_id and seller_id and sku
-            and marketplace_id):  # fmt: skip
-        return None
-    # None of the six holds a control character (the scanner refuses them raw, and
-    # there is no escape), so in ASCII only a space is whitespace and only DEL is not
-    # printable; beyond ASCII, printable and without a space means without whitespace.
-    flat = f"{source}{subscription}{notification_id}{seller_id}{sku}{marketplace_id}"
-    if len(flat) > 256 or " " in flat:
-        return None
-    ascii_fields = flat.isascii()
-    if not ((ascii_fields and "\x7f" not in flat) or flat.isprintable()):
-        return None
-    if type(kind) is not str or kind not in NOTIFICATION_TYPES:
-        return None
-    # YYYY-MM-DDTHH:MM:SSZ: its six separators every third character from the fifth,
-    # and fromisoformat of the rest, which reads each digit as an ASCII digit and
-    # refuses what datetime() refuses.
-    if type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z" or not time.isascii():
-        return None
-    try:
-        _FROM_ISO(time[:19])
-    except ValueError:
-        return None
+    fields, payload, ascii_only = plain
     written = quick_canonical_text(payload, spelled, text)
     # Depth: the event's is one more than its payload's, which is at most the payload's
     # count of brackets (those inside strings counted too).
     if written is None or written.count("{") + written.count("[") >= MAX_DEPTH:
         return None
-    head, tail = _head_and_tail(time, marketplace_id, notification_id, kind, seller_id, sku,
-                                source, subscription)  # fmt: skip
+    head, tail = _head_and_tail(fields)
     canonical_text = f'{head},"payload":{written},"schema_version":1,{tail}'
     if not kept_every_member(text, canonical_text):
         return None
     content = canonical_text.encode()
     if len(content) > MAX_BYTES:
         return None
-    fields = {"source": source, "subscription": subscription,
-              "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
-              "marketplace_id": marketplace_id, "notification_type": kind,
-              "event_time": time}  # fmt: skip
     # The stored fields are these members as the canonical form has them, unless they
     # need escapes there (ASCII only): then the engine's encoder writes them.
-    stored = f"{head},{tail}" if ascii_fields else None
-    key = f'["{source}","{subscription}","{notification_id}"]'
+    stored = f"{head},{tail}" if ascii_only else None
+    key = f'["{fields["source"]}","{fields["subscription"]}","{fields["notification_id"]}"]'
     return decoded_of((content, key, fields, stored))
