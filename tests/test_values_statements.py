@@ -1,8 +1,9 @@
 """What SQLite's multi-row ``VALUES`` statements (:mod:`oncebox.store.sqlitevalues`) must
 leave to ``executemany``: an apply step's statement with a parameter after its ``VALUES``
-tuple (one row's value would be bound for every row, or the chunk would not bind), and an
+tuple (one row's value would be bound for every row, or the chunk would not bind), an
 apply step's rows that do not each fill the tuple (flattened, they would shift their
-neighbours' values instead of being refused). Each compared with the general path."""
+neighbours' values instead of being refused), and a row so wide that a chunk of them
+would pass SQLite's bound on parameters. Each compared with the general path."""
 
 from __future__ import annotations
 
@@ -116,3 +117,19 @@ def test_an_apply_steps_rows_are_refused_as_executemany_refuses_them(
         store.close()
     assert fast == general
     assert bool(general[0]) == (len(set(map(len, rows))) != 1 or len(rows[0]) != 2)
+
+
+def test_rows_too_wide_for_a_chunk_go_in_one_by_one() -> None:
+    """A table of 1,100 columns: 32 of its rows would bind 35,200 parameters, over
+    SQLite's 32,766; one a row, as executemany runs them, they all go in."""
+    columns = [f"c{i}" for i in range(1100)]
+    sql = f"INSERT INTO wide ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    assert not sqlitetx._VALUES.splits(sql)
+    store = oncebox.open_store("sqlite:///:memory:", clock=lambda: T)
+    assert isinstance(store, SQLiteStore)
+    try:
+        store.atomic(lambda tx: tx.execute(f"CREATE TABLE wide ({', '.join(columns)})"))  # type: ignore[attr-defined]
+        rows = [tuple(range(i, i + len(columns))) for i in range(40)]
+        assert store.atomic(lambda tx: tx.many(Query("wide", sql), rows)) == 40  # type: ignore[attr-defined]
+    finally:
+        store.close()

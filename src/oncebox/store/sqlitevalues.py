@@ -36,6 +36,9 @@ _ONE_TUPLE = re.compile(
 )
 LONGEST = 32  # rows in one statement at most (15 columns: 480 parameters, ~1 KiB of text)
 KEPT = 512  # one-row texts remembered at most: an apply step may make its SQL as it goes
+# SQLite's bound on a statement's parameters (SQLITE_MAX_VARIABLE_NUMBER's default): a
+# row wider than this over LONGEST (a table of over 1,023 columns) is left one a row.
+MOST_PARAMETERS = 32_766
 # A parameter of any kind (?, ?NNN, :name, @name, $name) after the VALUES tuple; a text
 # that merely holds one of these characters (in a comment, a string) is not split either.
 _PARAMETER_AFTER = re.compile(r"[?:@$]")
@@ -102,4 +105,6 @@ def _split(sql: str) -> tuple[str, str, str] | None:
     if _PARAMETER_AFTER.search(tail):
         return None
     width = bare[found.end(1) :].split(")", 1)[0].count("?")
+    if width * LONGEST > MOST_PARAMETERS:
+        return None
     return found.group(1), "(" + ",".join("?" * width) + ")", found.group(2)
