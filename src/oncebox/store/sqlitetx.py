@@ -97,7 +97,12 @@ class SQLiteTx(SqlTx):
     def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
-        if len(rows) > 1 and _VALUES.splits(sql := _sql(name)):  # an INSERT's: in a few
+        # An INSERT's rows in a few statements; an apply step's only where each fits it.
+        if (
+            len(rows) > 1
+            and _VALUES.splits(sql := _sql(name))
+            and (type(name) is str or _VALUES.fits(sql, rows))
+        ):
             return self._inserted(sql, rows)
         conn = self._conn
         before = conn.total_changes()

@@ -11,7 +11,9 @@ chunks run a little less often but cost more to prepare: 32 rows counted fewest
 instructions over two batches of 1,000 on a new connection (8, 16, 64 and 128 more).
 
 A statement qualifies by its shape alone (the store's own and an apply step's alike):
-one ``VALUES`` tuple of anonymous ``?`` placeholders and no ``RETURNING``. Its rows go
+one ``VALUES`` tuple of anonymous ``?`` placeholders, no parameter after it (an upsert's
+``SET n = n + ?`` would bind one row's value for every row, or fail to bind) and no
+``RETURNING``. Its rows go
 in in order, one after another, as by ``executemany``: SQLite checks each row's
 conflict against the table as the rows before it left it, those of the same statement
 included, so ``DO NOTHING`` skips and ``DO UPDATE`` updates exactly as row by row.
@@ -34,6 +36,12 @@ _ONE_TUPLE = re.compile(
 )
 LONGEST = 32  # rows in one statement at most (15 columns: 480 parameters, ~1 KiB of text)
 KEPT = 512  # one-row texts remembered at most: an apply step may make its SQL as it goes
+# SQLite's bound on a statement's parameters (SQLITE_MAX_VARIABLE_NUMBER's default): a
+# row wider than this over LONGEST (a table of over 1,023 columns) is left one a row.
+MOST_PARAMETERS = 32_766
+# A parameter of any kind (?, ?NNN, :name, @name, $name) after the VALUES tuple; a text
+# that merely holds one of these characters (in a comment, a string) is not split either.
+_PARAMETER_AFTER = re.compile(r"[?:@$]")
 
 
 class ValuesStatements:
@@ -64,6 +72,15 @@ class ValuesStatements:
             made = self._made[(sql, rows)] = head + ",".join([row] * rows) + tail
         return made
 
+    def fits(self, sql: str, rows: Sequence[Sequence[Any]]) -> bool:
+        """Whether each row has exactly the parameters of ``sql``'s one tuple: flattened
+        into one list, a short row and a long one would shift their neighbours' values
+        silently where ``executemany`` refuses the row (checked for an apply step's rows;
+        the store's own are made to fit)."""
+        width = self.text(sql, 1).count("?")
+        lengths = set(map(len, rows))
+        return len(lengths) == 1 and lengths.pop() == width
+
     def chunks(self, sql: str, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any]]]:
         """Each chunk's statement text and its parameters (its rows' in one list), in order."""
         start, total = 0, len(rows)
@@ -85,5 +102,9 @@ def _split(sql: str) -> tuple[str, str, str] | None:
     tail = found.group(2).upper()
     if "RETURNING" in tail or ";" in tail.rstrip().rstrip(";"):  # or a statement after it
         return None
+    if _PARAMETER_AFTER.search(tail):
+        return None
     width = bare[found.end(1) :].split(")", 1)[0].count("?")
+    if width * LONGEST > MOST_PARAMETERS:
+        return None
     return found.group(1), "(" + ",".join("?" * width) + ")", found.group(2)
