@@ -1,8 +1,7 @@
 """The fifth CPU round (SQLite's batch statements) writes exactly what the general
-statements beside it write: a batch's one-row INSERTs run as multi-row ``VALUES``
-statements in chunks (:mod:`oncebox.store.sqlitevalues`) against ``executemany`` one row
-at a time; a batch's duplicate counts as one ``UPDATE`` over an array of ids against one
-``UPDATE`` a record. Each over generated batches (Hypothesis, derandomized), directly and
+statements beside it write: a batch's duplicate counts as one ``UPDATE`` over an array of
+ids against one ``UPDATE`` a record, and the lookup's plain rows against records made by
+their columns' names. Each over generated batches (Hypothesis, derandomized), directly and
 through whole runs of batched ingests."""
 
 from __future__ import annotations
@@ -21,11 +20,10 @@ from hypothesis import strategies as st
 
 import oncebox
 from helpers import event_body
-from oncebox.domain import Arrival, NewRecord, Stored
-from oncebox.store import open_store, sqlitetx
+from oncebox.domain import Stored
+from oncebox.store import open_store
 from oncebox.store.sqlite import SQLiteStore
 from oncebox.store.sqlitetx import SQLiteTx
-from oncebox.store.sqlitevalues import KEPT, LONGEST, ValuesStatements
 from oncebox.store.sqltx import SqlTx
 
 T = 1_800_000_000.0
@@ -38,7 +36,6 @@ class _General:
 
     def __enter__(self) -> None:
         self._patches = [
-            mock.patch.object(sqlitetx._VALUES, "splits", lambda sql: False),
             mock.patch.object(SQLiteTx, "count_duplicates", _count_duplicates_each),
             mock.patch.object(SQLiteTx, "find_records", _found_as_stored),
         ]
@@ -74,109 +71,6 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
 def _tables(store: SQLiteStore) -> list[Any]:
     with store.reading() as tx:
         return [tx.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3") for t in TABLES]
-
-
-def _record(record_id: int, key: int, body: bytes) -> NewRecord:
-    ident = key.to_bytes(32, "big")
-    return NewRecord(record_id, ident, str(key), body.ljust(32, b"w"), body, "{}", Arrival(),
-                     None, str(key))  # fmt: skip
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 30), st.sampled_from([b"a", b"b"])), max_size=12),
-    st.lists(st.tuples(st.integers(0, 300), st.sampled_from([b"a", b"b"])), max_size=150),
-)
-def test_records_inserted_in_chunks_are_those_inserted_each(
-    before: list[tuple[int, bytes]], batch: list[tuple[int, bytes]]
-) -> None:
-    """The same count and the same rows, whatever the batch's length (chunks of each
-    size, and a remainder) and wherever it repeats an identity stored or earlier in it
-    (DO NOTHING skips it either way)."""
-    seen = []
-    for general in (False, True):
-        store = open_store("sqlite:///:memory:", clock=lambda: T)
-        assert isinstance(store, SQLiteStore)
-        box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
-        stored = [_record(i + 1, key, body) for i, (key, body) in enumerate(before)]
-        made = [_record(1000 + i, key, body) for i, (key, body) in enumerate(batch)]
-
-        def insert(tx: Any, stored: Any = stored, made: Any = made) -> tuple[int, int]:
-            return tx.insert_records(1, stored, T), tx.insert_records(1, made, T + 1)
-
-        if general:
-            with _General():
-                counted = store.atomic(insert)
-        else:
-            counted = store.atomic(insert)
-        seen.append((counted, _tables(store)))
-        box.close()
-    assert seen[0] == seen[1]
-
-
-def test_chunks_keep_every_row_in_order() -> None:
-    """A splittable statement's chunks: powers of two, none over the longest, their
-    placeholders as many as their parameters, the rows' parameters in order."""
-    values, text = sqlitetx._VALUES, sqlitetx._TEXT
-    for name in ("insert_records", "append_log", "put_merkle_node", "queue_logs", "count_verdict"):
-        assert values.splits(text[name]), name
-    assert not values.splits("INSERT INTO t (a) VALUES (?) RETURNING a")
-    assert not values.splits("INSERT INTO t (a) SELECT ? WHERE NOT EXISTS (SELECT 1 FROM t)")
-    assert not values.splits("INSERT INTO t (a) VALUES (?1)")  # numbered: not renumbered
-    assert not values.splits(text["count_duplicates"])
-    assert not values.splits("INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING; DELETE FROM t")
-    for n in (2, 3, 31, 32, 33, 65, 1000):
-        rows = [(i, -i, f"{i}") for i in range(n)]
-        chunks = list(values.chunks(text["put_merkle_node"], rows))
-        sizes = [len(params) // 3 for _, params in chunks]
-        assert sum(sizes) == n and all(s & (s - 1) == 0 and s <= LONGEST for s in sizes)
-        assert all(text.count("?") == len(params) for text, params in chunks)
-        assert [p for _, params in chunks for p in params] == [v for row in rows for v in row]
-
-
-def _step_statements() -> dict[str, str]:
-    from oncebox.engine.steps import generation, triage
-
-    steps = (generation, triage)
-    return {f"{step.__name__}.{name}": query.sql
-            for step in steps for name, query in step._SQL["sqlite"].items()}  # fmt: skip
-
-
-def test_every_splittable_statement_prepares(store: SQLiteStore) -> None:
-    """Every multi-row text (the store's statements, the built-in steps') is SQL that
-    SQLite takes, with one parameter per placeholder."""
-    conn = store._connect()
-    oncebox.Oncebox(store, [oncebox.InboxSpec("g", codec="json-event", apply="generation"),
-                            oncebox.InboxSpec("t", codec="ussd-h1", apply="triage")])  # fmt: skip
-    statements = {**sqlitetx._TEXT, **_step_statements()}
-    split = [sql for sql in statements.values() if sqlitetx._VALUES.splits(sql)]
-    assert len(split) >= 15
-    for sql in split:
-        for rows in (2, LONGEST):
-            text = sqlitetx._VALUES.text(sql, rows)
-            assert list(conn.cursor().execute(f"EXPLAIN {text}", [None] * text.count("?")))
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["accepted", "duplicate"]), st.sampled_from(["", "x"]),
-                          st.integers(1, 3)), max_size=40))  # fmt: skip
-def test_upserts_in_chunks_are_those_run_each(counts: list[tuple[str, str, int]]) -> None:
-    """An upsert's rows that meet the same key in one chunk add up as run one by one."""
-    seen = []
-    for general in (False, True):
-        store = open_store("sqlite:///:memory:", clock=lambda: T)
-        assert isinstance(store, SQLiteStore)
-        box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
-        rows = [(1, 7, verdict, reason, n) for verdict, reason, n in counts]
-        add: Callable[[Any], int] = lambda tx, rows=rows: tx._many("count_verdict", rows)  # noqa: E731
-        if general:
-            with _General():
-                changed = store.atomic(add)
-        else:
-            changed = store.atomic(add)
-        seen.append((changed, _tables(store)))
-        box.close()
-    assert seen[0] == seen[1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -305,7 +199,7 @@ def test_a_batch_decides_as_its_deliveries_one_by_one(
 def test_a_steps_batch_statements_apply_as_the_general_ones(
     batches: list[list[tuple[int, int, bool]]],
 ) -> None:
-    """The generation step's work keys (its upsert in chunks), bumped by batches of
+    """The generation step's work keys (its upsert), bumped by batches of
     events (new, repeated, conflicting, several on one key): the same decisions and
     tables with the fast paths as without."""
 
@@ -366,15 +260,3 @@ def test_rows_found_are_the_stored_records_by_name(
         assert {ident: Stored(*row) for ident, row in plain.items()} == named
     finally:
         box.close()
-
-
-def test_the_texts_kept_are_bounded() -> None:
-    """An apply step that makes its SQL as it goes cannot grow what is kept without end;
-    a text forgotten is split again when asked."""
-    values = ValuesStatements()
-    texts = [f"INSERT INTO t{i} (a, b) VALUES (?, ?)" for i in range(KEPT + 3)]
-    assert all(values.splits(text) for text in texts)
-    assert len(values._parts) <= KEPT
-    chunks = list(values.chunks(texts[0], [(1, 2), (3, 4), (5, 6)]))
-    assert chunks == [("INSERT INTO t0 (a, b) VALUES (?,?),(?,?)", [1, 2, 3, 4]),
-                      ("INSERT INTO t0 (a, b) VALUES (?,?)", [5, 6])]  # fmt: skip

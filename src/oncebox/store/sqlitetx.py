@@ -13,7 +13,6 @@ import apsw
 
 from oncebox.domain import Fenced, LeaseState, Stored, StoredRow
 from oncebox.store.sqlfile import load_queries
-from oncebox.store.sqlitevalues import ValuesStatements
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
 
@@ -33,9 +32,6 @@ def _bare(sql: str) -> str:
 
 
 _TEXT = {name: _bare(query.sql) for name, query in Q.items()}
-# One-row INSERTs (the store's and apply steps'), run over a batch's rows as a few
-# multi-row statements.
-_VALUES = ValuesStatements()
 
 
 def _sql(statement: Statement) -> str:
@@ -97,13 +93,6 @@ class SQLiteTx(SqlTx):
     def _many(self, name: Statement, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
-        # An INSERT's rows in a few statements; an apply step's only where each fits it.
-        if (
-            len(rows) > 1
-            and _VALUES.splits(sql := _sql(name))
-            and (type(name) is str or _VALUES.fits(sql, rows))
-        ):
-            return self._inserted(sql, rows)
         conn = self._conn
         before = conn.total_changes()
         # Read to the end: a statement that returns rows runs only as far as they are read.
@@ -111,15 +100,6 @@ class SQLiteTx(SqlTx):
         run = self._cursor.execute if len(rows) == 1 else self._cursor.executemany
         for _ in run(_sql(name), rows[0] if len(rows) == 1 else rows):
             pass
-        return int(conn.total_changes() - before)
-
-    def _inserted(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        """:meth:`_many` of a splittable INSERT (:mod:`oncebox.store.sqlitevalues`)."""
-        conn, execute = self._conn, self._cursor.execute
-        before = conn.total_changes()
-        for text, params in _VALUES.chunks(sql, rows):
-            for _ in execute(text, params):  # read to the end, as _many does
-                pass
         return int(conn.total_changes() - before)
 
     def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
