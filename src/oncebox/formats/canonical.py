@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from json import encoder as _std
 from json.encoder import encode_basestring
 from typing import Any
@@ -118,23 +119,25 @@ def _not_json(value: Any) -> Any:
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
-def _read_encoder() -> Any:
+def _c_encoder(write_string: Callable[[str], str], sample: Any) -> Any:
     """The standard library's C encoder, built once, writing strings through
-    :func:`_spelling`: members sorted, compact. None where this Python's private encoder
-    takes other arguments or writes a sample otherwise than :func:`canonical`."""
+    ``write_string``: members sorted, compact. None where this Python's private encoder
+    takes other arguments or writes ``sample`` otherwise than :func:`canonical`."""
     make = getattr(_std, "c_make_encoder", None)
     if make is None:
         return None
     try:
-        once = make(None, _not_json, _spelling, None, ":", ",", True, False, True)
-        sample = loads('{"b":[1,2.50,-0,"1",true,false,null],"a":"\u00e9\u2028\\"","":{}}')
+        once = make(None, _not_json, write_string, None, ":", ",", True, False, True)
         agrees = "".join(once(sample, 0)).encode("utf-8") == canonical(sample)
     except Exception:
         return None
     return once if agrees else None
 
 
-_READ_ENCODE = _read_encoder()
+# Numbers as spelled (JsonNumber strings), for what the strict reader read.
+_READ_ENCODE = _c_encoder(
+    _spelling, loads('{"b":[1,2.50,-0,"1",true,false,null],"a":"\u00e9\u2028\\"","":{}}')
+)
 
 
 def canonical_read(value: Any, text: str) -> bytes:
@@ -157,25 +160,10 @@ def canonical_read_text(value: Any, text: str) -> str:
     return "".join(_READ_ENCODE(value, 0))
 
 
-def _plain_encoder() -> Any:
-    """The C encoder with the C string writer, members sorted, compact: for values whose
-    numbers are all ``int`` (no callback into Python for any string). None where this
-    Python's private encoder takes other arguments or writes a sample otherwise than
-    :func:`canonical`."""
-    make = getattr(_std, "c_make_encoder", None)
-    if make is None:
-        return None
-    try:
-        once = make(None, _not_json, encode_basestring, None, ":", ",", True, False, True)
-        sample = {"b": [1, -20, "1", True, False, None], "a": '\u00e9\u2028"\x7f', "": {}}
-        spelled = '{"":{},"a":"\u00e9\u2028\\"\x7f","b":[1,-20,"1",true,false,null]}'
-        agrees = "".join(once(sample, 0)) == spelled
-    except Exception:
-        return None
-    return once if agrees else None
-
-
-_PLAIN_ENCODE = _plain_encoder()
+# For values whose numbers are all ``int``: no callback into Python for any string.
+_PLAIN_ENCODE = _c_encoder(
+    encode_basestring, {"b": [1, -20, "1", True, False, None], "a": '\u00e9\u2028"\x7f', "": {}}
+)
 
 
 def quick_canonical_text(value: Any, spelled: bool, text: str) -> str | None:
