@@ -56,7 +56,7 @@ def record(directory: Path) -> None:
             out = files[pid] = (directory / f"{pid}.txt").open("a", buffering=1)
         out.write(f"{times[0]:.6f} {times[1]:.6f} {worked:.6f} {done:.6f}\n")
 
-    sqlite.SQLiteStore._begin = timed_begin  # type: ignore[method-assign]
+    sqlite.SQLiteStore._begin = timed_begin  # type: ignore[method-assign, assignment]
     sqlite.SQLiteStore._commit = staticmethod(timed_commit)  # type: ignore[method-assign]
 
 
