@@ -120,7 +120,7 @@ async def deliver_batch(
     decisions, answer = await run_in_threadpool(
         decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit
     )
-    if answer is None:  # a text the encoder cannot write: the response model's turn
+    if answer is None:  # a value batch_json does not write: the response model's turn
         return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
     return Response(answer, media_type=JSON)
 
@@ -150,11 +150,12 @@ def batch_json(decisions: Sequence[Decision]) -> bytes | None:
     value is of a type its member does not declare, or a text cannot be written as
     UTF-8 (a lone surrogate), for the model to answer as it did."""
     try:
-        objects = [
-            _OBJECT
-            % tuple([w[type(v)](v) for w, v in zip(_WRITERS, _MEMBERS_OF(decision), strict=True)])
-            for decision in decisions
-        ]
-        return ('{"decisions":[' + ",".join(objects) + "]}").encode()
+        objects = ",".join([_object(decision) for decision in decisions])
+        return ('{"decisions":[' + objects + "]}").encode()
     except (KeyError, UnicodeEncodeError):
         return None
+
+
+def _object(decision: Decision) -> str:
+    values = zip(_WRITERS, _MEMBERS_OF(decision), strict=True)
+    return _OBJECT % tuple([writers[type(value)](value) for writers, value in values])
