@@ -30,7 +30,7 @@ from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecordRow, StoredRow, V
 from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
-from oncebox.engine.decided import Decided
+from oncebox.engine.decided import Decided, Repeated
 from oncebox.engine.ingest import ActiveInbox, Prepared
 from oncebox.engine.step import Change, NoEffect
 from oncebox.engine.walk import Outcome, Walk
@@ -61,7 +61,7 @@ def decide_batch(
     seal: bool,
     again: replay.Replay = replay.LINES,
     counts_only: bool | None = None,
-) -> Decided:
+) -> Decided | Repeated:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
@@ -122,7 +122,7 @@ def decide_items(
     together: bool,
     counts_only: bool | None,
     tx: DecisionTx,
-) -> Decided:
+) -> Decided | Repeated:
     """:func:`decide_batch` with the transaction last, as the durability step calls it
     (:class:`~oncebox.engine.durability.Light`): a partial over the batch then costs an
     ingest less than a closure would."""
@@ -143,17 +143,15 @@ def _plain_repeat(item: Prepared, seen: StoredRow) -> bool:
 
 def _one_duplicate(
     tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: StoredRow, now: float
-) -> Decided:
+) -> Repeated:
     """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
-    without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
-    walk = Walk({}, ())
-    walk.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
-    walk.repeats[seen[0]] = 1  # its record's id
-    if tx.count_duplicates(walk.repeats, now) != 1:
+    without a walk or a batch's bookkeeping (checked against them in
+    tests/test_cpu_fast_paths.py)."""
+    if tx.count_duplicates({seen[0]: 1}, now) != 1:  # its record's id, counted once
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})
-    return Decided(inbox.name, walk, (), (), set(), {})
+    return Repeated(inbox.name, item, seen)
 
 
 def _write(

@@ -109,6 +109,18 @@ def quick_decisions(
     return made
 
 
+def repeat_decision(inbox: str, item: Any, seen: StoredRow) -> Decision:
+    """:func:`quick_decisions`' decision of a single plain duplicate of a sealed record
+    (``item`` a Prepared, ``seen`` the record it repeats), made without a batch's loop
+    (checked against it in tests/test_cpu_fast_paths.py)."""
+    decision: Decision = object.__new__(Decision)
+    data = decision.__dict__
+    data.update(template(inbox, _DUPLICATE))
+    data["identity"], data["witness"], _, _ = item[2]  # its Identity
+    data["record_id"], _, _, data["revision"], _, _, data["log_position"] = seen
+    return decision
+
+
 def unapplied(error: ApplyError) -> Decision:
     """An apply step's failure where a batch answers each delivery: rejected, nothing
     of it stored, so it must not be acknowledged. Why it failed is the step's business
