@@ -108,8 +108,8 @@ def test_a_run_of_lone_duplicates_counts_exactly(tmp_path: Path, url: str) -> No
                     assert (decision.record_id, decision.revision) == (i + 1, 1)
                     assert decision.log_position is not None
         with box.store.reading() as tx:
-            seen = tx.execute("SELECT id, seen_count FROM records ORDER BY id")  # type: ignore[attr-defined]
-            counted = tx.execute(  # type: ignore[attr-defined]
+            seen = tx.execute("SELECT id, seen_count FROM records ORDER BY id")
+            counted = tx.execute(
                 "SELECT verdict, sum(n) FROM verdict_counts GROUP BY verdict ORDER BY verdict"
             )
         assert seen == [(i + 1, 4) for i in range(5)]
