@@ -28,11 +28,12 @@ from oncebox.formats import Delivery, get_codec
 from test_cpu_fast_paths import _run_steps, _steps
 
 
-def _general(inbox: str, outcomes: list[Outcome]) -> list[oncebox.Decision]:
-    def other(*_: Any) -> oncebox.Decision:
-        raise AssertionError("a plain duplicate or an accepted delivery only")
+def _other(*_: Any) -> oncebox.Decision:
+    raise AssertionError("a plain duplicate or an accepted delivery only")
 
-    return quick_decisions(inbox, outcomes, [], {}, other)
+
+def _general(inbox: str, outcomes: list[Outcome]) -> list[oncebox.Decision]:
+    return quick_decisions(inbox, outcomes, [], {}, _other)
 
 
 @settings(max_examples=150)
@@ -60,14 +61,20 @@ def test_a_lone_duplicates_decision_is_the_batch_loops(cases: list[Any]) -> None
         if item.invalid is not None:
             continue
         assert item.ident is not None and item.witness is not None
-        seen = tuple(Stored(record_id, item.ident, item.witness, revision, None, 1.0, position))
+        seen: Any = tuple(
+            Stored(record_id, item.ident, item.witness, revision, None, 1.0, position)
+        )
         lone = Repeated(inbox, item, seen).decisions()
         (general,) = _general(inbox, [Outcome(Verdict.DUPLICATE, item, -1, seen)])
         assert [list(d.__dict__.items()) for d in lone] == [list(general.__dict__.items())]
         assert lone[0] == repeat_decision(inbox, item, seen)
         # An accepted delivery of the same inbox still takes its own template.
         (accepted,) = quick_decisions(
-            inbox, [Outcome(Verdict.ACCEPTED, item, 0)], [(record_id,)], {}, _general
+            inbox,
+            [Outcome(Verdict.ACCEPTED, item, 0)],
+            [(record_id,)],
+            {},
+            _other,  # type: ignore[list-item]
         )
         assert (accepted.inbox, accepted.verdict, accepted.record_id) == (
             inbox,
