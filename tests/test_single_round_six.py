@@ -72,9 +72,9 @@ def test_a_lone_duplicates_decision_is_the_batch_loops(cases: list[Any]) -> None
         (accepted,) = quick_decisions(
             inbox,
             [Outcome(Verdict.ACCEPTED, item, 0)],
-            [(record_id,)],
+            [(record_id,)],  # type: ignore[list-item]
             {},
-            _other,  # type: ignore[list-item]
+            _other,
         )
         assert (accepted.inbox, accepted.verdict, accepted.record_id) == (
             inbox,
