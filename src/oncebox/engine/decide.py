@@ -124,8 +124,8 @@ def decide_items(
     tx: DecisionTx,
 ) -> Decided | Repeated:
     """:func:`decide_batch` with the transaction last, as the durability step calls it
-    (:class:`~oncebox.engine.durability.Light`): a partial over the batch then costs an
-    ingest less than a closure would."""
+    (the work of a :data:`~oncebox.engine.durability.Light`): a partial over the batch
+    then costs an ingest less than a closure would."""
     return decide_batch(tx, inbox, items, together, counts_only=counts_only)
 
 
