@@ -25,6 +25,9 @@ from oncebox.engine.decision import quick_decisions, repeat_decision
 from oncebox.engine.ingest import prepare
 from oncebox.engine.walk import Outcome
 from oncebox.formats import Delivery, get_codec
+from oncebox.store import open_store
+from oncebox.store.sqlite import SQLiteStore
+from oncebox.store.sqlitetx import _TEXT
 from test_cpu_fast_paths import _run_steps, _steps
 
 
@@ -166,5 +169,46 @@ def test_a_waiting_read_is_woken_by_a_seal_not_by_its_poll(tmp_path: Path) -> No
         assert news.woken == [True]
         assert [e.identity for e in got] == ["news"]
         assert box._readers == 0
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("url", ["memory", "file"])
+@pytest.mark.parametrize("statement", ["find_record", "find_record_or_next_id"])
+def test_a_single_deliverys_record_reads_in_storeds_order(
+    tmp_path: Path, url: str, statement: str
+) -> None:
+    """``SQLiteTx.decision_reads`` hands on a single delivery's row as SQLite gives it,
+    read by position as a Stored: the statements' columns are Stored's fields, in order,
+    and the rows it gives are those Stored made by column name gives (a record, a
+    tombstone, none)."""
+    where = "sqlite:///:memory:" if url == "memory" else f"sqlite:///{tmp_path / 'b.db'}"
+    store = open_store(where, clock=lambda: 1_800_000_000.0)
+    assert isinstance(store, SQLiteStore)
+    box = oncebox.Oncebox(store, [oncebox.InboxSpec("k", codec="keyed")])
+    try:
+        box.ingest_batch("k", [Delivery(b"x", key=str(i)) for i in range(3)])
+        store.atomic(lambda tx: tx.evict_records(1, 1_800_000_000.0 * 2, 1.0, 1))
+        with store.reading() as tx:
+            idents = [bytes(r[0]) for r in tx.execute("SELECT ident FROM records ORDER BY id")]
+            cursor = tx._conn.execute(_TEXT[statement], (1, idents[0]))
+            assert tuple(c[0] for c in cursor.description) == Stored._fields
+            cursor.fetchall()
+
+        def both(tx: Any) -> list[tuple[Any, Any]]:
+            return [
+                (
+                    tx.decision_reads(1, [ident], None)[2],
+                    tx._rows("find_record", (1, ident), Stored),
+                )
+                for ident in [*idents, b"\x00" * 32]
+            ]
+
+        for durable in (True, False):
+            pairs = store.atomic(both, durable=durable)
+            for (fast, general), ident in zip(pairs, [*idents, b"\x00" * 32], strict=True):
+                assert fast == ({ident: general[0]} if general else {})
+                assert all(type(row) is tuple for row in fast.values())
+            assert pairs[0][1][0].evicted_at is not None and pairs[1][1][0].evicted_at is None
     finally:
         box.close()

@@ -201,7 +201,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
             light=light,
             alone=len(items) == 1,
         )
-        counts = self._light[inbox] = only_counts(decided)
+        counts = self._light[inbox] = decided.only_counts
         # Only now has everything the decisions wrote committed durably (counts aside).
         if not counts:  # counts alone appended nothing to the log: no news
             self._sealed()
