@@ -95,11 +95,15 @@ class SQLiteTx(SqlTx):
             return 0
         conn = self._conn
         before = conn.total_changes()
+        sql = _TEXT[name] if isinstance(name, str) else name.sql  # _sql, without its call
         # Read to the end: a statement that returns rows runs only as far as they are read.
         # One row of parameters (a single delivery's) runs as one execute, for less.
-        run = self._cursor.execute if len(rows) == 1 else self._cursor.executemany
-        for _ in run(_sql(name), rows[0] if len(rows) == 1 else rows):
-            pass
+        if len(rows) == 1:
+            for _ in self._cursor.execute(sql, rows[0]):
+                pass
+        else:
+            for _ in self._cursor.executemany(sql, rows):
+                pass
         return int(conn.total_changes() - before)
 
     def _many_rows(self, name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:
