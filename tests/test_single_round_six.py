@@ -212,3 +212,17 @@ def test_a_single_deliverys_record_reads_in_storeds_order(
             assert pairs[0][1][0].evicted_at is not None and pairs[1][1][0].evicted_at is None
     finally:
         box.close()
+
+
+def test_a_single_delivery_naming_no_dead_letter_holds_none() -> None:
+    """``decide_batch`` skips ``replay.held`` for a single delivery that names no dead
+    letter: what held gives it (nothing, without asking the store); one that names a
+    dead letter still goes through held (tests/test_dead_letter_life.py)."""
+    from oncebox.engine import replay
+
+    class NoStore:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"held asked the store: {name}")
+
+    item = prepare(get_codec("keyed"), Delivery(b"x", key="k"))
+    assert replay.held(NoStore(), 1, [item]) == {}  # type: ignore[arg-type]

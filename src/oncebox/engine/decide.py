@@ -106,7 +106,9 @@ def decide_batch(
     if counts_only is not None and counts_only == heavier(items, stored, fenced):
         raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
     unknown = len(wanted) - len(stored)
-    retried = replay.held(tx, inbox_id, items)
+    # A single delivery naming no dead letter delivers none again (what held finds).
+    single_plain = len(items) == 1 and items[0].delivery.dead_letter is None
+    retried = {} if single_plain else replay.held(tx, inbox_id, items)
     if fresh is None or len(fresh) < unknown:  # read apart, or a writer got in between
         fresh = tx.reserve_record_ids(unknown) if unknown else []
     walk = Walk(stored, fresh, retried)
