@@ -226,3 +226,25 @@ def test_a_single_delivery_naming_no_dead_letter_holds_none() -> None:
 
     item = prepare(get_codec("keyed"), Delivery(b"x", key="k"))
     assert replay.held(NoStore(), 1, [item]) == {}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("point", ["before_insert", "after_insert", "after_commit"])
+def test_a_point_armed_by_the_environment_is_still_reached(tmp_path: Path, point: str) -> None:
+    """The hot paths call ``crashpoints.reach`` only where a point is armed: one armed
+    through ``ONCEBOX_CRASH_AT`` ends a single delivery's ingest there (and one armed by
+    a harness that replaces ``reach`` is reliability/crashpoints.py's test)."""
+    import os
+    import subprocess
+    import sys
+
+    from oncebox.engine import crashpoints
+
+    script = (
+        "import oncebox\n"
+        f"box = oncebox.open('sqlite:///{tmp_path / 'b.db'}',"
+        " inboxes=[oncebox.InboxSpec('k', codec='keyed')])\n"
+        "box.ingest('k', oncebox.Delivery(b'x', key='a'))\n"
+    )
+    env = {**os.environ, "ONCEBOX_CRASH_AT": point}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=120, check=False)
+    assert done.returncode == crashpoints.EXIT_CODE

@@ -177,7 +177,8 @@ def _write(
     positions = sealing.record_events(tx, events, seal) if events else {}
 
     if records:
-        crashpoints.reach(crashpoints.BEFORE_INSERT)
+        if crashpoints.ARMED:
+            crashpoints.reach(crashpoints.BEFORE_INSERT)
         # Where their seals were appended in this transaction, the records keep their place.
         if tx.insert_records(inbox_id, records, now, positions or None) != len(records):
             # A concurrent writer inserted one of these identities first.
@@ -186,7 +187,8 @@ def _write(
         # What the new records owe downstream commits with them (none without destinations).
         if inbox.forward:
             outbox.enqueue(tx, inbox, [(r[0], 1, r[2]) for r in records], now)  # id, identity
-        crashpoints.reach(crashpoints.AFTER_INSERT)
+        if crashpoints.ARMED:
+            crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):
         # A stored row vanished between the read and the count (retention dropped a

@@ -98,7 +98,7 @@ def commit_sealed(
     if (not seal or store.single_writer) and light is not None and not store.relaxes_late:
         # SQLite's usual ingest, first: it makes no closure and no flag it does not use.
         result = _chosen_up_front(store, light, seal)
-        if watched:
+        if watched and crashpoints.ARMED:
             crashpoints.reach(crashpoints.AFTER_COMMIT)
             crashpoints.reach(crashpoints.AFTER_SEAL)
         return result, None
