@@ -149,7 +149,7 @@ def _one_duplicate(
     """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
     without a walk or a batch's bookkeeping (checked against them in
-    tests/test_cpu_fast_paths.py)."""
+    tests/test_cpu_fast_paths.py and tests/test_single_round_six.py)."""
     if tx.count_duplicates({seen[0]: 1}, now) != 1:  # its record's id, counted once
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})

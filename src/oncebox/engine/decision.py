@@ -123,7 +123,7 @@ def quick_decisions(
 def repeat_decision(inbox: str, item: Any, seen: StoredRow) -> Decision:
     """:func:`quick_decisions`' decision of a single plain duplicate of a sealed record
     (``item`` a Prepared, ``seen`` the record it repeats), made without a batch's loop
-    (checked against it in tests/test_cpu_fast_paths.py)."""
+    (checked against it in tests/test_single_round_six.py)."""
     decision: Decision = object.__new__(Decision)
     data = decision.__dict__
     data.update(_DUPLICATE_TEMPLATES[inbox])

@@ -71,7 +71,7 @@ Positions = dict[int, int]  # record id -> log position, for records sealed afte
 # neither). ``counted`` tells whether a finished work wrote nothing but counts;
 # ``likely`` guesses it beforehand. A plain tuple, one made per ingest: a named tuple's
 # construction cost a single delivery more than the tuple's use.
-Light = tuple[Callable[[bool, "bool | None", Tx], T], Callable[[T], bool], bool]
+Light = tuple[Callable[[bool, bool | None, Tx], T], Callable[[T], bool], bool]
 
 
 def commit_sealed(
