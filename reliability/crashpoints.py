@@ -442,6 +442,7 @@ def _arm(armed: str, nth: int, say: Callable[[dict[str, Any]], None]) -> None:
                 time.sleep(60)
 
     engine_points.reach = reach
+    engine_points.ARMED = True  # the hot paths call reach only where a point is armed
 
 
 def _fork_child(work: Callable[[Callable[[dict[str, Any]], None]], None]) -> tuple[int, int]:

@@ -278,9 +278,9 @@ _steps = st.lists(
 )
 
 
-def _run_steps(steps: list[Any], seal: bool) -> list[Any]:
+def _run_steps(steps: list[Any], seal: bool, url: str = "sqlite:///:memory:") -> list[Any]:
     now = [1_800_000_000.0]
-    box = oncebox.open("sqlite:///:memory:", clock=lambda: now[0], seal=seal,
+    box = oncebox.open(url, clock=lambda: now[0], seal=seal,
                        inboxes=[oncebox.InboxSpec("k", codec="keyed", retention=3600.0,
                                                    retention_override="a test")])  # fmt: skip
     seen: list[Any] = []

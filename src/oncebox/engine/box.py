@@ -14,9 +14,9 @@ from oncebox.engine.adjudicate import Resolving, resolve
 from oncebox.engine.apply import BUILT_IN, apply_name
 from oncebox.engine.counting import only_counts
 from oncebox.engine.decide import decide_items
-from oncebox.engine.decided import Decided
+from oncebox.engine.decided import Decided, Repeated
 from oncebox.engine.decision import unapplied
-from oncebox.engine.durability import commit_sealed, make_light
+from oncebox.engine.durability import commit_sealed
 from oncebox.engine.finding import Finding
 from oncebox.engine.following import Following
 from oncebox.engine.forwarding import Forwarding
@@ -191,8 +191,8 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         # A batch of nothing but duplicates commits without waiting for the disk; where
         # the store must know before it begins (SQLite), the inbox's last batch guesses.
         decide = partial(decide_items, active, items)  # a partial: cheaper than a closure
-        light = make_light((decide, only_counts, self._light.get(inbox, True)))
-        decided: Decided
+        light = (decide, only_counts, self._light.get(inbox, True))
+        decided: Decided | Repeated
         decided, positions = commit_sealed(
             self.store,
             None,
@@ -201,7 +201,7 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
             light=light,
             alone=len(items) == 1,
         )
-        counts = self._light[inbox] = only_counts(decided)
+        counts = self._light[inbox] = decided.only_counts
         # Only now has everything the decisions wrote committed durably (counts aside).
         if not counts:  # counts alone appended nothing to the log: no news
             self._sealed()

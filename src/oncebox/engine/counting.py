@@ -13,7 +13,7 @@ from oncebox.domain import StoredRow, Verdict
 from oncebox.engine.ingest import Prepared
 
 if TYPE_CHECKING:
-    from oncebox.engine.decided import Decided
+    from oncebox.engine.decided import Decided, Repeated
     from oncebox.engine.walk import Walk
 
 
@@ -49,9 +49,9 @@ def counted(walk: Walk) -> bool:
     return True
 
 
-def only_counts(decided: Decided) -> bool:
-    """:func:`counted` of a decided batch's walk."""
-    return counted(decided.walk)
+def only_counts(decided: Decided | Repeated) -> bool:
+    """:func:`counted` of a decided batch's walk (a lone plain duplicate: always)."""
+    return decided.only_counts
 
 
 _VERDICT_REASON = itemgetter(0, 4)  # an Outcome's (verdict, reason)

@@ -30,7 +30,7 @@ from oncebox.domain import CONFLICT_REASON, LogEvent, NewRecordRow, StoredRow, V
 from oncebox.engine import crashpoints, fence, log, outbox, replay, sealing
 from oncebox.engine.apply import apply_new
 from oncebox.engine.counting import counted, heavier, verdict_counts
-from oncebox.engine.decided import Decided
+from oncebox.engine.decided import Decided, Repeated
 from oncebox.engine.ingest import ActiveInbox, Prepared
 from oncebox.engine.step import Change, NoEffect
 from oncebox.engine.walk import Outcome, Walk
@@ -61,7 +61,7 @@ def decide_batch(
     seal: bool,
     again: replay.Replay = replay.LINES,
     counts_only: bool | None = None,
-) -> Decided:
+) -> Decided | Repeated:
     """Decide ``items`` inside ``tx``, writing everything the decisions need.
 
     With ``seal``, the log entries are appended in this very transaction where the log
@@ -106,7 +106,9 @@ def decide_batch(
     if counts_only is not None and counts_only == heavier(items, stored, fenced):
         raise WrongLevel(f"the batch is {'not ' if counts_only else ''}only duplicates")
     unknown = len(wanted) - len(stored)
-    retried = replay.held(tx, inbox_id, items)
+    # A single delivery naming no dead letter delivers none again (what held finds).
+    single_plain = len(items) == 1 and items[0].delivery.dead_letter is None
+    retried = {} if single_plain else replay.held(tx, inbox_id, items)
     if fresh is None or len(fresh) < unknown:  # read apart, or a writer got in between
         fresh = tx.reserve_record_ids(unknown) if unknown else []
     walk = Walk(stored, fresh, retried)
@@ -122,10 +124,10 @@ def decide_items(
     together: bool,
     counts_only: bool | None,
     tx: DecisionTx,
-) -> Decided:
+) -> Decided | Repeated:
     """:func:`decide_batch` with the transaction last, as the durability step calls it
-    (:class:`~oncebox.engine.durability.Light`): a partial over the batch then costs an
-    ingest less than a closure would."""
+    (the work of a :data:`~oncebox.engine.durability.Light`): a partial over the batch
+    then costs an ingest less than a closure would."""
     return decide_batch(tx, inbox, items, together, counts_only=counts_only)
 
 
@@ -143,17 +145,15 @@ def _plain_repeat(item: Prepared, seen: StoredRow) -> bool:
 
 def _one_duplicate(
     tx: DecisionTx, inbox: ActiveInbox, item: Prepared, seen: StoredRow, now: float
-) -> Decided:
+) -> Repeated:
     """A single delivery that is a plain duplicate (:func:`_plain_repeat`) of an unfenced
     inbox: what the walk and :func:`_write` decide and write for it, its two counts,
-    without a batch's bookkeeping (checked against them in tests/test_cpu_fast_paths.py)."""
-    walk = Walk({}, ())
-    walk.outcomes.append(_outcome((_DUPLICATE, item, -1, seen, "", "")))
-    walk.repeats[seen[0]] = 1  # its record's id
-    if tx.count_duplicates(walk.repeats, now) != 1:
+    without a walk or a batch's bookkeeping (checked against them in
+    tests/test_cpu_fast_paths.py and tests/test_single_round_six.py)."""
+    if tx.count_duplicates({seen[0]: 1}, now) != 1:  # its record's id, counted once
         raise RetryTransaction("a record changed under this batch")
     tx.count_verdicts(inbox.row.id, int(now // 3600), {(_DUPLICATE_VALUE, ""): 1})
-    return Decided(inbox.name, walk, (), (), set(), {})
+    return Repeated(inbox.name, item, seen)
 
 
 def _write(
@@ -177,7 +177,8 @@ def _write(
     positions = sealing.record_events(tx, events, seal) if events else {}
 
     if records:
-        crashpoints.reach(crashpoints.BEFORE_INSERT)
+        if crashpoints.ARMED:
+            crashpoints.reach(crashpoints.BEFORE_INSERT)
         # Where their seals were appended in this transaction, the records keep their place.
         if tx.insert_records(inbox_id, records, now, positions or None) != len(records):
             # A concurrent writer inserted one of these identities first.
@@ -186,7 +187,8 @@ def _write(
         # What the new records owe downstream commits with them (none without destinations).
         if inbox.forward:
             outbox.enqueue(tx, inbox, [(r[0], 1, r[2]) for r in records], now)  # id, identity
-        crashpoints.reach(crashpoints.AFTER_INSERT)
+        if crashpoints.ARMED:
+            crashpoints.reach(crashpoints.AFTER_INSERT)
     # Counted after the inserts: a repeat of a record this batch inserted counts on it.
     if walk.repeats and tx.count_duplicates(walk.repeats, now) != len(walk.repeats):
         # A stored row vanished between the read and the count (retention dropped a

@@ -7,9 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from oncebox.domain import CONFLICT_REASON, LATE_REPLAY, Decision, Verdict
-from oncebox.engine.decision import decision_of, quick_decisions
+from oncebox.engine.counting import counted
+from oncebox.engine.decision import decision_of, quick_decisions, repeat_decision
 
 if TYPE_CHECKING:
+    from oncebox.domain import StoredRow
+    from oncebox.engine.ingest import Prepared
     from oncebox.engine.walk import Outcome, Walk
 
 
@@ -32,6 +35,11 @@ class Decided:
         self.letter_ids = letter_ids
         self.opened = opened  # the outcomes that opened a quarantine row
         self.positions = positions  # record id -> log position, when sealed in the batch
+
+    @property
+    def only_counts(self) -> bool:
+        """Whether it wrote nothing but counts (:func:`~oncebox.engine.counting.counted`)."""
+        return counted(self.walk)
 
     def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
         """The committed decisions, in delivery order; ``positions`` gives the log
@@ -81,3 +89,20 @@ class Decided:
             quarantine_id=self.kept[outcome.row][0], first_quarantine=index in self.opened,
             late_replay=evicted_at is not None, **against, **facts,
         )  # fmt: skip
+
+
+class Repeated:
+    """A single delivery decided as a plain duplicate and counted, not yet committed
+    (:func:`oncebox.engine.decide._one_duplicate`): what :class:`Decided` gives for it,
+    without a walk. It writes nothing but counts."""
+
+    __slots__ = ("inbox", "item", "seen")
+    only_counts = True
+
+    def __init__(self, inbox: str, item: Prepared, seen: StoredRow) -> None:
+        self.inbox, self.item, self.seen = inbox, item, seen
+
+    def decisions(self, positions: Mapping[int, int] | None = None) -> list[Decision]:
+        """Its one decision, once committed (its record was sealed before: no position
+        to look up)."""
+        return [repeat_decision(self.inbox, self.item, self.seen)]

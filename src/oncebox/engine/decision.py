@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, fields
-from functools import lru_cache
 from typing import Any, Protocol, TypeVar
 
 from oncebox.domain import APPLY_FAILED, Decision, NewRecordRow, StoredRow, Verdict
@@ -43,12 +42,24 @@ def decision_of(inbox: str, verdict: Verdict, may_ack: bool = False, **facts: An
     return made
 
 
-@lru_cache(maxsize=1024)
-def template(inbox: str, verdict: Verdict) -> dict[str, Any]:
-    """The facts every decision of ``verdict`` in ``inbox`` shares (may be acked), in the
-    order :func:`decision_of` leaves them: what :func:`quick_decisions` fills in per delivery.
-    Made once per inbox and verdict, and only ever read."""
-    return {**_DEFAULTS, "inbox": inbox, "verdict": verdict, "may_ack": True}
+class _Templates(dict[str, dict[str, Any]]):
+    """Inbox name -> the facts every decision of one verdict in that inbox shares (may
+    be acked), in the order :func:`decision_of` leaves them: what :func:`quick_decisions`
+    fills in per delivery. Made once per inbox, and only ever read. A dictionary per
+    verdict, not a cache keyed by it: an enum member hashes in Python (``Enum.__hash__``),
+    which cost a single delivery more than its decision."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__()
+        self.verdict = verdict
+
+    def __missing__(self, inbox: str) -> dict[str, Any]:
+        made = self[inbox] = {**_DEFAULTS, "inbox": inbox, "verdict": self.verdict,
+                              "may_ack": True}  # fmt: skip
+        return made
+
+
+_ACCEPTED_TEMPLATES, _DUPLICATE_TEMPLATES = _Templates(_ACCEPTED), _Templates(_DUPLICATE)
 
 
 class _Outcome(Protocol):
@@ -77,11 +88,11 @@ def quick_decisions(
     other: Callable[[int, OutcomeT, Mapping[int, int]], Decision],
 ) -> list[Decision]:
     """The decisions of a batch's outcomes, in order: an accepted delivery's and a plain
-    duplicate's (nearly all of them) made here over the verdict's :func:`template`, their
-    facts set one by one instead of through keyword arguments (which cost more than the
-    object itself); the rest by ``other``. ``sealed`` gives the log positions of records
-    sealed in the batch."""
-    accepted, duplicate = template(inbox, _ACCEPTED), template(inbox, _DUPLICATE)
+    duplicate's (nearly all of them) made here over the verdict's template
+    (:class:`_Templates`), their facts set one by one instead of through keyword
+    arguments (which cost more than the object itself); the rest by ``other``.
+    ``sealed`` gives the log positions of records sealed in the batch."""
+    accepted, duplicate = _ACCEPTED_TEMPLATES[inbox], _DUPLICATE_TEMPLATES[inbox]
     made = []
     new = object.__new__
     for index, outcome in enumerate(outcomes):
@@ -107,6 +118,18 @@ def quick_decisions(
         data["log_position"] = position if position is not None else sealed.get(record_id)
         made.append(decision)
     return made
+
+
+def repeat_decision(inbox: str, item: Any, seen: StoredRow) -> Decision:
+    """:func:`quick_decisions`' decision of a single plain duplicate of a sealed record
+    (``item`` a Prepared, ``seen`` the record it repeats), made without a batch's loop
+    (checked against it in tests/test_single_round_six.py)."""
+    decision: Decision = object.__new__(Decision)
+    data = decision.__dict__
+    data.update(_DUPLICATE_TEMPLATES[inbox])
+    data["identity"], data["witness"], _, _ = item[2]  # its Identity
+    data["record_id"], _, _, data["revision"], _, _, data["log_position"] = seen
+    return decision
 
 
 def unapplied(error: ApplyError) -> Decision:

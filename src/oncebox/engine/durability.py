@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import TypeVar
 
 from oncebox.engine import crashpoints, sealing
 from oncebox.store.base import Store, Tx, WrongLevel
@@ -63,24 +63,15 @@ T = TypeVar("T")
 Positions = dict[int, int]  # record id -> log position, for records sealed after the commit
 
 
-class Light(NamedTuple, Generic[T]):
-    """How a write says it may be nothing but counts. ``work(together, counts_only, tx)``
-    is the write itself, its transaction last so that a partial binds the rest (a
-    closure or keywords cost an ingest more); with ``counts_only`` True it raises
-    :class:`~oncebox.store.base.WrongLevel` before writing where it would write more,
-    with False where it would write only counts (None: neither). ``counted`` tells
-    whether a finished work wrote nothing but counts; ``likely`` guesses it beforehand.
-    A named tuple: one is made per ingest."""
-
-    work: Callable[[bool, bool | None, Tx], T]
-    counted: Callable[[T], bool]
-    likely: bool = True
-
-
-# A Light from its three fields at C speed (a named tuple's own __new__ is Python).
-make_light: Callable[[tuple[Callable[..., Any], Callable[[Any], bool], bool]], Light[Any]] = (
-    partial(tuple.__new__, Light)
-)
+# How a write says it may be nothing but counts: ``(work, counted, likely)``.
+# ``work(together, counts_only, tx)`` is the write itself, its transaction last so that a
+# partial binds the rest (a closure or keywords cost an ingest more); with
+# ``counts_only`` True it raises :class:`~oncebox.store.base.WrongLevel` before writing
+# where it would write more, with False where it would write only counts (None:
+# neither). ``counted`` tells whether a finished work wrote nothing but counts;
+# ``likely`` guesses it beforehand. A plain tuple, one made per ingest: a named tuple's
+# construction cost a single delivery more than the tuple's use.
+Light = tuple[Callable[[bool, bool | None, Tx], T], Callable[[T], bool], bool]
 
 
 def commit_sealed(
@@ -107,18 +98,33 @@ def commit_sealed(
     if (not seal or store.single_writer) and light is not None and not store.relaxes_late:
         # SQLite's usual ingest, first: it makes no closure and no flag it does not use.
         result = _chosen_up_front(store, light, seal)
-        if watched:
+        if watched and crashpoints.ARMED:
             crashpoints.reach(crashpoints.AFTER_COMMIT)
             crashpoints.reach(crashpoints.AFTER_SEAL)
         return result, None
+    return _committed(store, work, seal, watched, light, alone)
+
+
+def _committed(
+    store: Store,
+    work: Callable[[Tx, bool], T] | None,
+    seal: bool,
+    watched: bool,
+    light: Light[T] | None,
+    alone: bool,
+) -> tuple[T, Positions | None]:
+    """:func:`commit_sealed` but for SQLite's usual ingest: a function of its own, since
+    the closures here make a cell of each name they share on every call of the function
+    that holds them, which cost that ingest more than its own steps."""
     relaxed = [False]
 
     def run(tx: Tx, together: bool) -> T:
         if light is None:
             assert work is not None
             return work(tx, together)
-        result = light.work(together, None, tx)
-        relaxed[0] = light.counted(result) and tx.relax()  # False where it began flushed
+        light_work, counted, _ = light
+        result = light_work(together, None, tx)
+        relaxed[0] = counted(result) and tx.relax()  # False where it began flushed
         return result
 
     if not seal or store.single_writer:
@@ -166,20 +172,21 @@ def _sealed_in_place(
 
 def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:
     """Where a transaction's level is fixed before it begins (SQLite) and no seal follows
-    its commit. Begin at the level ``light.likely`` guesses; a work at the wrong one
+    its commit. Begin at the level the light's ``likely`` guesses; a work at the wrong one
     refuses before writing (it holds the write lock, so what it read is what it would
     have written against), and runs again at the other. If the store changed in
     between, a third run takes the flush whatever it writes."""
 
     # Partials, not closures: one is made per ingest, and a closure costs several times more.
+    work, _, likely = light
     try:
-        return store.atomic(partial(light.work, seal, light.likely), durable=not light.likely)
+        return store.atomic(partial(work, seal, likely), durable=not likely)
     except WrongLevel:
         pass
     try:
-        return store.atomic(partial(light.work, seal, not light.likely), durable=light.likely)
+        return store.atomic(partial(work, seal, not likely), durable=likely)
     except WrongLevel:
-        return store.atomic(partial(light.work, seal, None))
+        return store.atomic(partial(work, seal, None))
 
 
 def _reach(watched: bool, point: str) -> None:

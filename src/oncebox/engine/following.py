@@ -27,6 +27,8 @@ class Following(ABC):
     store: Store
     _news: threading.Condition
     _listeners: list[Callable[[], None]]
+    # How many reads of this process are in :meth:`_waiting`, changed with ``_news`` held.
+    _readers = 0
 
     @abstractmethod
     def inbox(self, name: str) -> ActiveInbox: ...
@@ -41,11 +43,16 @@ class Following(ABC):
         return self._by_id(inbox_id).name
 
     def _sealed(self) -> None:
-        """Wake the reads waiting in this process for news, and its listeners."""
-        with self._news:
-            self._news.notify_all()
-        for listener in list(self._listeners):
-            listener()
+        """Wake the reads waiting in this process for news, and its listeners. Called
+        after every commit that sealed something, so with nobody to tell it takes no
+        lock: a read counts itself before it first reads, so one not yet counted here
+        reads after this commit and sees it."""
+        if self._readers:
+            with self._news:
+                self._news.notify_all()
+        if self._listeners:
+            for listener in list(self._listeners):
+                listener()
 
     def listen(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (from the writing thread; it must not block) whenever this
@@ -67,13 +74,19 @@ class Following(ABC):
         if not 0 <= wait <= WAIT_MAX:
             raise InvalidOperation(f"wait is 0 to {WAIT_MAX:g} seconds, not {wait}")
         deadline = time.monotonic() + wait
-        while True:
-            found = read()
-            left = deadline - time.monotonic()
-            if not empty(found) or left <= 0:
-                return found
+        with self._news:
+            self._readers += 1
+        try:
+            while True:
+                found = read()
+                left = deadline - time.monotonic()
+                if not empty(found) or left <= 0:
+                    return found
+                with self._news:
+                    self._news.wait(min(left, POLL))
+        finally:
             with self._news:
-                self._news.wait(min(left, POLL))
+                self._readers -= 1
 
     def feed(
         self, inbox: str, after: int = 0, limit: int = 100, wait: float = 0.0
