@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import event_body
+from oncebox.engine import merkle
 from oncebox.engine.ingest import Prepared, prepare, prepare_all
 from oncebox.formats import (
     Decoded,
@@ -132,3 +133,57 @@ def test_the_one_loop_sees_every_kind_of_delivery() -> None:
         (item,) = prepare_all(CODECS[codec_name], [Delivery(body, key=key)], _refuse_long)
         reasons.add(None if item.invalid is None else item.invalid.reason)
     assert reasons == {None, "missing_key", "codec_error", "bad_field"}
+
+
+def _leaf(index: int) -> bytes:
+    return merkle.leaf_hash(f"leaf {index}".encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=300),
+    st.lists(st.integers(min_value=0, max_value=70), min_size=1, max_size=5),
+    st.sampled_from([0, 1, 2, 4]),
+    st.lists(st.integers(min_value=0, max_value=9), max_size=4),
+)
+def test_nodes_built_a_level_at_a_time_are_those_each_leaf_completes(
+    start: int, batches: list[int], stride: int, forgotten: list[int]
+) -> None:
+    """``appended_nodes`` (each level's pairs hashed at once) lists, batch after batch
+    from one edge, the nodes ``completed_nodes`` gives leaf by leaf, in its order, only
+    the kept levels' with a stride; reads only siblings the edge lacks, each once; and
+    leaves the edge the tree has."""
+    store: dict[tuple[int, int], bytes] = {}
+    for index in range(start):
+        for level, i, value in merkle.completed_nodes(
+            index, _leaf(index), lambda lv, ix: store[(lv, ix)]
+        ):
+            store[(level, i)] = value
+    edge = {
+        level: store[(level, (start >> level) - 1)]
+        for level in range(start.bit_length())
+        if start >> level & 1 and level not in forgotten
+    }
+    size = start
+    for count in batches:
+        reads: list[tuple[int, int]] = []
+        known = set(edge)  # the levels the edge holds before this batch
+
+        def get(level: int, index: int, reads: Any = reads, known: Any = known) -> bytes:
+            reads.append((level, index))
+            assert level not in known, "a sibling the edge holds was read"
+            return store[(level, index)]
+
+        leaves = [_leaf(index) for index in range(size, size + count)]
+        got = merkle.appended_nodes(size, leaves, get, stride, edge)
+        expected = []
+        for index in range(size, size + count):
+            nodes = merkle.completed_nodes(index, _leaf(index), lambda lv, ix: store[(lv, ix)])
+            expected += [n for n in nodes if not stride or (n[0] and not n[0] % stride)]
+            store.update(((level, i), value) for level, i, value in nodes)
+        assert got == expected
+        assert len(reads) == len(set(reads))
+        size += count
+        assert all(
+            size >> lv & 1 and value == store[(lv, (size >> lv) - 1)] for lv, value in edge.items()
+        )
