@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from helpers import event_body
 from oncebox.engine import merkle
 from oncebox.engine.ingest import Prepared, prepare, prepare_all
+from oncebox.engine.steps.generation import WORK_KEY, Generation, check_each
 from oncebox.formats import (
     Decoded,
     Delivery,
@@ -25,6 +26,7 @@ from oncebox.formats import (
     get_codec,
     identify,
 )
+from oncebox.formats.strictjson import JsonNumber
 from oncebox.formats.ussd_h1 import make_frame
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
@@ -187,3 +189,50 @@ def test_nodes_built_a_level_at_a_time_are_those_each_leaf_completes(
         assert all(
             size >> lv & 1 and value == store[(lv, (size >> lv) - 1)] for lv, value in edge.items()
         )
+
+
+_part = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["A1PA6795UKMFR9", " a", "a ", "a b", "\t", "a\x00", "\x7f", "é", "\u2028"]),
+    st.sampled_from(["x" * 256, "x" * 257, "", JsonNumber("1")]),
+    st.integers(0, 3),
+    st.none(),
+)
+_work_keys = st.dictionaries(
+    st.sampled_from(["seller_id", "sku", "marketplace_id", "other"]), _part, max_size=4
+)
+
+
+_usual_part = st.sampled_from(["A1PA6795UKMFR9", "SKU-1", "x" * 256, "é", "a b", "\u00a0"])
+
+
+def _one_part_off(usual: list[str], off: Any, where: int) -> dict[str, Any]:
+    """A work key whose parts are usual, but for the one at ``where``."""
+    parts: list[Any] = list(usual)
+    parts[where] = off
+    return dict(zip(WORK_KEY, parts, strict=True))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        _work_keys,
+        st.builds(_one_part_off, st.lists(_usual_part, min_size=3, max_size=3), _part,
+                  st.integers(0, 2)),
+    )
+)  # fmt: skip
+def test_the_generation_steps_check_at_once_is_its_check_name_by_name(
+    fields: dict[str, Any],
+) -> None:
+    """The work key accepted in one expression, or refused with the same reason and
+    detail as ``check_each``: parts missing, empty, over 256 characters, with space at
+    either end, control or unprintable characters, numbers read as text, no text."""
+    assert _refusal(Generation().check_fields, fields) == _refusal(check_each, fields)
+
+
+def _refusal(check: Any, fields: dict[str, Any]) -> tuple[str, str] | None:
+    try:
+        check(fields)
+    except Invalid as exc:
+        return exc.reason, exc.detail
+    return None
