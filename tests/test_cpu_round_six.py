@@ -8,6 +8,7 @@ text; with and without an apply step's field check."""
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from typing import Any
 
 from hypothesis import given, settings
@@ -228,6 +229,10 @@ def test_the_generation_steps_check_at_once_is_its_check_name_by_name(
     detail as ``check_each``: parts missing, empty, over 256 characters, with space at
     either end, control or unprintable characters, numbers read as text, no text."""
     assert _refusal(Generation().check_fields, fields) == _refusal(check_each, fields)
+    # A mapping with defaults: a part it lacks is missing, whatever its default says.
+    with_defaults = defaultdict(lambda: "A1", fields)
+    assert _refusal(Generation().check_fields, with_defaults) == _refusal(check_each, fields)
+    assert dict(with_defaults) == fields
 
 
 def _refusal(check: Any, fields: dict[str, Any]) -> tuple[str, str] | None:

@@ -51,11 +51,10 @@ class Generation:
         """A work key of three bounded strings: the usual one (what ``bounded_string``
         accepts at once, the three together) passed in one expression, since every
         delivery's fields are checked; any other by :func:`check_each`, for its reason."""
-        try:
-            seller, sku, market = fields["seller_id"], fields["sku"], fields["marketplace_id"]
-        except KeyError:
-            check_each(fields)
-            return
+        # Read with get, as ``in`` reads them: a mapping with defaults (defaultdict) must
+        # not make up a part that is missing.
+        get = fields.get
+        seller, sku, market = get("seller_id"), get("sku"), get("marketplace_id")
         if not (
             type(seller) is type(sku) is type(market) is str
             and 0 < len(seller) <= 256
