@@ -60,6 +60,19 @@ class _UserCodec:
         return Decoded(delivery.body, delivery.key, {"n": str(len(delivery.body))})
 
 
+class _BrokenAttribute(_UserCodec):
+    """A user codec whose identity mode, or whose decode, fails to be read."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__("key")
+        self.broken = broken
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == object.__getattribute__(self, "broken"):
+            raise RuntimeError(f"the user's codec has no {name} today")
+        return object.__getattribute__(self, name)
+
+
 def _refuse_long(fields: Any) -> None:
     """An apply step's field check: refuses what it cannot hold."""
     if len(fields.get("n", "")) > 1:
@@ -71,6 +84,8 @@ CODECS: dict[str, Any] = {
 }
 CODECS["user-key"] = _UserCodec("key")
 CODECS["user-content"] = _UserCodec("content")
+CODECS["user-no-identity"] = _BrokenAttribute("identity")
+CODECS["user-no-decode"] = _BrokenAttribute("decode")
 
 _user_bodies = st.sampled_from([b"ok", b"r", b"f", b"n", b"s", b"u", b"o" * 20, b"o" * 80])
 _bodies = st.one_of(

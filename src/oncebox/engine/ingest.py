@@ -144,8 +144,11 @@ def prepare_all(
     it runs over every delivery of every batch, and their calls and the partials that
     made their tuples cost a keyed duplicate about 4% of its instructions (checked
     against :func:`prepare` in tests/test_cpu_round_four.py and test_cpu_round_six.py)."""
-    bound, decode = codec.max_bytes, codec.decode
-    by_content = codec.identity == "content"
+    bound = codec.max_bytes
+    try:  # read once a batch: a codec's identity mode and decode are fixed
+        decode, by_content = codec.decode, codec.identity == "content"
+    except Exception:  # a user codec's bug: each delivery refused for it, as prepare does
+        return [prepare(codec, delivery, check) for delivery in deliveries]
     sha256, new, plain = hashlib.sha256, tuple.__new__, Delivery
     prepared: list[Prepared] = []
     add = prepared.append
