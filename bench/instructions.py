@@ -48,9 +48,10 @@ def events(n: int, seed: int = 7) -> list[tuple[str, bytes]]:
     return out
 
 
-def oncebox_pass(side: str, tmp: str, n: int) -> Callable[[int], None]:
+def oncebox_pass(side: str, tmp: str, n: int, apply: str = "none") -> Callable[[int], None]:
     keyed = side == "keyed"
-    box = oncebox.open(f"sqlite:///{tmp}/b.db", inboxes=[oncebox.InboxSpec("i", codec=side)])
+    spec = oncebox.InboxSpec("i", codec=side, apply=apply)
+    box = oncebox.open(f"sqlite:///{tmp}/b.db", inboxes=[spec])
     found = events(n)
     if not keyed:
         found = [(k, json_body(i).replace(f'"n-{i:010d}"'.encode(), f'"{k}"'.encode()))
@@ -99,10 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("case", choices=cases)
     p.add_argument("--n", type=int, default=2000, help="deliveries in the counted pass")
     p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--apply", default="none", help="the inbox's apply step (generation)")
     args = p.parse_args(argv)
     side, mode, kind = args.case.rsplit("-", 2)
     with tempfile.TemporaryDirectory(prefix="oncebox-instructions-") as tmp:
-        run = naive_pass(tmp, args.n) if side == "naive" else oncebox_pass(side, tmp, args.n)
+        if side == "naive":
+            run = naive_pass(tmp, args.n)
+        else:
+            run = oncebox_pass(side, tmp, args.n, args.apply)
         if kind == "dup":
             run(args.batch)  # the first pass, not counted
         instrument("on")

@@ -116,7 +116,7 @@ def appended_nodes(
 ) -> list[tuple[int, int, bytes]]:
     """What :func:`completed_nodes` gives for consecutive leaves from ``first_index``,
     in order, in one pass; with ``stride``, only those of levels ``stride``,
-    ``2 * stride``, ... (the ones a store keeps: the others are not even built).
+    ``2 * stride``, ... (the ones a store keeps: the others are built, never listed).
 
     Why: the sealer appends a batch at a time; a left sibling completed earlier in the
     batch is taken from memory instead of a lookup. ``edge`` is what the caller already
@@ -124,29 +124,65 @@ def appended_nodes(
     ``first_index`` leaves at that level, for some of the levels set in ``first_index``);
     the siblings it lacks are read through ``get``. It is left as the edge after the
     batch, so that the next append (of the same tree) reads nothing it already knew.
+
+    A batch is built a level at a time, each level's pairs hashed in one comprehension
+    (a climb a leaf, with its loop and lookups, cost more than its hashing); a node is
+    listed after the leaf that completes it, above the lower nodes that leaf completes.
     """
     _check_size("first_index", first_index)
-    sha256 = hashlib.sha256
-    nodes: list[tuple[int, int, bytes]] = []
     if edge is None:
         edge = {}
-    pop = edge.pop
-    for index, leaf in enumerate(leaves, first_index):
-        if not stride:
-            nodes.append((0, index, leaf))
-        level, current = 0, leaf
-        while index & 1:
-            # Each set bit of ``index`` is a complete subtree to the left: its sibling.
-            left = pop(level, None)
-            if left is None:
-                left = get(level, index - 1)
-            current = sha256(b"\x01" + left + current).digest()
-            level += 1
-            index >>= 1
-            if not stride or not level % stride:
-                nodes.append((level, index, current))
-        edge[level] = current
+    if len(leaves) == 1:  # a single delivery's entry: its own climb, no levels to set up
+        return _climb(first_index, leaves[0], get, stride, edge)
+    sha256 = hashlib.sha256
+    found: list[tuple[int, int, int, bytes]] = []  # (completing leaf, level, index, hash)
+    row, start, level = list(leaves), first_index, 0
+    while row:
+        if not stride or (level and not level % stride):
+            found += [((i + 1) << level, level, i, h) for i, h in enumerate(row, start)]
+        left = edge.pop(level, None)
+        if start & 1:  # the first node is a right child: its left sibling came before
+            row.insert(0, get(level, start - 1) if left is None else left)
+            start -= 1
+        count = len(row)
+        if count & 1:  # the last node waits for its right sibling
+            edge[level] = row[-1]
+        if count > 2:
+            pairs = iter(row)  # one iterator zipped with itself: its pairs, an odd last left
+            row = [sha256(b"\x01" + a + b).digest() for a, b in zip(pairs, pairs, strict=False)]
+        elif count == 2:  # a single delivery's usual climb: no comprehension to set up
+            row = [sha256(b"\x01" + row[0] + row[1]).digest()]
+        else:
+            break
+        start >>= 1
+        level += 1
+    if not found:
+        return []
+    found.sort(key=_completion)
+    return [(level, index, value) for _, level, index, value in found]
+
+
+def _climb(
+    index: int, leaf: bytes, get: NodeGetter, stride: int, edge: dict[int, bytes]
+) -> list[tuple[int, int, bytes]]:
+    """:func:`appended_nodes` of one leaf: up from it while it closes a right child."""
+    nodes = [] if stride else [(0, index, leaf)]
+    level, current = 0, leaf
+    while index & 1:  # each set bit of ``index`` is a complete subtree to its left
+        left = edge.pop(level, None)
+        if left is None:
+            left = get(level, index - 1)
+        current = hashlib.sha256(b"\x01" + left + current).digest()
+        level += 1
+        index >>= 1
+        if not stride or not level % stride:
+            nodes.append((level, index, current))
+    edge[level] = current
     return nodes
+
+
+def _completion(node: tuple[int, int, int, bytes]) -> tuple[int, int]:
+    return node[0], node[1]
 
 
 def _decompose(start: int, end: int) -> list[tuple[int, int]]:

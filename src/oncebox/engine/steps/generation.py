@@ -48,11 +48,24 @@ class Generation:
     needs_fields = WORK_KEY
 
     def check_fields(self, fields: Mapping[str, Any]) -> None:
-        """A work key of three bounded strings."""
-        for name in WORK_KEY:
-            if name not in fields:
-                raise Invalid("missing_field", f"field {name} is missing (the step needs it)")
-            bounded_string(fields[name], name)
+        """A work key of three bounded strings: the usual one (what ``bounded_string``
+        accepts at once, the three together) passed in one expression, since every
+        delivery's fields are checked; any other by :func:`check_each`, for its reason."""
+        # Read with get, as ``in`` reads them: a mapping with defaults (defaultdict) must
+        # not make up a part that is missing.
+        get = fields.get
+        seller, sku, market = get("seller_id"), get("sku"), get("marketplace_id")
+        if not (
+            type(seller) is type(sku) is type(market) is str
+            and 0 < len(seller) <= 256
+            and 0 < len(sku) <= 256
+            and 0 < len(market) <= 256
+            and f"{seller}{sku}{market}".isprintable()  # each of them printable
+            and seller[0] != " " != seller[-1]
+            and sku[0] != " " != sku[-1]
+            and market[0] != " " != market[-1]
+        ):
+            check_each(fields)
 
     def migrations(self, dialect: str) -> list[tuple[int, str]]:
         return read_migrations(PACKAGE, "sql", dialect, "generation")
@@ -68,6 +81,14 @@ class Generation:
                 keys.append(key_of(change.previous))
         if keys:
             bump(tx, changes[0].inbox_id, keys)
+
+
+def check_each(fields: Mapping[str, Any]) -> None:
+    """:meth:`Generation.check_fields` name by name: each part there and bounded."""
+    for name in WORK_KEY:
+        if name not in fields:
+            raise Invalid("missing_field", f"field {name} is missing (the step needs it)")
+        bounded_string(fields[name], name)
 
 
 def bump(tx: StepTx, inbox_id: int, keys: Sequence[WorkKey]) -> None:
