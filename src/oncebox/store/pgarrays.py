@@ -60,13 +60,9 @@ class ColumnDumper(ListBinaryDumper):
     """A flat list as a one-dimensional binary array, its elements dumped by psycopg's
     own dumper of the element type (the bytes psycopg's dumper writes for a flat list).
     A column of one Python type and no null, or of nulls only, is written whole in C
-    calls (``_WHOLE``), without a Python step per element."""
+    calls (``whole``), without a Python step per element."""
 
-    def __init__(self, cls: type, context: Any = None) -> None:
-        super().__init__(cls, context)
-        self._whole = _WHOLE.get(self.element_oid)
-        if self._whole is _texts and not _utf8(self.sub_dumper):
-            self._whole = None
+    whole: Whole | None = None  # how a whole column of its type is written, if it can be
 
     def dump(self, obj: list[Any]) -> bytes:
         if not obj:
@@ -77,8 +73,8 @@ class ColumnDumper(ListBinaryDumper):
             if dumped is None:
                 return _HEAD.pack(1, 1, self.element_oid, 1, 1) + _NULL
             return b"".join((_HEAD_ONE.pack(1, 0, self.element_oid, 1, 1, len(dumped)), dumped))
-        whole = self._whole
-        if whole is not None:
+        whole = self.whole
+        if whole is not None and (whole is not _texts or _utf8(self.sub_dumper)):
             if obj[0] is None and set(map(type, obj)) == {NoneType}:
                 return _HEAD.pack(1, 1, self.element_oid, len(obj), 1) + _NULL * len(obj)
             body = whole(obj)
@@ -190,7 +186,7 @@ def _typed(sql_type: str) -> tuple[type[list[Any]], type[Dumper]]:
     dumper = type(
         f"{sql_type.title()}ColumnDumper",
         (ColumnDumper,),
-        {"oid": array, "element_oid": element},
+        {"oid": array, "element_oid": element, "whole": staticmethod(_WHOLE[element])},
     )
     return column, dumper
 
