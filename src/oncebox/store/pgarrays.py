@@ -37,6 +37,7 @@ import psycopg
 from psycopg import abc
 from psycopg.adapt import Dumper
 from psycopg.types.array import ListBinaryDumper
+from psycopg.types.numeric import Int4BinaryDumper, Int8BinaryDumper
 
 # SQL type -> (element oid, array oid), as PostgreSQL numbers them.
 OIDS = {
@@ -195,9 +196,11 @@ TYPED = {sql_type: _typed(sql_type) for sql_type in OIDS}
 
 
 def register(conn: psycopg.Connection[Any]) -> None:
-    """Teach a connection the typed columns (on each new one)."""
+    """Teach a connection the typed columns and scalars (on each new one)."""
     for column, dumper in TYPED.values():
         conn.adapters.register_dumper(column, dumper)
+    conn.adapters.register_dumper(BigintScalar, Int8BinaryDumper)
+    conn.adapters.register_dumper(IntScalar, Int4BinaryDumper)
 
 
 @functools.lru_cache(maxsize=256)
@@ -221,3 +224,13 @@ def typed(sql: str, arrays: Sequence[Sequence[Any]]) -> list[Any]:
     if types is None or len(types) != len(arrays):
         return [list(array) for array in arrays]
     return [kind(array) for kind, array in zip(types, arrays, strict=True)]
+
+
+class BigintScalar(int):
+    """An int that travels as a bigint, on its own (:mod:`oncebox.store.pgscalars`):
+    psycopg's C dumper of int8 is registered for it (psycopg's own ``Int8`` is built by
+    a Python ``__new__``, several times the cost)."""
+
+
+class IntScalar(int):
+    """An int that travels as an int (int4), on its own."""
