@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -102,7 +103,83 @@ def test_a_column_dumps_the_bytes_psycopg_dumps(sql_type: str, data: st.DataObje
         ), drawn
 
 
+def _both(sql_type: str, values: list[Any]) -> tuple[object, object]:
+    """What pgarrays' column dumper and psycopg's own give for ``values``: their bytes, or
+    the error each raises."""
+    element, array = pgarrays.OIDS[sql_type]
+    column, dumper = pgarrays.TYPED[sql_type]
+    general = type("General", (ListBinaryDumper,), {"oid": array, "element_oid": element})
+    context = Transformer()
+
+    def dumped(make: type[Any]) -> object:
+        try:
+            return make(column, context).dump(column(values))
+        except Exception as exc:
+            return (type(exc), str(exc))
+
+    return dumped(dumper), dumped(general)
+
+
+@pytest.mark.parametrize("sql_type", sorted(pgarrays.OIDS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_whole_column_dumps_the_bytes_psycopg_dumps(sql_type: str, data: st.DataObject) -> None:
+    """A batch's columns, of one type without nulls or of nulls only, are written at once
+    (pgarrays' whole-column path): the bytes psycopg's dumper writes element by element."""
+    values = data.draw(st.lists(ELEMENTS[sql_type], min_size=2, max_size=40))
+    mine, psycopgs = _both(sql_type, values)
+    assert mine == psycopgs, values
+    nulls = [None] * len(values)
+    assert _both(sql_type, nulls)[0] == _both(sql_type, nulls)[1]
+
+
+ODD_COLUMNS = [
+    ("float8", [1, 2.5]),
+    ("float8", [True, 1.0]),
+    ("float8", [Decimal("1.5"), 2.0]),
+    ("float8", [10**400, 1.0]),
+    ("bigint", [True, 3]),
+    ("bigint", [1.0, 2]),
+    ("bigint", [2**63, 1]),
+    ("bigint", [1, None, 2]),
+    ("int", [2**31, 1]),
+    ("text", ["a", 1]),
+    ("text", ["a\ud800", "b"]),
+    ("text", ["a", None]),
+    ("text", ["a" * 5000, "\u00e9" * 3000]),
+    ("bytea", [bytearray(b"x"), b"y"]),
+    ("bytea", [memoryview(b"ab"), b"y"]),
+    ("bytea", [b"x", None]),
+]
+
+
+@pytest.mark.parametrize(("sql_type", "values"), ODD_COLUMNS)
+def test_an_odd_column_dumps_or_fails_as_psycopg_does(sql_type: str, values: list[Any]) -> None:
+    """Values of another type than the column's, out of range, without a UTF-8 form or
+    beside a null leave the whole-column path: psycopg's bytes, or its error."""
+    mine, psycopgs = _both(sql_type, values)
+    assert mine == psycopgs
+
+
 # -- on PostgreSQL ----------------------------------------------------------------------
+
+
+def test_text_on_a_connection_not_in_utf8_dumps_as_psycopg_dumps(pg_url: str) -> None:
+    """The whole-column path writes text as UTF-8; where the connection's encoding is
+    another, psycopg's text dumper encodes in it, and so does the column dumper."""
+    values = ["caf\u00e9", "na\u00efve", "plain"]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SET client_encoding TO 'LATIN1'")
+        pgarrays.register(conn)
+        element, array = pgarrays.OIDS["text"]
+        column, dumper = pgarrays.TYPED["text"]
+        general = type("General", (ListBinaryDumper,), {"oid": array, "element_oid": element})
+        context = Transformer(conn)
+        mine = dumper(column, context).dump(column(values))
+        assert mine == general(column, context).dump(column(values))
+        assert mine is not None and "caf\u00e9".encode("latin-1") in bytes(mine)
+        row = conn.execute("SELECT %b::text[]", [column(values)]).fetchone()
+        assert row is not None and row[0] == values
 
 
 def test_the_parts_of_a_folded_statement_run_in_the_order_held(pg_url: str) -> None:

@@ -28,6 +28,8 @@ import oncebox
 from helpers import event_body
 from oncebox import Delivery
 from oncebox.store import open_store
+from oncebox.store.pgarrays import typed
+from oncebox.store.pgscalars import compact
 from oncebox.store.sqlfile import load_queries
 
 T = 1_800_000_000.0
@@ -312,12 +314,17 @@ def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def pg_plan(
-    conn: psycopg.Connection[Any], name: str, params: Sequence[Any], mode: str
+    conn: psycopg.Connection[Any],
+    name: str,
+    params: Sequence[Any],
+    mode: str,
+    sql: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every node of the plan PostgreSQL makes for the statement as the store prepares
-    it, in ``mode`` (force_custom_plan, force_generic_plan)."""
+    it (``sql`` where given: the named one as the store sends it), in ``mode``
+    (force_custom_plan, force_generic_plan)."""
     conn.execute(f"SET plan_cache_mode = {mode}")
-    conn.execute(f"PREPARE hot AS {numbered(load_queries('postgres')[name].sql)}")
+    conn.execute(f"PREPARE hot AS {numbered(sql or load_queries('postgres')[name].sql)}")
     try:
         args = psycopg.ClientCursor(conn).mogrify(", ".join(["%s"] * len(params)), params)
         call = f"hot({args})" if params else "hot"
@@ -377,6 +384,28 @@ def test_postgres_reads_by_index(pg_conn: psycopg.Connection[Any], name: str, mo
         assert set(indexes) & reads.get(table, set()), plan
     assert not seq_scans(plan) & {"records", "log", "log_pending", "fences"}, plan
     assert not whole_inbox_reads(plan), plan
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize(
+    "name", sorted(n for n, case in PG_HOT.items() if any(type(p) is list for p in case.params))
+)
+def test_postgres_a_single_delivery_s_statements_read_by_index(
+    pg_conn: psycopg.Connection[Any], name: str, mode: str
+) -> None:
+    """As a single delivery sends them (store/pgscalars.py): each column of one element
+    a scalar the server makes an array of, each empty one a literal. Planned knowing
+    the arrays' lengths, they must read through the same indexes."""
+    case = PG_HOT[name]
+    sql = load_queries("postgres")[name].sql
+    ones = typed(sql, [p[:1] if type(p) is list else p for p in case.params])
+    sent, params = compact(sql, ones)
+    assert sent != sql
+    plan = pg_plan(pg_conn, name, params, mode, sql=sent)
+    reads = index_reads(plan)
+    for table, indexes in case.reads.items():
+        assert set(indexes) & reads.get(table, set()), plan
+    assert not seq_scans(plan) & {"records", "log", "log_pending", "fences"}, plan
 
 
 @pytest.mark.parametrize("name", sorted(n for n, case in PG_HOT.items() if case.control))

@@ -18,11 +18,18 @@ import psycopg
 from oncebox.errors import RetryTransaction
 from oncebox.store import pgfold
 from oncebox.store.pgarrays import columns
+from oncebox.store.pgscalars import compact
 from oncebox.store.sqlfile import Query, load_queries
 from oncebox.store.sqltx import Params, SqlTx, Statement
 from oncebox.store.sqltx.base import shape
 
 Q = load_queries("postgres")
+# Reads whose answers come in binary: many rows of ints, bytes and floats (a seal's
+# read of the log's last block and kept nodes, a batch's fresh ids), each of which
+# psycopg loads in C from binary, where from text an int is parsed from its digits
+# (PyLong_FromString) and a bytea unescaped from hex. The same Python values
+# (tests/test_pg_scalars.py).
+_BINARY = frozenset({"decision_reads", "decision_lookup", "seal_reads_held", "seal_reads_after"})
 
 
 def _query(statement: Statement) -> Query:
@@ -32,6 +39,10 @@ def _query(statement: Statement) -> Query:
 
 def _sql(statement: Statement) -> str:
     return _query(statement).sql
+
+
+def _name(statement: Statement) -> str:
+    return statement if isinstance(statement, str) else statement.name
 
 
 def _columnar(statement: Statement) -> bool:
@@ -101,7 +112,8 @@ class PipelinedTx(SqlTx):
         self._held = held[: len(held) - len(last)]
         self._send_held()
         sql = pgfold.folded(tuple(write.sql for write in last), _sql(after))
-        return self._conn.execute(sql, [*(p for w in last for p in w.params), *params]), last
+        folded = [*(p for w in last for p in w.params), *params]
+        return self._execute(sql, folded, binary=_name(after) in _BINARY), last
 
     def _send_held(self) -> None:
         if not self._held:
@@ -110,12 +122,12 @@ class PipelinedTx(SqlTx):
         for group in pgfold.groups(held):
             if len(group) == 1:  # as it is: nothing to fold it with
                 write = group[0]
-                cursor = self._conn.execute(write.sql, write.params)
+                cursor = self._execute(write.sql, write.params)
                 if write.expected is not None:
                     self.expect(cursor, write.expected, write.why)
                 continue
             sql = pgfold.folded(tuple(write.sql for write in group))
-            cursor = self._conn.execute(sql, [p for write in group for p in write.params])
+            cursor = self._execute(sql, [p for write in group for p in write.params])
             wanted = [(i, w.expected, w.why) for i, w in enumerate(group) if w.expected is not None]
             if wanted:
                 self._expected_parts.append((cursor, wanted))
@@ -123,7 +135,11 @@ class PipelinedTx(SqlTx):
     def _send(self, name: Statement, params: Params = ()) -> psycopg.Cursor[Any]:
         """Send a statement; in a pipeline its answer is not waited for."""
         self._settle()
-        return self._conn.execute(_sql(name), params)
+        return self._execute(_sql(name), params, binary=_name(name) in _BINARY)
+
+    def _execute(self, sql: str, params: Params, binary: bool = False) -> psycopg.Cursor[Any]:
+        """Send ``sql``: its columns of one element as scalars (pgscalars.compact)."""
+        return self._conn.execute(*compact(sql, params), binary=binary)
 
     @staticmethod
     def _columns(name: Statement, rows: Sequence[Sequence[Any]]) -> list[Any]:

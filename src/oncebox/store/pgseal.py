@@ -64,7 +64,7 @@ class SealingTx(PipelinedTx):
                 rows = seal.get(name)
                 arrays += list(zip(*rows, strict=True)) if rows else [()] * width
             sql = Q["seal_writes"].sql
-            self._conn.execute(sql, typed(sql, arrays))
+            self._execute(sql, typed(sql, arrays))
         # Then the writes held (pgfold): always after the seal's, which are written just
         # after a read (a seal begins by taking the log), and every read sends them.
         super()._settle()

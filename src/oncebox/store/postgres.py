@@ -120,6 +120,11 @@ class PostgresStore:
             weakref.WeakKeyDictionary()
         )
         self._relaxed = threading.local()
+        # The Merkle tree's right edge each connection's last committed append left (the
+        # memo of engine/log.py, checked against the log's head before any use).
+        self._edges: weakref.WeakKeyDictionary[psycopg.Connection[Any], Any] = (
+            weakref.WeakKeyDictionary()
+        )
         self._carry = threading.local()  # a seal's transaction opened with a commit
         # When each writer connection was last given back: one back a moment ago is not
         # checked again (a check is a round trip of its own, on every transaction).
@@ -217,6 +222,8 @@ class PostgresStore:
                     conn.execute(READ_COMMITTED)
                     opened = self._tx(conn)  # its answers taken below
                     follow = opened.read_for_seal()
+            if tx.log_edge is not None:  # committed: its append's edge is the log's now
+                self._edges[conn] = tx.log_edge
             if follow is not None:
                 follow()
                 self._carry.tx, kept = Carried(conn, opened), True  # kept for the seal
@@ -315,7 +322,12 @@ class PostgresStore:
     def _tx(
         self, conn: psycopg.Connection[Any], pipe: psycopg.Pipeline | None = None
     ) -> PostgresTx:
-        return PostgresTx(conn, self._clock, pipe, level=self._levels.get(conn, "on"))
+        tx = PostgresTx(conn, self._clock, pipe, level=self._levels.get(conn, "on"))
+        memo = self._edges.get(conn)
+        if memo is not None:  # a copy: an append that fails must leave the memo as it was
+            seq, last_hash, edge = memo
+            tx.log_edge = (seq, last_hash, dict(edge))
+        return tx
 
     def _covered(self, server: Any, durable: bool) -> None:
         """After a commit: a durable commit makes an earlier relaxed one durable only on
