@@ -1,0 +1,300 @@
+"""Differential checker for speed rounds: the code before and after must agree on everything.
+
+A speed round (issue 24) may change how fast oncebox decides, never what it decides or
+stores. This plays the same seeded histories through two source trees and compares
+everything observable: every decision (as its dict) and every error (type and message),
+the library's log lines, then every table of the store row by row, the log's entries,
+``verify``, a checkpoint and inclusion and consistency proofs.
+
+Each side runs in its own subprocess with ``PYTHONPATH=<side>/src`` (the two never share
+a module), on a fresh store per history, under a ``ManualClock``; the histories are in
+reliability/_differential_history.py and the player in reliability/_differential_play.py.
+A side is a directory (a checkout, or its ``src``) or a git revision of this repository,
+exported with ``git archive REV src``. PostgreSQL runs on a throwaway server on a unix
+socket (or ``ONCEBOX_TEST_PG``), a fresh database per history and side.
+
+    .venv/bin/python reliability/differential.py --before 8ac9c74 --after HEAD
+    .venv/bin/python reliability/differential.py --before main --after /work/wt-x \\
+        --backend sqlite-file --histories 50 --seed 7
+
+Exit status: 0 when both sides agree on every backend, 1 on any difference (the first
+ones are printed: backend, history, step, what differed), 2 when the harness itself
+failed (a side crashed, or the two sides were given different histories).
+
+Two things are held still rather than compared, both only on PostgreSQL: when each
+migration was applied (the database's own clock), and the order in which an eviction
+pass's ``UPDATE`` / ``DELETE ... RETURNING`` hands its rows to the engine, which
+PostgreSQL does not fix (the player sorts them; reliability/_differential_play.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PLAYER = HERE / "_differential_play.py"
+BACKENDS = ("sqlite-file", "sqlite-memory", "postgres")
+
+
+def source_of(side: str, into: Path, repo: Path) -> Path:
+    """The ``src`` directory of a side: a directory as given, else ``git archive REV src``."""
+    given = Path(side)
+    for candidate in (given / "src", given):
+        if (candidate / "oncebox" / "__init__.py").is_file():
+            return candidate.resolve()
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", side, "src"],
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise SystemExit(
+            f"{side!r} is neither a source tree nor a revision of {repo}: "
+            f"{archive.stderr.decode(errors='replace').strip()}"
+        )
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=_bytes_io(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def _bytes_io(data: bytes) -> Any:
+    import io
+
+    return io.BytesIO(data)
+
+
+def revision_name(side: str, repo: Path) -> str:
+    """The side as given, with its commit where it is a revision (for the report)."""
+    found = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", side],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return f"{side} ({found.stdout.strip()})" if found.returncode == 0 else side
+
+
+@contextlib.contextmanager
+def postgres(needed: bool) -> Iterator[str | None]:
+    """The admin URL of a throwaway server (stopped afterwards), when PostgreSQL is run."""
+    if not needed:
+        yield None
+        return
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pgcluster import throwaway_server
+
+    with throwaway_server("oncebox-diff-pg-") as server:
+        yield server.url("postgres")
+
+
+def play(
+    src: Path, side: str, backend: str, args: argparse.Namespace, work: Path, admin: str | None
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(HERE)])}
+    env.pop("ONCEBOX_CRASH_AT", None)
+    command = [
+        sys.executable,
+        str(PLAYER),
+        "--backend",
+        backend,
+        "--side",
+        side,
+        "--seed",
+        str(args.seed),
+        "--histories",
+        str(args.histories),
+        "--steps",
+        str(args.steps),
+        "--out",
+        str(work / f"{backend}-{side}.json"),
+    ]
+    if admin:
+        command += ["--pg-admin", admin]
+    err = (work / f"{backend}-{side}.stderr").open("wb")
+    return subprocess.Popen(command, env=env, stdout=err, stderr=err, cwd=work)
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """Where two JSON values first differ, and what each side has there."""
+    if type(a) is not type(b):
+        return path, a, b
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b)):
+            if key not in a or key not in b:
+                return f"{path}.{key}", a.get(key, "<absent>"), b.get(key, "<absent>")
+            found = first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return f"{path} (length)", len(a), len(b)
+        return None
+    return None if a == b else (path, a, b)
+
+
+def compare(before: dict[str, Any], after: dict[str, Any], backend: str) -> list[str]:
+    """Every difference between two dumps, one line each (steps first, then the end)."""
+    found: list[str] = []
+    for number, (a, b) in enumerate(zip(before["histories"], after["histories"], strict=True)):
+        if a["plan"] != b["plan"]:
+            raise SystemExit(f"harness broken: history {number} was not the same on both sides")
+        where = f"{backend} history {number}"
+        for step, (x, y) in enumerate(zip(a["steps"], b["steps"], strict=True)):
+            diff = first_difference(x, y)
+            if diff:
+                found.append(f"{where} step {step}: {_said(diff)}")
+        if backend == "postgres" and not (a["eviction_order_fixed"] and b["eviction_order_fixed"]):
+            found.append(f"{where}: the eviction order could not be fixed (see the player)")
+        for part in ("log", "verify", "checkpoint", "proofs"):
+            diff = first_difference(a[part], b[part])
+            if diff:
+                found.append(f"{where} at the end, {part}: {_said(diff)}")
+        for table in sorted(set(a["tables"]) | set(b["tables"])):
+            found += _table_differences(
+                where, table, a["tables"].get(table), b["tables"].get(table)
+            )
+    return found
+
+
+def _table_differences(where: str, table: str, a: Any, b: Any) -> list[str]:
+    if a is None or b is None:
+        return [f"{where} table {table}: only {'after' if a is None else 'before'} has it"]
+    if a["columns"] != b["columns"]:
+        return [f"{where} table {table}: columns {a['columns']} before, {b['columns']} after"]
+    rows_a, rows_b = a["rows"], b["rows"]
+    if rows_a == rows_b:
+        return []
+    listed_a = {json.dumps(r) for r in rows_a}
+    listed_b = {json.dumps(r) for r in rows_b}
+    only_a = [r for r in rows_a if json.dumps(r) not in listed_b]
+    only_b = [r for r in rows_b if json.dumps(r) not in listed_a]
+    line = f"{where} table {table}: {len(rows_a)} rows before, {len(rows_b)} after"
+    line += f"; {len(only_a)} only before, {len(only_b)} only after"
+    columns = a["columns"]
+    paired = {json.dumps(r[0]): r for r in only_b if r}
+    for row in only_a[:1]:
+        other = paired.get(json.dumps(row[0])) if row else None
+        if other is not None:  # the same first column (the id, mostly): what changed in it
+            changed = [
+                f"{c} {_short(x, 80)} before / {_short(y, 80)} after"
+                for c, x, y in zip(columns, row, other, strict=True)
+                if x != y
+            ]
+            return [f"{line}\n      {columns[0]}={_short(row[0], 80)}: " + "; ".join(changed)]
+    for label, rows in (("before", only_a), ("after", only_b)):
+        if rows:
+            shown = dict(zip(columns, rows[0], strict=True))
+            line += f"\n      first only {label}: {_short(shown, 400)}"
+    return [line]
+
+
+def _said(diff: tuple[str, Any, Any]) -> str:
+    path, a, b = diff
+    return f"{path or '(whole value)'}: before {_short(a)} / after {_short(b)}"
+
+
+def _short(value: Any, width: int = 160) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def figures(dump: dict[str, Any]) -> tuple[int, int, int]:
+    """(histories, deliveries, steps) one side played."""
+    histories = dump["histories"]
+    return (
+        len(histories),
+        sum(h["deliveries"] for h in histories),
+        sum(len(h["steps"]) for h in histories),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="a directory or a git revision")
+    parser.add_argument("--after", required=True, help="a directory or a git revision")
+    parser.add_argument(
+        "--backend",
+        default=",".join(BACKENDS),
+        help=f"comma-separated, of {', '.join(BACKENDS)} (default: all)",
+    )
+    parser.add_argument("--histories", type=int, default=20, help="per backend (default 20)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=70, help="calls per history (default 70)")
+    parser.add_argument("--show", type=int, default=10, help="differences printed per backend")
+    parser.add_argument("--repo", type=Path, default=ROOT, help="where revisions are looked up")
+    parser.add_argument("--keep", type=Path, help="keep the dumps in this directory")
+    args = parser.parse_args(argv)
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        parser.error(f"unknown backend {unknown}: choose from {', '.join(BACKENDS)}")
+    work = Path(tempfile.mkdtemp(prefix="oncebox-differential-"))
+    try:
+        sides = {
+            side: source_of(getattr(args, side), work / side, args.repo)
+            for side in ("before", "after")
+        }
+        print(f"before: {revision_name(args.before, args.repo)}  {sides['before']}")
+        print(f"after:  {revision_name(args.after, args.repo)}  {sides['after']}")
+        print(f"seed {args.seed}, {args.histories} histories of {args.steps} calls per backend")
+        differences = 0
+        with postgres("postgres" in backends) as admin:
+            for backend in backends:
+                differences += run_backend(backend, sides, args, work, admin)
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for dump in work.glob("*.json"):
+                shutil.copy(dump, args.keep / dump.name)
+        print("IDENTICAL" if not differences else f"DIFFERENT: {differences} differences")
+        return 1 if differences else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_backend(
+    backend: str, sides: dict[str, Path], args: argparse.Namespace, work: Path, admin: str | None
+) -> int:
+    started = time.monotonic()
+    children = {side: play(src, side, backend, args, work, admin) for side, src in sides.items()}
+    for side, child in children.items():
+        if child.wait() != 0:
+            err = (work / f"{backend}-{side}.stderr").read_text(errors="replace")
+            print(f"harness broken: the {side} side failed on {backend}:\n{err[-3000:]}")
+            raise SystemExit(2)
+    before, after = (json.loads((work / f"{backend}-{s}.json").read_text()) for s in sides)
+    found = compare(before, after, backend)
+    histories, deliveries, steps = figures(before)
+    tables = sum(len(h["tables"]) for h in before["histories"])
+    print(
+        f"{backend}: {histories} histories, {deliveries} deliveries, {steps} steps, "
+        f"{tables} tables compared: {len(found)} differences "
+        f"({time.monotonic() - started:.0f} s)"
+    )
+    for line in found[: args.show]:
+        print(f"  {line}")
+    if len(found) > args.show:
+        print(f"  ... and {len(found) - args.show} more")
+    return len(found)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
