@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -41,7 +42,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -61,20 +62,18 @@ def source_of(side: str, into: Path, repo: Path) -> Path:
         check=False,
     )
     if archive.returncode != 0:
-        raise SystemExit(
-            f"{side!r} is neither a source tree nor a revision of {repo}: "
-            f"{archive.stderr.decode(errors='replace').strip()}"
-        )
+        why = archive.stderr.decode(errors="replace").strip()
+        broken(f"{side!r} is neither a source tree nor a revision of {repo}: {why}")
     into.mkdir(parents=True)
-    with tarfile.open(fileobj=_bytes_io(archive.stdout)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(into, filter="data")
     return into / "src"
 
 
-def _bytes_io(data: bytes) -> Any:
-    import io
-
-    return io.BytesIO(data)
+def broken(why: str) -> NoReturn:
+    """The harness cannot compare: exit 2, never 1 (which says the sides differ)."""
+    print(f"harness broken: {why}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def revision_name(side: str, repo: Path) -> str:
@@ -156,7 +155,7 @@ def compare(before: dict[str, Any], after: dict[str, Any], backend: str) -> list
     found: list[str] = []
     for number, (a, b) in enumerate(zip(before["histories"], after["histories"], strict=True)):
         if a["plan"] != b["plan"]:
-            raise SystemExit(f"harness broken: history {number} was not the same on both sides")
+            broken(f"history {number} was not the same calls on both sides")
         where = f"{backend} history {number}"
         for step, (x, y) in enumerate(zip(a["steps"], b["steps"], strict=True)):
             diff = first_difference(x, y)
@@ -275,11 +274,11 @@ def run_backend(
 ) -> int:
     started = time.monotonic()
     children = {side: play(src, side, backend, args, work, admin) for side, src in sides.items()}
-    for side, child in children.items():
-        if child.wait() != 0:
+    codes = {side: child.wait() for side, child in children.items()}
+    for side, code in codes.items():
+        if code != 0:
             err = (work / f"{backend}-{side}.stderr").read_text(errors="replace")
-            print(f"harness broken: the {side} side failed on {backend}:\n{err[-3000:]}")
-            raise SystemExit(2)
+            broken(f"the {side} side failed on {backend} (exit {code}):\n{err[-3000:]}")
     before, after = (json.loads((work / f"{backend}-{s}.json").read_text()) for s in sides)
     found = compare(before, after, backend)
     histories, deliveries, steps = figures(before)
