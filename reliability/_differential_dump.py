@@ -125,8 +125,8 @@ def tables(box: Any, backend: str) -> dict[str, Any]:
 def _row_order(row: list[Any]) -> tuple[bool, int, str]:
     """By the first column where it is a number (the id, mostly), then by every value."""
     first = row[0] if row else None
-    numbered = isinstance(first, int) and not isinstance(first, bool)
-    return (not numbered, first if numbered else 0, json.dumps(row, sort_keys=True))
+    number = first if isinstance(first, int) and not isinstance(first, bool) else None
+    return (number is None, number or 0, json.dumps(row, sort_keys=True))
 
 
 def fix_eviction_order(box: Any) -> bool:

@@ -19,7 +19,7 @@ import os
 import random
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -102,7 +102,11 @@ class Player:
             return outcome(lambda: box.ingest(step[1], self.delivery(step[2])).to_dict())
         if kind in ("batch", "all", "each"):
             items = [self.delivery(item) for item in step[2]]
-            call = {"batch": box.ingest_batch, "all": box.ingest_all, "each": box.ingest_each}
+            call: dict[str, Callable[[str, list[oncebox.Delivery]], Sequence[Any]]] = {
+                "batch": box.ingest_batch,
+                "all": box.ingest_all,
+                "each": box.ingest_each,
+            }
             return outcome(
                 lambda: [
                     d.to_dict()
@@ -117,7 +121,7 @@ class Player:
                 self.tokens.setdefault(step[1], []).append(got["ok"]["token"])
             return got
         if kind == "release":
-            return outcome(lambda: box.release("feed", step[1], self.token(step[1], step[2])))
+            return outcome(lambda: box.release("feed", step[1], self.token(step[1], step[2]) or 0))
         if kind == "advance":
             self.clock.advance(step[1])
             return self.clock.now
@@ -239,7 +243,7 @@ class Player:
     def finish(self) -> dict[str, Any]:
         box = self.box
         entries = box.log_entries(1, 1_000_000)
-        accepted = sorted({e.record_id for e in entries if getattr(e, "record_id", None)})
+        accepted = sorted({e.record_id for e in entries if e.record_id is not None})
         size = len(entries)
         proofs = [outcome(partial(box.prove, r)) for r in accepted[:1] + accepted[-1:]]
         proofs.append(outcome(lambda: box.prove_consistency(max(1, size // 2), size)))

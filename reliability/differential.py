@@ -178,7 +178,10 @@ def _table_differences(where: str, table: str, a: Any, b: Any) -> list[str]:
     if a is None or b is None:
         return [f"{where} table {table}: only {'after' if a is None else 'before'} has it"]
     if a["columns"] != b["columns"]:
-        return [f"{where} table {table}: columns {a['columns']} before, {b['columns']} after"]
+        gone = [c for c in a["columns"] if c not in b["columns"]]
+        new = [c for c in b["columns"] if c not in a["columns"]]
+        what = f"only before {gone}, only after {new}" if gone or new else "in another order"
+        return [f"{where} table {table}: columns differ: {what}"]
     rows_a, rows_b = a["rows"], b["rows"]
     if rows_a == rows_b:
         return []
