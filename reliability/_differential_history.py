@@ -217,6 +217,9 @@ WEIGHTS = {
 }
 
 
+RECONCILING = ("once", "claim", "takeover", "complete", "fail")
+
+
 def history(seed: int, number: int, steps: int = 70) -> tuple[bool, list[Step]]:
     """(seal inline at first, the steps) of history ``number`` under ``seed``."""
     rng = random.Random(f"oncebox-differential:{seed}:{number}")
@@ -268,13 +271,15 @@ def history(seed: int, number: int, steps: int = 70) -> tuple[bool, list[Step]]:
                 )
             )
         elif kind == "reconcile":
-            plan.append(
-                (
-                    "reconcile",
-                    rng.choice(("w1", "w2")),
-                    rng.choice(("once", "claim", "complete", "fail")),
-                )
-            )
+            worker, mode = rng.choice(("w1", "w2")), rng.choice(RECONCILING)
+            if mode == "takeover":  # a claim run out, taken over, then completed: stale
+                other = "w2" if worker == "w1" else "w1"
+                plan.append(("reconcile", worker, "claim"))
+                plan.append(("advance", 31.0))
+                plan.append(("reconcile", other, "takeover"))
+                plan.append(("reconcile", worker, "complete"))
+            else:
+                plan.append(("reconcile", worker, mode))
         else:
             plan.append((kind,))
     plan.append(("seal",))

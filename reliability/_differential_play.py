@@ -232,6 +232,9 @@ class Player:
             return got
         if not self.tickets:
             return "no ticket"
+        if mode == "takeover":  # the oldest ticket's key, claimed by this worker by name
+            wanted = self.tickets[0].key
+            return outcome(lambda: self.reconciler(worker).begin_refresh(wanted), self.tickets)
         ticket = self.tickets.pop(0)
         key = tuple(ticket.key)
         return outcome(

@@ -40,6 +40,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -229,6 +230,27 @@ def figures(dump: dict[str, Any]) -> tuple[int, int, int]:
     )
 
 
+def outcomes(dump: dict[str, Any]) -> Counter[str]:
+    """How often each verdict came back and errors were raised: what the histories did."""
+    seen: Counter[str] = Counter()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "verdict" in value and "may_ack" in value:
+                seen[value["verdict"]] += 1
+            elif "error" in value and "message" in value:
+                seen["errors raised"] += 1
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    for history in dump["histories"]:
+        walk(history["steps"])
+    return seen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="a directory or a git revision")
@@ -291,6 +313,7 @@ def run_backend(
         f"{tables} tables compared: {len(found)} differences "
         f"({time.monotonic() - started:.0f} s)"
     )
+    print("  " + ", ".join(f"{name} {n}" for name, n in sorted(outcomes(before).items())))
     for line in found[: args.show]:
         print(f"  {line}")
     if len(found) > args.show:
