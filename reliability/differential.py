@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import json
 import os
 import shutil
@@ -128,27 +129,41 @@ def play(
     return subprocess.Popen(command, env=env, stdout=err, stderr=err, cwd=work)
 
 
-def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
-    """Where two JSON values first differ, and what each side has there."""
+Difference = tuple[str, Any, Any]
+
+
+def differences(a: Any, b: Any, path: str = "") -> Iterator[Difference]:
+    """Where two JSON values differ (a path), and what each side has there, in the order
+    they were dumped (a decision's verdict before its detail, a log entry's state before
+    its hash)."""
     if type(a) is not type(b):
-        return path, a, b
-    if isinstance(a, dict):
-        for key in sorted(set(a) | set(b)):
+        yield path, a, b
+    elif isinstance(a, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
             if key not in a or key not in b:
-                return f"{path}.{key}", a.get(key, "<absent>"), b.get(key, "<absent>")
-            found = first_difference(a[key], b[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(a, list):
+                yield f"{path}.{key}", a.get(key, "<absent>"), b.get(key, "<absent>")
+            else:
+                yield from differences(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list):
         for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            found = first_difference(x, y, f"{path}[{i}]")
-            if found:
-                return found
+            yield from differences(x, y, f"{path}[{i}]")
         if len(a) != len(b):
-            return f"{path} (length)", len(a), len(b)
+            yield f"{path} (length)", len(a), len(b)
+    elif a != b:
+        yield path, a, b
+
+
+def first_difference(a: Any, b: Any) -> Difference | None:
+    return next(differences(a, b), None)
+
+
+def _said_first(a: Any, b: Any, most: int = 3) -> str | None:
+    """The first few differences of a value, or None when there is none."""
+    found = list(itertools.islice(differences(a, b), most + 1))
+    if not found:
         return None
-    return None if a == b else (path, a, b)
+    said = "; ".join(_said(diff) for diff in found[:most])
+    return said + ("; ..." if len(found) > most else "")
 
 
 def compare(before: dict[str, Any], after: dict[str, Any], backend: str) -> list[str]:
@@ -159,15 +174,15 @@ def compare(before: dict[str, Any], after: dict[str, Any], backend: str) -> list
             broken(f"history {number} was not the same calls on both sides")
         where = f"{backend} history {number}"
         for step, (x, y) in enumerate(zip(a["steps"], b["steps"], strict=True)):
-            diff = first_difference(x, y)
-            if diff:
-                found.append(f"{where} step {step}: {_said(diff)}")
+            said = _said_first(x, y)
+            if said:
+                found.append(f"{where} step {step}: {said}")
         if backend == "postgres" and not (a["eviction_order_fixed"] and b["eviction_order_fixed"]):
-            found.append(f"{where}: the eviction order could not be fixed (see the player)")
+            broken(f"{where}: a side's eviction order could not be held still (see the player)")
         for part in ("log", "verify", "checkpoint", "proofs"):
-            diff = first_difference(a[part], b[part])
-            if diff:
-                found.append(f"{where} at the end, {part}: {_said(diff)}")
+            said = _said_first(a[part], b[part], most=1)
+            if said:
+                found.append(f"{where} at the end, {part}: {said}")
         for table in sorted(set(a["tables"]) | set(b["tables"])):
             found += _table_differences(
                 where, table, a["tables"].get(table), b["tables"].get(table)
@@ -305,6 +320,9 @@ def run_backend(
             err = (work / f"{backend}-{side}.stderr").read_text(errors="replace")
             broken(f"the {side} side failed on {backend} (exit {code}):\n{err[-3000:]}")
     before, after = (json.loads((work / f"{backend}-{s}.json").read_text()) for s in sides)
+    for side, dump in (("before", before), ("after", after)):
+        if not Path(dump["oncebox"]).is_relative_to(sides[side]):
+            broken(f"the {side} side ran the oncebox at {dump['oncebox']}, not {sides[side]}")
     found = compare(before, after, backend)
     histories, deliveries, steps = figures(before)
     tables = sum(len(h["tables"]) for h in before["histories"])
