@@ -214,6 +214,8 @@ WEIGHTS = {
     "forward": 3,
     "reconcile": 3,
     "reopen": 2,
+    "read": 4,
+    "bulk": 2,
 }
 
 
@@ -280,8 +282,13 @@ def history(seed: int, number: int, steps: int = 70) -> tuple[bool, list[Step]]:
                 plan.append(("reconcile", worker, "complete"))
             else:
                 plan.append(("reconcile", worker, mode))
+        elif kind == "read":
+            plan.append(("read", inbox, f"rec{rng.randint(0, 3)}-{rng.randint(1, 12)}"))
+        elif kind == "bulk":
+            plan.append(("bulk", inbox, rng.choice(("replay", "archive", "keep", "accept"))))
         else:
             plan.append((kind,))
+    plan.append(("read", "ussd", "rec1-1"))
     plan.append(("seal",))
     plan.append(("recover",))
     return rng.random() < 0.5, plan

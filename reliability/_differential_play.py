@@ -145,6 +145,10 @@ class Player:
             return self.forward(*step[1:])
         if kind == "reconcile":
             return self.reconcile(*step[1:])
+        if kind == "read":
+            return self.read(step[1], step[2])
+        if kind == "bulk":
+            return self.bulk(step[1], step[2])
         if kind == "reopen":
             if not self.reopenable:
                 return "in memory: not reopened"
@@ -193,6 +197,32 @@ class Player:
                 key=key,
             )
         )
+
+    def read(self, inbox: str, key: str) -> Any:
+        """What operators and consumers read: counts, ledgers, pages, a key's story."""
+        box = self.box
+        reads: dict[str, Callable[[], Any]] = {
+            "stats": lambda: box.stats(inbox),
+            "records": lambda: box.records(inbox, order="oldest", limit=20),
+            "feed": lambda: box.feed(inbox, after=0, limit=20),
+            "letters": lambda: box.dead_letter_counts(inbox),
+            "quarantined": lambda: box.quarantined(inbox, None, limit=20),
+            "lookup": lambda: box.lookup(inbox, key),
+        }
+        if inbox in ("ussd", "orders"):
+            reads["triage"] = lambda: box.triage(inbox)
+        if inbox == "listing":
+            reads["work"] = lambda: box.work_keys("listing")
+        return {name: outcome(read) for name, read in reads.items()}
+
+    def bulk(self, inbox: str, what: str) -> Any:
+        box = self.box
+        if what in ("keep", "accept"):
+            return outcome(lambda: box.bulk_resolve(inbox, what, "in bulk", "ops", limit=3))
+        filters = box.letter_filter([inbox], status="open")
+        if what == "replay":
+            return outcome(lambda: box.bulk_replay([inbox], filters, "ops", limit=3))
+        return outcome(lambda: box.bulk_archive([inbox], filters, "ops", "aside", limit=3))
 
     def consume(self, holder: str, limit: int, mode: str) -> Any:
         out: dict[str, Any] = {}
