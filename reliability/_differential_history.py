@@ -227,6 +227,12 @@ def history(seed: int, number: int, steps: int = 70) -> tuple[bool, list[Step]]:
     rng = random.Random(f"oncebox-differential:{seed}:{number}")
     make = Maker(rng)
     plan: list[Step] = [("lease", scope, 300.0) for scope in FEED_SCOPES]
+    # Every history opens on a lease's last instant: a write at its expiry is taken, one
+    # a millisecond later is not (the fence's boundary, where an off-by-one would hide).
+    probe = {"body": f"probe-{number}", "snapshot_id": "s2", "lease": "current"}
+    plan += [("lease", "s2", 2.0), ("advance", 2.0), ("ingest", "feed", probe)]
+    plan += [("advance", 0.001), ("ingest", "feed", dict(probe, body=f"late-{number}"))]
+    plan.append(("lease", "s2", 300.0))
     names, weights = list(WEIGHTS), list(WEIGHTS.values())
     for _ in range(steps):
         kind = rng.choices(names, weights)[0]

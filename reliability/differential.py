@@ -36,6 +36,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -282,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=ROOT, help="where revisions are looked up")
     parser.add_argument("--keep", type=Path, help="keep the dumps in this directory")
     args = parser.parse_args(argv)
+    # Stopped from outside: leave as from an interrupt, the sides and the server stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown or not backends:
@@ -314,7 +317,13 @@ def run_backend(
 ) -> int:
     started = time.monotonic()
     children = {side: play(src, side, backend, args, work, admin) for side, src in sides.items()}
-    codes = {side: child.wait() for side, child in children.items()}
+    try:
+        codes = {side: child.wait() for side, child in children.items()}
+    finally:  # interrupted: no side left running (the server stops on the way out)
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
     for side, code in codes.items():
         if code != 0:
             err = (work / f"{backend}-{side}.stderr").read_text(errors="replace")
