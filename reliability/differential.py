@@ -268,7 +268,11 @@ def outcomes(dump: dict[str, Any]) -> Counter[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n" + __doc__.split("\n\n")[3] + "\n\n" + __doc__.split("\n\n")[4],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--before", required=True, help="a directory or a git revision")
     parser.add_argument("--after", required=True, help="a directory or a git revision")
     parser.add_argument(
@@ -277,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated, of {', '.join(BACKENDS)} (default: all)",
     )
     parser.add_argument("--histories", type=int, default=20, help="per backend (default 20)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="the histories' seed (default 1)")
     parser.add_argument("--steps", type=int, default=70, help="calls per history (default 70)")
     parser.add_argument("--show", type=int, default=10, help="differences printed per backend")
     parser.add_argument("--repo", type=Path, default=ROOT, help="where revisions are looked up")
