@@ -131,8 +131,9 @@ def _row_order(row: list[Any]) -> tuple[bool, int, str]:
 
 def fix_eviction_order(box: Any) -> bool:
     """PostgreSQL hands an eviction pass's rows back (``UPDATE`` / ``DELETE ...
-    RETURNING``) in no fixed order, and the engine logs them in that order: a run-to-run
-    difference seen on the old code as on the new. The player sorts exactly those two
+    RETURNING``) in no fixed order where records were first seen at the same instant,
+    and the engine logs them in that order: a run-to-run difference, seen on the old
+    code as on the new. The player sorts exactly those two
     statements' rows by (first seen, record id), the order SQLite gives, before the
     engine sees them, on both sides alike. False if the store has no ``_rows`` to wrap."""
     with box.store.reading() as tx:
