@@ -68,6 +68,7 @@ import apsw
 
 import oncebox
 import slowdisk
+import turns
 from oncebox.formats.webhooks import sign_standard_webhooks, standard_secret
 from synthetic import json_body
 
@@ -90,6 +91,7 @@ TARGET_BATCH_VS_LIBRARY = 0.5  # batched HTTP >= 0.5 x the library's batched rat
 TARGET_BATCH_P99_VS_LIBRARY = 2.0  # a batch's p99 <= 2 x the library's, same concurrency
 TARGET_WORKERS_VS_ONE = 1.0  # --workers N single deliveries above one worker's (issue 12)
 GENERAL_ROUTE = False  # --general-route: the servers run without the hot route
+TURNS: Path | None = None  # --turns: where the servers time their write turns
 
 
 # -- an emulated slower disk (bench/slowdisk.py) ---------------------------------------
@@ -98,7 +100,9 @@ def store_url(path: Path | str, delay_ms: float) -> str:
 
 
 # -- the server process --------------------------------------------------------------------
-def serve_child(db: str, delay_ms: float, workers: int, general: bool = False) -> None:
+def serve_child(
+    db: str, delay_ms: float, workers: int, general: bool = False, turns_in: str | None = None
+) -> None:
     """The child: the product app plus a no-op route, on uvicorn, on a free port, in
     ``workers`` processes (as ``oncebox serve --workers`` runs them); ``general``: the
     delivery route through the framework's router, as before the hot route."""
@@ -145,6 +149,8 @@ def serve_child(db: str, delay_ms: float, workers: int, general: bool = False) -
         )
         return app
 
+    if turns_in:  # before the fork: every worker times its own turns
+        turns.record(Path(turns_in))
     # As `oncebox serve` runs it: one process, or N workers on SO_REUSEPORT sockets.
     server.run_workers(make_app, workers, port=0, ready=lambda port: print(port, flush=True))
 
@@ -161,6 +167,7 @@ def _holds_deliveries(route: Any) -> bool:
 def server(db: Path, log: Path, delay_ms: float, workers: int = 1) -> Iterator[int]:
     command = [sys.executable, __file__, "--_serve", str(db), "--sync-delay-ms", str(delay_ms)]
     command += ["--general-route"] if GENERAL_ROUTE else []
+    command += ["--turns-in", str(TURNS)] if TURNS else []
     with log.open("w") as err:
         child = subprocess.Popen(
             [*command, "--workers", str(workers)],
@@ -439,17 +446,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="deliveries through the framework's router, without the hot route (as before)",
     )
+    parser.add_argument(
+        "--turns",
+        action="store_true",
+        help="time every write turn in the servers, and print for each single-delivery case "
+        "how long the write lock was held and waited for, and the servers' CPU a request "
+        "(bench/turns.py)",
+    )
+    parser.add_argument("--turns-in", help=argparse.SUPPRESS)
     parser.add_argument("--_serve", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global GENERAL_ROUTE
     GENERAL_ROUTE = args.general_route
     if args._serve:
-        serve_child(args._serve, args.sync_delay_ms, args.workers, args.general_route)
+        serve_child(
+            args._serve, args.sync_delay_ms, args.workers, args.general_route, args.turns_in
+        )
         return 0
     slow = slowdisk.SlowSync(args.sync_delay_ms / 1000) if args.sync_delay_ms else None
 
     table: TextIO = sys.stderr if args.json else sys.stdout
     work = Path(tempfile.mkdtemp(prefix="oncebox-http-bench-", dir=args.dir))
+    global TURNS
+    TURNS = work / "turns" if args.turns else None
     try:
         result = run(args, work, table)
     finally:
@@ -503,7 +522,10 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
             )
             say(line(runs["noop"]))
             bodies = [json_body(i) for i in warm_ids]
-            await load("warm", port, f"/v1/inboxes/{INBOX}/deliveries", bodies, auth, args.clients)
+            warm_run = await load(
+                "warm", port, f"/v1/inboxes/{INBOX}/deliveries", bodies, auth, args.clients
+            )
+            traced = Traced(warm_run)
             transactions = await metric(port, auth, "oncebox_group_commit_transactions")
             delivered = await metric(port, auth, "oncebox_group_commit_deliveries")
             bodies = [json_body(i) for i in single_ids]
@@ -517,6 +539,7 @@ def run(args: argparse.Namespace, work: Path, out: TextIO) -> dict[str, Any]:
                 check=expect_accepted,
             )
             say(line(runs["single"]))
+            traced.say(runs["single"], say)
             after_tx = await metric(port, auth, "oncebox_group_commit_transactions")
             after_del = await metric(port, auth, "oncebox_group_commit_deliveries")
             if None not in (transactions, delivered, after_tx, after_del):
@@ -700,7 +723,7 @@ async def worker_cases(
     say(line(runs["noop_workers"]))
     path = f"/v1/inboxes/{INBOX}/deliveries"
     bodies = [json_body(i) for i in range(args.warmup)]
-    await load("warm", port, path, bodies, auth, args.clients)
+    traced = Traced(await load("warm", port, path, bodies, auth, args.clients))
     bodies = [json_body(i) for i in range(10_000_000, 10_000_000 + args.n)]
     name = f"single, {args.workers} workers"
     runs["single_workers"] = await load(
@@ -708,6 +731,24 @@ async def worker_cases(
     )
     say(line(runs["single_workers"]))
     say(f"  answered by: {runs['single_workers'].workers}")
+    traced.say(runs["single_workers"], say)
+
+
+class Traced:
+    """With --turns: the write turns and server CPU of the run that starts right after
+    ``warm`` (whose answers name the server's worker processes)."""
+
+    def __init__(self, warm: Run) -> None:
+        self.pids = [int(pid) for pid in warm.workers if pid.isdigit()]
+        self.start = time.monotonic()
+        self.cpu = turns.cpu(self.pids) if TURNS and self.pids else None
+
+    def say(self, run: Run, say: Any) -> None:
+        if TURNS is None or self.cpu is None:
+            return
+        for text in turns.turns(TURNS, self.start, time.monotonic()):
+            say(text)
+        say(turns.cpu_line(self.cpu, turns.cpu(self.pids), run.requests))
 
 
 def line(run: Run) -> str:

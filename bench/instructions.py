@@ -101,13 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1000)
     args = p.parse_args(argv)
     side, mode, kind = args.case.rsplit("-", 2)
-    tmp = tempfile.mkdtemp(prefix="oncebox-instructions-")
-    run = naive_pass(tmp, args.n) if side == "naive" else oncebox_pass(side, tmp, args.n)
-    if kind == "dup":
-        run(args.batch)  # the first pass, not counted
-    instrument("on")
-    run(1 if mode == "single" else args.batch)
-    instrument("off")
+    with tempfile.TemporaryDirectory(prefix="oncebox-instructions-") as tmp:
+        run = naive_pass(tmp, args.n) if side == "naive" else oncebox_pass(side, tmp, args.n)
+        if kind == "dup":
+            run(args.batch)  # the first pass, not counted
+        instrument("on")
+        run(1 if mode == "single" else args.batch)
+        instrument("off")
     print(f"{args.case}: {args.n} deliveries counted", file=sys.stderr)
     return 0
 

@@ -19,6 +19,7 @@ or a profile can say which statements a delivery costs.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import tempfile
 import threading
@@ -139,3 +140,4 @@ class TurnCounter:
     def close(self) -> None:
         self._closed = True
         self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,10 +1,30 @@
-"""``POST /v1/inboxes/{inbox}/batch``: many deliveries, one transaction, one decision each."""
+"""``POST /v1/inboxes/{inbox}/batch``: many deliveries, one transaction, one decision each.
+
+A batch is a thousand deliveries or so, and the event loop serves every other request of
+the worker meanwhile: so everything done per line (splitting the body, reading each
+line's envelope) and per decision (the answer's JSON) happens in the worker thread that
+decides the batch, not on the loop. The answer is written straight from the decisions,
+each value by the standard library's C JSON writers, in :class:`DecisionOut`'s member
+order, rather than through a pydantic model per decision (``Decision.to_dict``'s deep
+copy and the model's validation cost about as much as deciding the batch: bench/README.md,
+"HTTP"). The bytes are the model's (``tests/test_batch_answer.py``); a decision the
+writers cannot write is answered by the model, as before.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring
+from operator import attrgetter
+from types import NoneType, UnionType
+from typing import Any, get_args, get_type_hints
+
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
 
+from oncebox.domain import Decision, Verdict
+from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.surfaces.http.access import InboxName, Served
 from oncebox.surfaces.http.auth import Authed, needs
@@ -27,6 +47,29 @@ LINE_FORMS = (
     "`snapshot_id`, `delivery_id` and `lease_token`."
 )
 router = APIRouter(tags=["batches"])
+JSON = "application/json"
+# A decision's members, in the order the response model writes them, and how each one's
+# value is written there, by its type (as the model writes it: strings escaped as JSON's,
+# UTF-8 left as it is). Each writer is a C function: no Python call per value. A value of
+# a type its member does not declare (a bool for an id) is the model's to convert.
+MEMBERS = tuple(DecisionOut.model_fields)
+_MEMBERS_OF = attrgetter(*MEMBERS)
+_OBJECT = "{" + ",".join(f'"{name}":%s' for name in MEMBERS) + "}"
+_WRITE: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring,
+    Verdict: encode_basestring,  # a StrEnum: its text is its value
+    int: int.__repr__,
+    bool: ("false", "true").__getitem__,
+    NoneType: {None: "null"}.__getitem__,
+}
+
+
+def _writers(declared: Any) -> dict[type, Callable[[Any], str]]:
+    types = get_args(declared) if isinstance(declared, UnionType) else (declared,)
+    return {kind: _WRITE[kind] for kind in types}
+
+
+_WRITERS = tuple(_writers(get_type_hints(Decision)[name]) for name in MEMBERS)
 
 
 DOCUMENTED = {
@@ -65,26 +108,54 @@ DOCUMENTED = {
     openapi_extra=DOCUMENTED,
 )
 @needs(TokenScope.WRITE, on_inbox=True)
-async def deliver_batch(inbox: InboxName, who: Authed, svc: Served, request: Request) -> BatchOut:
+async def deliver_batch(
+    inbox: InboxName, who: Authed, svc: Served, request: Request
+) -> Response | BatchOut:
     """Decide a batch of deliveries in one transaction; each gets the decision it would
     have got alone, in the batch's order. A delivery whose apply step fails is answered
     `rejected`, reason `apply_failed`, `may_ack` false (nothing of it stored); the others
     are decided all the same."""
     codec = svc.box.inbox(inbox).codec.name
     media = request.headers.get("content-type", NDJSON).split(";")[0].strip().lower()
+    decisions, answer = await run_in_threadpool(
+        decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit
+    )
+    if answer is None:  # a value batch_json does not write: the response model's turn
+        return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
+    return Response(answer, media_type=JSON)
+
+
+def decide_body(
+    box: Oncebox, inbox: str, codec: str, media: str, body: bytes, limit: int
+) -> tuple[list[Decision], bytes | None]:
+    """In a worker thread: the body's lines, their decisions, and the answer's bytes
+    (None where :func:`batch_json` cannot write them)."""
     if media == "application/json":
         try:
-            lines = split_json_array(who.body)
+            lines = split_json_array(body)
         except ValueError as exc:
             raise ProblemError(400, "bad-batch", str(exc)) from None
     else:
-        lines = [line for line in who.body.split(b"\n") if line.strip()]
-    if len(lines) > svc.batch_limit:
+        lines = [line for line in body.split(b"\n") if line.strip()]
+    if len(lines) > limit:
         raise ProblemError(
-            413,
-            "too-many",
-            f"{len(lines)} deliveries; a batch holds at most {svc.batch_limit}",
+            413, "too-many", f"{len(lines)} deliveries; a batch holds at most {limit}"
         )
-    deliveries = [delivery_from_line(codec, line) for line in lines]
-    decisions = await run_in_threadpool(svc.box.ingest_all, inbox, deliveries)
-    return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
+    decisions = box.ingest_all(inbox, [delivery_from_line(codec, line) for line in lines])
+    return decisions, batch_json(decisions)
+
+
+def batch_json(decisions: Sequence[Decision]) -> bytes | None:
+    """``BatchOut`` of these decisions as the response model writes it; None where a
+    value is of a type its member does not declare, or a text cannot be written as
+    UTF-8 (a lone surrogate), for the model to answer as it did."""
+    try:
+        objects = ",".join([_object(decision) for decision in decisions])
+        return ('{"decisions":[' + objects + "]}").encode()
+    except (KeyError, UnicodeEncodeError):
+        return None
+
+
+def _object(decision: Decision) -> str:
+    values = zip(_WRITERS, _MEMBERS_OF(decision), strict=True)
+    return _OBJECT % tuple([writers[type(value)](value) for writers, value in values])
