@@ -1,0 +1,179 @@
+"""reliability/differential.py, the speed rounds' safety net, must see what it is for.
+
+The same tree on both sides agrees; a copy of ``src`` with one line rewritten (a lease
+that runs out at its expiry instant rather than just after it) is reported, with the
+history and step where it first shows. SQLite only, a few histories: about 10 s.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "reliability" / "differential.py"
+sys.path.insert(0, str(ROOT / "reliability"))
+
+from _differential_history import cksum, fingerprint, frame, history  # noqa: E402
+from differential import first_difference  # noqa: E402
+
+FENCE = ROOT / "src" / "oncebox" / "engine" / "fence.py"
+EXPIRY_RULE = "    if now > lease.expires_at:\n"
+
+
+def differential(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--seed", "1", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def copy_of_src(into: Path) -> Path:
+    shutil.copytree(ROOT / "src", into / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    return into
+
+
+def test_the_same_tree_on_both_sides_is_identical(tmp_path: Path) -> None:
+    copy = copy_of_src(tmp_path / "copy")
+    ran = differential(
+        "--before",
+        str(ROOT),
+        "--after",
+        str(copy),
+        "--backend",
+        "sqlite-memory,sqlite-file",
+        "--histories",
+        "2",
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "sqlite-memory: 2 histories" in ran.stdout
+    assert "sqlite-file: 2 histories" in ran.stdout
+    assert ran.stdout.rstrip().endswith("IDENTICAL")
+
+
+def test_a_lease_expiring_at_its_instant_is_reported(tmp_path: Path) -> None:
+    broken = copy_of_src(tmp_path / "broken")
+    fence = broken / "src" / "oncebox" / "engine" / "fence.py"
+    text = fence.read_text()
+    assert text.count(EXPIRY_RULE) == 1, "the fence's expiry rule moved: update this test"
+    fence.write_text(text.replace(EXPIRY_RULE, "    if now >= lease.expires_at:\n"))
+    ran = differential(
+        "--before",
+        str(ROOT),
+        "--after",
+        str(broken),
+        "--backend",
+        "sqlite-memory",
+        "--histories",
+        "2",
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "DIFFERENT" in ran.stdout
+    # The first difference names its history and step, and what each side answered.
+    first = re.search(r"sqlite-memory history (\d+) step (\d+): (.*)", ran.stdout)
+    assert first is not None, ran.stdout
+    assert first[3].startswith('.ok.verdict: before "accepted" / after "rejected"; '), first[0]
+    assert '.ok.reason: before null / after "expired_lease"' in first[3], first[0]
+
+
+def test_a_table_or_a_row_only_one_side_has_is_reported(tmp_path: Path) -> None:
+    broken = copy_of_src(tmp_path / "broken")
+    schema = broken / "src" / "oncebox" / "store" / "sql" / "sqlite" / "schema.sql"
+    with schema.open("a") as extra:
+        extra.write("CREATE TABLE spare (id INTEGER PRIMARY KEY);\n")
+        extra.write("INSERT INTO meta (key, value) VALUES ('spare', 'x');\n")
+    ran = differential(
+        "--before",
+        str(ROOT),
+        "--after",
+        str(broken),
+        "--backend",
+        "sqlite-file",
+        "--histories",
+        "1",
+    )
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "sqlite-file history 0 table spare: only after has it" in ran.stdout
+    assert "sqlite-file history 0 table meta: " in ran.stdout
+    assert 'first only after: {"key": "spare", "value": "x"}' in ran.stdout
+
+
+def test_a_side_that_cannot_run_is_a_broken_harness_not_a_difference(tmp_path: Path) -> None:
+    broken = copy_of_src(tmp_path / "broken")
+    (broken / "src" / "oncebox" / "__init__.py").write_text("raise ImportError('no')\n")
+    ran = differential(
+        "--before",
+        str(ROOT),
+        "--after",
+        str(broken),
+        "--backend",
+        "sqlite-memory",
+        "--histories",
+        "1",
+    )
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "harness broken: the after side failed" in ran.stderr
+
+
+def test_a_revision_that_does_not_exist_is_refused() -> None:
+    ran = differential("--before", "no-such-revision-anywhere", "--after", str(ROOT))
+    assert ran.returncode == 2
+    assert "neither a source tree nor a revision" in ran.stderr
+
+
+def test_histories_are_the_same_calls_for_the_same_seed() -> None:
+    assert fingerprint(*history(3, 5)) == fingerprint(*history(3, 5))
+    assert fingerprint(*history(3, 5)) != fingerprint(*history(4, 5))
+    kinds = {step[0] for n in range(10) for step in history(1, n)[1]}
+    assert {
+        "ingest",
+        "batch",
+        "all",
+        "each",
+        "lease",
+        "evict",
+        "replay",
+        "resolve",
+        "consume",
+        "forward",
+        "reconcile",
+        "reopen",
+        "seal",
+        "recover",
+    } <= kinds
+
+
+def test_the_histories_own_cksum_agrees_with_the_codec() -> None:
+    """The histories compute their trailers themselves (a broken codec under test must
+    not change the calls); they must still be the trailers the codec wants."""
+    from oncebox.formats.cksum import cksum as codec_cksum
+    from oncebox.formats.ussd_h1 import make_frame
+
+    for n in range(300):
+        data = bytes(range(n % 256)) * (n // 50 + 1)
+        assert cksum(data) == codec_cksum(data)
+    assert frame(1, "Kakuma1", "MED", 3, 86) == make_frame(1, "Kakuma1", "MED", 3, 86)
+    assert frame(1, "Kakuma1", "MED", 3, 86).endswith("#89")
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "where"),
+    [
+        ({"a": [1, 2]}, {"a": [1, 3]}, ".a[1]"),
+        ({"a": [1, 2]}, {"a": [1]}, ".a (length)"),
+        ({"a": 1}, {"b": 1}, ".a"),
+        ({"a": 1}, {"a": "1"}, ".a"),
+    ],
+)
+def test_first_difference_names_the_path(before: object, after: object, where: str) -> None:
+    found = first_difference(before, after)
+    assert found is not None and found[0] == where
+    assert first_difference(before, before) is None
