@@ -36,6 +36,12 @@ def differential(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def against_root(after: Path, backends: str, histories: int) -> subprocess.CompletedProcess[str]:
+    """This tree before, ``after`` after, on ``backends``."""
+    return differential("--before", str(ROOT), "--after", str(after), "--backend", backends,
+                        "--histories", str(histories))  # fmt: skip
+
+
 def copy_of_src(into: Path) -> Path:
     shutil.copytree(ROOT / "src", into / "src", ignore=shutil.ignore_patterns("__pycache__"))
     return into
@@ -43,16 +49,7 @@ def copy_of_src(into: Path) -> Path:
 
 def test_the_same_tree_on_both_sides_is_identical(tmp_path: Path) -> None:
     copy = copy_of_src(tmp_path / "copy")
-    ran = differential(
-        "--before",
-        str(ROOT),
-        "--after",
-        str(copy),
-        "--backend",
-        "sqlite-memory,sqlite-file",
-        "--histories",
-        "2",
-    )
+    ran = against_root(copy, "sqlite-memory,sqlite-file", histories=2)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "sqlite-memory: 2 histories" in ran.stdout
     assert "sqlite-file: 2 histories" in ran.stdout
@@ -65,16 +62,7 @@ def test_a_lease_expiring_at_its_instant_is_reported(tmp_path: Path) -> None:
     text = fence.read_text()
     assert text.count(EXPIRY_RULE) == 1, "the fence's expiry rule moved: update this test"
     fence.write_text(text.replace(EXPIRY_RULE, "    if now >= lease.expires_at:\n"))
-    ran = differential(
-        "--before",
-        str(ROOT),
-        "--after",
-        str(broken),
-        "--backend",
-        "sqlite-memory",
-        "--histories",
-        "2",
-    )
+    ran = against_root(broken, "sqlite-memory", histories=2)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "DIFFERENT" in ran.stdout
     # The first difference names its history and step, and what each side answered.
@@ -90,16 +78,7 @@ def test_a_table_or_a_row_only_one_side_has_is_reported(tmp_path: Path) -> None:
     with schema.open("a") as extra:
         extra.write("CREATE TABLE spare (id INTEGER PRIMARY KEY);\n")
         extra.write("INSERT INTO meta (key, value) VALUES ('spare', 'x');\n")
-    ran = differential(
-        "--before",
-        str(ROOT),
-        "--after",
-        str(broken),
-        "--backend",
-        "sqlite-file",
-        "--histories",
-        "1",
-    )
+    ran = against_root(broken, "sqlite-file", histories=1)
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "sqlite-file history 0 table spare: only after has it" in ran.stdout
     assert "sqlite-file history 0 table meta: " in ran.stdout
@@ -109,16 +88,7 @@ def test_a_table_or_a_row_only_one_side_has_is_reported(tmp_path: Path) -> None:
 def test_a_side_that_cannot_run_is_a_broken_harness_not_a_difference(tmp_path: Path) -> None:
     broken = copy_of_src(tmp_path / "broken")
     (broken / "src" / "oncebox" / "__init__.py").write_text("raise ImportError('no')\n")
-    ran = differential(
-        "--before",
-        str(ROOT),
-        "--after",
-        str(broken),
-        "--backend",
-        "sqlite-memory",
-        "--histories",
-        "1",
-    )
+    ran = against_root(broken, "sqlite-memory", histories=1)
     assert ran.returncode == 2, ran.stdout + ran.stderr
     assert "harness broken: the after side failed" in ran.stderr
 
