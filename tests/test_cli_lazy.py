@@ -80,3 +80,18 @@ def test_a_json_command_loads_no_tables_and_no_http(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert '"ussd"' in done.stdout
     assert done.stderr.strip() == "[]"
+
+
+def test_a_group_another_command_made_first_still_gets_its_subcommands() -> None:
+    # `records` imports `letters` (for its time options), which makes the dead-letters
+    # group without the bulk subgroup its own module adds: a process that ran `records`
+    # (the tests' in-process runner, a program embedding the CLI) then lost `bulk`.
+    code = (
+        "import oncebox.surfaces.cli.records\n"
+        "from click.testing import CliRunner\n"
+        "from oncebox.surfaces.cli import cli\n"
+        "done = CliRunner().invoke(cli, ['dead-letters', 'bulk', '--help'])\n"
+        "print(done.exit_code, 'archive' in done.output)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["0", "True"], done.stdout + done.stderr

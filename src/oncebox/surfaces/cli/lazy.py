@@ -38,11 +38,11 @@ class LazyCommands(dict[str, click.Command]):
         for module in dict.fromkeys(self.modules.values()):
             importlib.import_module(module)
 
-    def __missing__(self, name: str) -> click.Command:
+    def __getitem__(self, name: str) -> click.Command:
+        # Loaded even when the name is there: a module imported for another command
+        # (records imports letters) makes a group without what the named module adds.
         self.load(name)
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        raise KeyError(name)
+        return dict.__getitem__(self, name)
 
     def get(self, name: str, default: Any = None) -> Any:
         try:
