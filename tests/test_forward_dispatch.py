@@ -64,6 +64,51 @@ def test_http_forwards_carry_the_key_and_a_signature_the_official_library_accept
     assert len(set(retried)) == 2
 
 
+def test_once_sends_a_retry_that_settled_while_it_asked_what_is_due(
+    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race, made certain: the failures settle (as retries due at once) while the
+    # dispatcher waits for a claim that found nothing, read before they settled (on
+    # PostgreSQL a claim skips the rows a settling transaction holds). `once` sends what
+    # is due now, so it must not stop on that stale answer.
+    answers = {2: (500, {}), 4: (500, {})}
+    receiver = Receiver(lambda n: answers.get(n, (200, {})))
+    settling = [0]
+    lock = threading.Lock()
+    with serving(receiver.app) as base:
+        box = make_box([keyed({"ledger": {
+            "url": f"{base}/hooks", "sign": {"secret": SECRET}, "retry": ["0s"] * 3,
+        }})])  # fmt: skip
+        ingest(box, 5)
+        claim, settle = box.claim_forwards, box.settle_forwards
+
+        def slow_settle(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                settling[0] += 1
+            try:
+                time.sleep(0.3)
+                return settle(*args, **kwargs)
+            finally:
+                with lock:
+                    settling[0] -= 1
+
+        def late_claim(*args: Any) -> Any:
+            found = claim(*args)
+            if not found and settling[0]:  # answer only once the settling has landed
+                quiet_since = time.monotonic()
+                while time.monotonic() - quiet_since < 0.2:
+                    if settling[0]:
+                        quiet_since = time.monotonic()
+                    time.sleep(0.01)
+            return found
+
+        monkeypatch.setattr(box, "claim_forwards", late_claim)
+        monkeypatch.setattr(box, "settle_forwards", slow_settle)
+        outcomes = dispatch(box)
+    assert outcomes == {"delivered": 5, "retry": 2}
+    assert len(receiver.requests) == 7
+
+
 def test_an_unsigned_destination_still_sends_the_key(make_box: BoxFactory) -> None:
     receiver = Receiver()
     with serving(receiver.app) as base:

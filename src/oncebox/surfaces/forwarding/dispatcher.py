@@ -86,6 +86,10 @@ class Lane:
     quiet_until: float = 0.0  # nothing was due: look again after this (or when woken)
     done: list[Sent] = field(default_factory=list)
     settling: bool = False
+    # Batches settled so far: a settle that lands while the lane asks what is due makes
+    # the answer stale (a retry may be due at once; on PostgreSQL a claim skips the rows
+    # a settling transaction holds), so it may neither quiet the lane nor end ``once``.
+    settled: int = 0
 
 
 class Dispatcher:
@@ -143,11 +147,14 @@ class Dispatcher:
             while not stop.is_set():
                 wake.clear()
                 claimed = 0
+                settled = sum(lane.settled for lane in lanes)
                 for lane in lanes:
                     claimed += await self._fill(lane, wake)
                 busy = any(lane.in_flight or lane.done or lane.settling for lane in lanes)
                 if once and not claimed and not busy:
-                    return
+                    if settled == sum(lane.settled for lane in lanes):
+                        return
+                    continue  # something settled while the lanes asked: ask again
                 waits = [lane.bucket.wait() for lane in lanes if lane.bucket.wait() > 0]
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), min([self.poll, *waits]))
@@ -165,16 +172,18 @@ class Dispatcher:
         free = min(dest.max_in_flight - lane.in_flight, lane.bucket.available(), CLAIM_MAX)
         if free <= 0 or time.monotonic() < lane.quiet_until:
             return 0
+        settled = lane.settled
         try:
             if not await asyncio.to_thread(self.box.forwards_due, dest.name):
-                lane.quiet_until = time.monotonic() + self.poll
+                if lane.settled == settled:
+                    lane.quiet_until = time.monotonic() + self.poll
                 return 0
             claims = await asyncio.to_thread(self.box.claim_forwards, dest.name, self.name, free)
         except Exception as exc:  # the store is down: try again at the next poll
             logger.warning("forward %s: claim failed: %s", dest.name, escaped(str(exc)))
             lane.quiet_until = time.monotonic() + self.poll
             return 0
-        if len(claims) < free:
+        if len(claims) < free and lane.settled == settled:
             lane.quiet_until = time.monotonic() + self.poll  # no more due right now
         for claim in claims:
             lane.bucket.take()
@@ -217,6 +226,7 @@ class Dispatcher:
                     continue
                 self.outcomes.update(a.outcome.value for a in attempts)
                 lane.quiet_until = 0.0  # a retry may be due at once, an ordered key's next
+                lane.settled += 1
         finally:
             lane.settling = False
 
