@@ -29,6 +29,7 @@ from oncebox.formats import (
 )
 from oncebox.formats.strictjson import JsonNumber
 from oncebox.formats.ussd_h1 import make_frame
+from test_log_edge import leaf_of, tree_and_edge
 
 texts = st.none() | st.sampled_from(["", "a", "é", "a\x00b", "\ud800", "k\udcff", "x" * 70])
 keys = st.none() | st.sampled_from(["", "0", "1", "k-2", "é", "a\x00b", "\ud800", "x" * 300])
@@ -153,10 +154,6 @@ def test_the_one_loop_sees_every_kind_of_delivery() -> None:
     assert reasons == {None, "missing_key", "codec_error", "bad_field"}
 
 
-def _leaf(index: int) -> bytes:
-    return merkle.leaf_hash(f"leaf {index}".encode())
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(min_value=0, max_value=300),
@@ -171,17 +168,7 @@ def test_nodes_built_a_level_at_a_time_are_those_each_leaf_completes(
     from one edge, the nodes ``completed_nodes`` gives leaf by leaf, in its order, only
     the kept levels' with a stride; reads only siblings the edge lacks, each once; and
     leaves the edge the tree has."""
-    store: dict[tuple[int, int], bytes] = {}
-    for index in range(start):
-        for level, i, value in merkle.completed_nodes(
-            index, _leaf(index), lambda lv, ix: store[(lv, ix)]
-        ):
-            store[(level, i)] = value
-    edge = {
-        level: store[(level, (start >> level) - 1)]
-        for level in range(start.bit_length())
-        if start >> level & 1 and level not in forgotten
-    }
+    store, edge = tree_and_edge(start, forgotten)
     size = start
     for count in batches:
         reads: list[tuple[int, int]] = []
@@ -192,11 +179,11 @@ def test_nodes_built_a_level_at_a_time_are_those_each_leaf_completes(
             assert level not in known, "a sibling the edge holds was read"
             return store[(level, index)]
 
-        leaves = [_leaf(index) for index in range(size, size + count)]
+        leaves = [leaf_of(index) for index in range(size, size + count)]
         got = merkle.appended_nodes(size, leaves, get, stride, edge)
         expected = []
         for index in range(size, size + count):
-            nodes = merkle.completed_nodes(index, _leaf(index), lambda lv, ix: store[(lv, ix)])
+            nodes = merkle.completed_nodes(index, leaf_of(index), lambda lv, ix: store[(lv, ix)])
             expected += [n for n in nodes if not stride or (n[0] and not n[0] % stride)]
             store.update(((level, i), value) for level, i, value in nodes)
         assert got == expected

@@ -26,8 +26,27 @@ from oncebox.store.sqltx import SqlTx
 PAYLOAD = b"p" * 40
 
 
-def _leaf(index: int) -> bytes:
+def leaf_of(index: int) -> bytes:
     return merkle.leaf_hash(f"leaf {index}".encode())
+
+
+def tree_and_edge(
+    start: int, forgotten: list[int]
+) -> tuple[dict[tuple[int, int], bytes], dict[int, bytes]]:
+    """The stored nodes of a tree of ``start`` leaves (``leaf_of``'s), and its edge (the
+    complete subtree at each set bit) less the ``forgotten`` levels."""
+    store: dict[tuple[int, int], bytes] = {}
+    for index in range(start):
+        for level, i, value in merkle.completed_nodes(
+            index, leaf_of(index), lambda lv, ix: store[(lv, ix)]
+        ):
+            store[(level, i)] = value
+    edge = {
+        level: store[(level, (start >> level) - 1)]
+        for level in range(start.bit_length())
+        if start >> level & 1 and level not in forgotten
+    }
+    return store, edge
 
 
 @settings(max_examples=200, derandomize=True)
@@ -42,18 +61,7 @@ def test_appends_from_a_kept_edge_complete_the_nodes_each_leaf_completes(
     """Batch after batch from one edge, some of its levels forgotten before the first
     (as a fresh connection knows none): the nodes are :func:`merkle.completed_nodes`'
     of each leaf, and only siblings the edge lacks are read, each at most once."""
-    store: dict[tuple[int, int], bytes] = {}
-    for index in range(start):
-        for level, i, value in merkle.completed_nodes(
-            index, _leaf(index), lambda lv, ix: store[(lv, ix)]
-        ):
-            store[(level, i)] = value
-    # The edge of a tree of ``start`` leaves: the complete subtree at each set bit.
-    edge = {
-        level: store[(level, (start >> level) - 1)]
-        for level in range(start.bit_length())
-        if start >> level & 1 and level not in forgotten
-    }
+    store, edge = tree_and_edge(start, forgotten)
     size = start
     reads: list[tuple[int, int]] = []
     for count in batches:
@@ -64,11 +72,11 @@ def test_appends_from_a_kept_edge_complete_the_nodes_each_leaf_completes(
             assert level not in edge, "a sibling the edge holds was read"
             return store[(level, index)]
 
-        leaves = [_leaf(index) for index in range(size, size + count)]
+        leaves = [leaf_of(index) for index in range(size, size + count)]
         got = merkle.appended_nodes(size, leaves, get, edge=edge)
         expected = []
         for index in range(size, size + count):
-            nodes = merkle.completed_nodes(index, _leaf(index), lambda lv, ix: store[(lv, ix)])
+            nodes = merkle.completed_nodes(index, leaf_of(index), lambda lv, ix: store[(lv, ix)])
             expected += nodes
             store.update(((level, i), value) for level, i, value in nodes)
         assert got == expected
