@@ -105,3 +105,39 @@ def test_recovery_keeps_an_orphaned_resolution_a_resolution(shared_url: str) -> 
         assert resolved["action"] == "accept" and resolved["note"] == "the site confirmed 9"
         assert resolved["actor"] == "ops"
         assert reopened.verify().ok
+
+
+
+def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
+    store_url: str, clock: ManualClock
+) -> None:
+    """A resolution that accepted a newcomer queues an entry naming the record; when one
+    seal takes both the record's ``accept`` and that ``resolve``, the record's position
+    stays the first (its ``accept``), as when they are sealed apart, on every backend.
+    PostgreSQL kept whichever of the two its sort by record id met first, which among
+    more than six seals is not the first: a duplicate there answered the resolution's
+    position, and the accept's on SQLite (seen by ``differential.py --cross``)."""
+    queue = [InboxSpec("queue", codec="keyed")]
+    with oncebox.open(store_url, inboxes=queue, clock=clock, seal=False) as box:
+
+        def others(prefix: str) -> None:
+            for n in range(3):
+                box.ingest("queue", Delivery(b"other", key=f"{prefix}{n}"))
+
+        others("before")
+        first = box.ingest("queue", Delivery(b"first", key="k1"))
+        others("between")
+        newcomer = box.ingest("queue", Delivery(b"second", key="k1"))
+        assert newcomer.verdict == "conflict" and newcomer.quarantine_id is not None
+        box.resolve(newcomer.quarantine_id, "accept", "the sender meant it", actor="ops")
+        others("after")
+        box.seal()
+        entries = box.log_entries()
+        assert len(entries) == 12  # ten accepts, the quarantine, the resolve: one seal
+        accepted = [e.seq for e in entries if e.step == "accept"]
+        resolved = [e.seq for e in entries if e.step == "resolve"]
+        again = box.ingest("queue", Delivery(b"second", key="k1"))
+        assert again.verdict == "duplicate" and again.record_id == first.record_id
+        assert again.log_position == accepted[3] != resolved[0]
+        [record] = [r for r in box.records("queue") if r.id == first.record_id]
+        assert record.log_seq == accepted[3]

@@ -323,9 +323,13 @@ SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[]);
 -- name: mark_sealed
 -- columnar; rows (seq, record id). A record that has no log_seq yet (NULL) gets it set;
 -- any other gets a seal_positions row (records_read finds it there for log_seq = -1),
--- a narrow insert instead of a rewrite of the whole record. The first seal stays.
+-- a narrow insert instead of a rewrite of the whole record. The first seal stays: an
+-- earlier seal's, else the lowest of this one's (a record's accept and the resolve that
+-- revised it can be sealed together), as on SQLite; not whichever row the sort by id
+-- or the join met first, which PostgreSQL does not fix.
 WITH s AS (
-  SELECT * FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
+  SELECT id, min(seq) AS seq FROM unnest(%b::bigint[], %b::bigint[]) AS u(seq, id)
+  GROUP BY id
 ), legacy AS (
   UPDATE records SET log_seq = s.seq FROM s
   WHERE records.id = s.id AND records.log_seq IS NULL
@@ -346,8 +350,9 @@ WITH appended AS (
 ), nodes AS (
   INSERT INTO merkle_nodes (level, idx, hash)
   SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[])
-), s AS (
-  SELECT * FROM unnest(%b::bigint[], %b::bigint[]) AS s(seq, id)
+), s AS (  -- each record's lowest seq, as mark_sealed takes it
+  SELECT id, min(seq) AS seq FROM unnest(%b::bigint[], %b::bigint[]) AS u(seq, id)
+  GROUP BY id
 ), legacy AS (
   UPDATE records SET log_seq = s.seq FROM s
   WHERE records.id = s.id AND records.log_seq IS NULL
