@@ -13,6 +13,7 @@ import enum
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -151,3 +152,34 @@ def fix_eviction_order(box: Any) -> bool:
     ordered.sorted_evictions = True  # type: ignore[attr-defined]
     cls._rows = ordered
     return True
+
+
+def figures(dump: dict[str, Any]) -> tuple[int, int, int]:
+    """(histories, deliveries, steps) one side played."""
+    histories = dump["histories"]
+    return (
+        len(histories),
+        sum(h["deliveries"] for h in histories),
+        sum(len(h["steps"]) for h in histories),
+    )
+
+
+def outcomes(dump: dict[str, Any]) -> Counter[str]:
+    """How often each verdict came back and errors were raised: what the histories did."""
+    seen: Counter[str] = Counter()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "verdict" in value and "may_ack" in value:
+                seen[value["verdict"]] += 1
+            elif "error" in value and "message" in value:
+                seen["errors raised"] += 1
+            for inner in value.values():
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    for history in dump["histories"]:
+        walk(history["steps"])
+    return seen

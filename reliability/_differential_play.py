@@ -32,13 +32,20 @@ from oncebox.engine.reconciler import Backoff, ReadResult
 
 START = 1_800_000_000.0
 STORE_ID = "differential-store"
+# With ``cross``, picks go by what rows hold, never by their ids (see Player.in_order).
+QUARANTINE_ORDER = ("inbox_id", "ident", "witness", "first_seen", "last_seen", "seen_count")
+LETTER_ORDER = ("inbox_id", "received_at", "sha256", "reason", "key", "attempts")
+BULK_ALL = 500
 
 
 class Player:
     """Plays one history on one store, turning symbolic tokens and picks into calls."""
 
-    def __init__(self, url: str, seal: bool, reopenable: bool, backend: str) -> None:
+    def __init__(
+        self, url: str, seal: bool, reopenable: bool, backend: str, cross: bool = False
+    ) -> None:
         self.url, self.seal, self.reopenable, self.backend = url, seal, reopenable, backend
+        self.cross = cross
         self.clock = oncebox.ManualClock(START)
         self.tokens: dict[str, list[int]] = {}
         self.holders: dict[str, int] = {}
@@ -159,7 +166,7 @@ class Player:
         raise ValueError(f"unknown step {kind}")
 
     def resolve(self, pick: int, how: str) -> Any:
-        rows = self.box.quarantined(None, "open")
+        rows = self.in_order(self.box.quarantined(None, "open"), QUARANTINE_ORDER)
         if not rows:
             return "no open conflict"
         action = "accept" if how in ("accept", "fix") else "keep"
@@ -167,8 +174,15 @@ class Player:
         return outcome(lambda: self.box.resolve(chosen, action, f"{action} it", actor="ops"))
 
     def letter(self, pick: int) -> int:
-        rows = self.box.dead_letters(None, status="open")
+        rows = self.in_order(self.box.dead_letters(None, status="open"), LETTER_ORDER)
         return rows[pick % len(rows)].id if rows else 0
+
+    def in_order(self, rows: list[Any], fields: tuple[str, ...]) -> list[Any]:
+        """Rows in id order, or with ``cross`` by what they hold: ids are allocated
+        differently by each backend, so a pick by id position is not the same pick."""
+        if not self.cross:
+            return rows
+        return sorted(rows, key=lambda row: json.dumps(plain([getattr(row, f) for f in fields])))
 
     def replay(self, pick: int, how: str) -> Any:
         letter_id = self.letter(pick)
@@ -180,13 +194,14 @@ class Player:
         if how != "fix":
             return outcome(lambda: self.box.replay(letter_id, actor="ops", lease_token=token))
         # A corrected body, the same on both sides: a valid delivery of the letter's inbox.
-        key = row.key or f"fix-{row.id}"
+        number = pick if self.cross else row.id
+        key = row.key or f"fix-{number}"
         if inbox == "ussd":
-            body, key = frame(row.id, "Ifo3", "MED", 2, 9), f"fix-{row.id}"
+            body, key = frame(number, "Ifo3", "MED", 2, 9), f"fix-{number}"
         elif inbox in ("listing", "orders"):
-            body = Maker(random.Random(row.id)).any(inbox)["body"]
+            body = Maker(random.Random(number)).any(inbox)["body"]
         else:
-            body = f"fixed {row.id}"
+            body = f"fixed {number}"
         return outcome(
             lambda: self.box.replay(
                 letter_id,
@@ -217,12 +232,15 @@ class Player:
 
     def bulk(self, inbox: str, what: str) -> Any:
         box = self.box
+        # Three from the lowest id, or with ``cross`` all of them (which three is the
+        # ids' business, and ids are allocated differently by each backend).
+        most = BULK_ALL if self.cross else 3
         if what in ("keep", "accept"):
-            return outcome(lambda: box.bulk_resolve(inbox, what, "in bulk", "ops", limit=3))
+            return outcome(lambda: box.bulk_resolve(inbox, what, "in bulk", "ops", limit=most))
         filters = box.letter_filter([inbox], status="open")
         if what == "replay":
-            return outcome(lambda: box.bulk_replay([inbox], filters, "ops", limit=3))
-        return outcome(lambda: box.bulk_archive([inbox], filters, "ops", "aside", limit=3))
+            return outcome(lambda: box.bulk_replay([inbox], filters, "ops", limit=most))
+        return outcome(lambda: box.bulk_archive([inbox], filters, "ops", "aside", limit=most))
 
     def consume(self, holder: str, limit: int, mode: str) -> Any:
         out: dict[str, Any] = {}
@@ -289,10 +307,12 @@ class Player:
         }
 
 
-def run_one(backend: str, url: str, seed: int, number: int, steps: int) -> dict[str, Any]:
+def run_one(
+    backend: str, url: str, seed: int, number: int, steps: int, cross: bool = False
+) -> dict[str, Any]:
     seal, plan = history(seed, number, steps)
     dialect = "postgres" if backend == "postgres" else "sqlite"
-    player = Player(url, seal, backend != "sqlite-memory", dialect)
+    player = Player(url, seal, backend != "sqlite-memory", dialect, cross)
     fixed = fix_eviction_order(player.box) if dialect == "postgres" else None
     logged = Logged()
     logging.getLogger("oncebox").addHandler(logged)
@@ -321,13 +341,14 @@ def main() -> int:
     parser.add_argument("--histories", type=int, default=20)
     parser.add_argument("--steps", type=int, default=70)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--cross", action="store_true", help="picks by content, not by id")
     args = parser.parse_args()
     dumps = []
     with tempfile.TemporaryDirectory(prefix="oncebox-diff-") as tmp:
         for number in range(args.histories):
             url, drop = store_url(args, Path(tmp), number)
             try:
-                dumps.append(run_one(args.backend, url, args.seed, number, args.steps))
+                dumps.append(run_one(args.backend, url, args.seed, number, args.steps, args.cross))
             finally:
                 drop()
     Path(args.out).write_text(json.dumps({"oncebox": oncebox.__file__, "histories": dumps}))

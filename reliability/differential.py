@@ -17,6 +17,13 @@ socket (or ``ONCEBOX_TEST_PG``), a fresh database per history and side.
     .venv/bin/python reliability/differential.py --before main --after /work/wt-x \\
         --backend sqlite-file --histories 50 --seed 7
 
+With ``--cross SIDE`` it plays one side's code on two backends instead (by default
+SQLite file and PostgreSQL) and compares what oncebox promises is the same on both: every
+decision and error, with the ids each store allocates compared as a one-to-one renaming
+(reliability/_differential_cross.py says exactly what is normalised, and why).
+
+    .venv/bin/python reliability/differential.py --cross HEAD --histories 40 --steps 150
+
 Exit status: 0 when both sides agree on every backend, 1 on any difference (the first
 ones are printed: backend, history, step, what differed), 2 when the harness itself
 failed (a side crashed, or the two sides were given different histories).
@@ -42,10 +49,12 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
+
+from _differential_cross import compare_cross
+from _differential_dump import figures, outcomes
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -106,6 +115,7 @@ def postgres(needed: bool) -> Iterator[str | None]:
 def play(
     src: Path, side: str, backend: str, args: argparse.Namespace, work: Path, admin: str | None
 ) -> subprocess.Popen[bytes]:
+    """One side's player on one backend; with ``--cross``, picking rows by content."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(HERE)])}
     env.pop("ONCEBOX_CRASH_AT", None)
     command = [
@@ -126,6 +136,8 @@ def play(
     ]
     if admin:
         command += ["--pg-admin", admin]
+    if args.cross:
+        command.append("--cross")
     err = (work / f"{backend}-{side}.stderr").open("wb")
     return subprocess.Popen(command, env=env, stdout=err, stderr=err, cwd=work)
 
@@ -236,49 +248,23 @@ def _short(value: Any, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def figures(dump: dict[str, Any]) -> tuple[int, int, int]:
-    """(histories, deliveries, steps) one side played."""
-    histories = dump["histories"]
-    return (
-        len(histories),
-        sum(h["deliveries"] for h in histories),
-        sum(len(h["steps"]) for h in histories),
-    )
-
-
-def outcomes(dump: dict[str, Any]) -> Counter[str]:
-    """How often each verdict came back and errors were raised: what the histories did."""
-    seen: Counter[str] = Counter()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if "verdict" in value and "may_ack" in value:
-                seen[value["verdict"]] += 1
-            elif "error" in value and "message" in value:
-                seen["errors raised"] += 1
-            for inner in value.values():
-                walk(inner)
-        elif isinstance(value, list):
-            for inner in value:
-                walk(inner)
-
-    for history in dump["histories"]:
-        walk(history["steps"])
-    return seen
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="examples:\n" + __doc__.split("\n\n")[3] + "\n\n" + __doc__.split("\n\n")[4],
+        epilog="examples:\n" + "\n\n".join(__doc__.split("\n\n")[3:7]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--before", required=True, help="a directory or a git revision")
-    parser.add_argument("--after", required=True, help="a directory or a git revision")
+    parser.add_argument("--before", help="a directory or a git revision")
+    parser.add_argument("--after", help="a directory or a git revision")
+    parser.add_argument(
+        "--cross",
+        metavar="SIDE",
+        help="instead: this directory or revision on two backends, compared with each other",
+    )
     parser.add_argument(
         "--backend",
-        default=",".join(BACKENDS),
-        help=f"comma-separated, of {', '.join(BACKENDS)} (default: all)",
+        help=f"comma-separated, of {', '.join(BACKENDS)} (default: all; with --cross, "
+        "two of them, default sqlite-file,postgres)",
     )
     parser.add_argument("--histories", type=int, default=20, help="per backend (default 20)")
     parser.add_argument("--seed", type=int, default=1, help="the histories' seed (default 1)")
@@ -289,12 +275,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Stopped from outside: leave as from an interrupt, the sides and the server stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    default = "sqlite-file,postgres" if args.cross else ",".join(BACKENDS)
+    backends = [b.strip() for b in (args.backend or default).split(",") if b.strip()]
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown or not backends:
         parser.error(f"unknown backend {unknown}: choose from {', '.join(BACKENDS)}")
+    if args.cross and (args.before or args.after or len(set(backends)) != 2):
+        parser.error("--cross takes one side and two backends, without --before or --after")
+    if not args.cross and not (args.before and args.after):
+        parser.error("--before and --after are both needed (or --cross)")
     work = Path(tempfile.mkdtemp(prefix="oncebox-differential-"))
     try:
+        if args.cross:
+            return cross(args, backends, work)
         sides = {
             side: source_of(getattr(args, side), work / side, args.repo)
             for side in ("before", "after")
@@ -316,26 +309,38 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run_backend(
-    backend: str, sides: dict[str, Path], args: argparse.Namespace, work: Path, admin: str | None
-) -> int:
-    started = time.monotonic()
-    children = {side: play(src, side, backend, args, work, admin) for side, src in sides.items()}
+def finished(
+    children: dict[tuple[str, str], subprocess.Popen[bytes]], work: Path, srcs: dict[str, Path]
+) -> list[dict[str, Any]]:
+    """The dumps of players started as {(backend, side): child}, once all have ended."""
     try:
-        codes = {side: child.wait() for side, child in children.items()}
+        codes = {run: child.wait() for run, child in children.items()}
     finally:  # interrupted: no side left running (the server stops on the way out)
         for child in children.values():
             if child.poll() is None:
                 child.kill()
                 child.wait()
-    for side, code in codes.items():
+    for (backend, side), code in codes.items():
         if code != 0:
             err = (work / f"{backend}-{side}.stderr").read_text(errors="replace")
             broken(f"the {side} side failed on {backend} (exit {code}):\n{err[-3000:]}")
-    before, after = (json.loads((work / f"{backend}-{s}.json").read_text()) for s in sides)
-    for side, dump in (("before", before), ("after", after)):
-        if not Path(dump["oncebox"]).is_relative_to(sides[side]):
-            broken(f"the {side} side ran the oncebox at {dump['oncebox']}, not {sides[side]}")
+    dumps = []
+    for backend, side in children:
+        dump = json.loads((work / f"{backend}-{side}.json").read_text())
+        if not Path(dump["oncebox"]).is_relative_to(srcs[side]):
+            broken(f"the {side} side ran the oncebox at {dump['oncebox']}, not {srcs[side]}")
+        dumps.append(dump)
+    return dumps
+
+
+def run_backend(
+    backend: str, sides: dict[str, Path], args: argparse.Namespace, work: Path, admin: str | None
+) -> int:
+    started = time.monotonic()
+    children = {
+        (backend, side): play(src, side, backend, args, work, admin) for side, src in sides.items()
+    }
+    before, after = finished(children, work, sides)
     found = compare(before, after, backend)
     histories, deliveries, steps = figures(before)
     tables = sum(len(h["tables"]) for h in before["histories"])
@@ -350,6 +355,39 @@ def run_backend(
     if len(found) > args.show:
         print(f"  ... and {len(found) - args.show} more")
     return len(found)
+
+
+def cross(args: argparse.Namespace, backends: list[str], work: Path) -> int:
+    """``--cross``: one side on two backends, compared with each other."""
+    src = source_of(args.cross, work / "cross", args.repo)
+    print(f"cross: {revision_name(args.cross, args.repo)}  {src}")
+    print(f"seed {args.seed}, {args.histories} histories of {args.steps} calls on each of "
+          f"{' and '.join(backends)}")  # fmt: skip
+    started = time.monotonic()
+    with postgres("postgres" in backends) as admin:
+        children = {(b, "cross"): play(src, "cross", b, args, work, admin) for b in backends}
+        first, second = finished(children, work, {"cross": src})
+    try:
+        found = list(compare_cross(first, second, (backends[0], backends[1])))
+    except ValueError as exc:
+        broken(str(exc))
+    histories, deliveries, steps = figures(first)
+    print(
+        f"{histories} histories, {deliveries} deliveries, {steps} steps on each: "
+        f"{len(found)} differences ({time.monotonic() - started:.0f} s)"
+    )
+    for backend, dump in zip(backends, (first, second), strict=True):
+        print(f"  {backend}: " + ", ".join(f"{k} {n}" for k, n in sorted(outcomes(dump).items())))
+    for line in found[: args.show]:
+        print(f"  {line}")
+    if len(found) > args.show:
+        print(f"  ... and {len(found) - args.show} more")
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for dump_file in work.glob("*.json"):
+            shutil.copy(dump_file, args.keep / dump_file.name)
+    print("THE SAME ON BOTH" if not found else f"DIFFERENT: {len(found)} differences")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -107,7 +107,6 @@ def test_recovery_keeps_an_orphaned_resolution_a_resolution(shared_url: str) -> 
         assert reopened.verify().ok
 
 
-
 def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
     store_url: str, clock: ManualClock
 ) -> None:
