@@ -57,7 +57,7 @@ class Renaming:
             return a is None and b is None
         paired = self.ahead.setdefault((kind, a), b)
         returned = self.back.setdefault((kind, b), a)
-        return paired == b and returned == a
+        return bool(paired == b and returned == a)
 
 
 def answers(value: Any) -> Iterator[dict[str, Any]]:
@@ -76,13 +76,16 @@ def logged(value: Any) -> list[str]:
     return list(value.get("logged", [])) if isinstance(value, dict) else []
 
 
-def reads(value: Any) -> dict[str, Any]:
-    """What a ``read`` step's operator saw as counts (no listing in id order)."""
+def reads(value: Any) -> tuple[dict[str, Any], list[Any]]:
+    """What a ``read`` step's operator saw as counts (no listing in id order), and the
+    record ids of its triage ranking, taken out of it."""
     value = value.get("out", value) if isinstance(value, dict) else value
     if not isinstance(value, dict) or "stats" not in value:
-        return {}
+        return {}, []
     seen = {name: value[name] for name in ("stats", "letters", "triage") if name in value}
-    return json.loads(json.dumps(seen))  # a copy: the ranking's ids are taken out below
+    copied: dict[str, Any] = json.loads(json.dumps(seen))
+    ranking = copied.get("triage", {}).get("ok", {}).get("ranking", [])
+    return copied, [row.pop("record_id", None) for row in ranking]
 
 
 class Cross:
@@ -135,16 +138,12 @@ class Cross:
         lines_a, lines_b = logged(a), logged(b)
         if len(lines_a) != len(lines_b):
             self.differ(at, "log lines", lines_a, lines_b)
-        for x, y in zip(lines_a, lines_b, strict=False):
-            self.text(at, "log line", x, y)
-        seen_a, seen_b = reads(a), reads(b)
-        for seen in (seen_a, seen_b):
-            ranking = seen.get("triage", {}).get("ok", {}).get("ranking", [])
-            for row in ranking:
-                seen.setdefault("ranked", []).append(row.pop("record_id", None))
-        for x, y in zip(seen_a.pop("ranked", []), seen_b.pop("ranked", []), strict=False):
-            if not self.ids.same("record_id", x, y):
-                self.differ(at, "triage ranking record_id (not the same renaming)", x, y)
+        for line_a, line_b in zip(lines_a, lines_b, strict=False):
+            self.text(at, "log line", line_a, line_b)
+        (seen_a, ranked_a), (seen_b, ranked_b) = reads(a), reads(b)
+        for id_a, id_b in zip(ranked_a, ranked_b, strict=False):
+            if not self.ids.same("record_id", id_a, id_b):
+                self.differ(at, "triage ranking record_id (not the same renaming)", id_a, id_b)
         if seen_a != seen_b:
             self.differ(at, "what operators read", seen_a, seen_b)
 

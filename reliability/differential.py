@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown backend {unknown}: choose from {', '.join(BACKENDS)}")
     if args.cross and (args.before or args.after or len(set(backends)) != 2):
         parser.error("--cross takes one side and two backends, without --before or --after")
+    if args.cross and "sqlite-memory" in backends:  # its reopen steps are not reopens
+        parser.error("--cross plays the same calls on both: sqlite-memory cannot reopen")
     if not args.cross and not (args.before and args.after):
         parser.error("--before and --after are both needed (or --cross)")
     work = Path(tempfile.mkdtemp(prefix="oncebox-differential-"))
