@@ -8,6 +8,9 @@ every table of the store with its rows in a stable order, the log's entries, ``v
 and proofs (made plain in reliability/_differential_dump.py). ``meta.store_id``, which
 the schema draws at random and which names checkpoints and idempotency keys, is set to a
 fixed value right after opening; the only values not compared are ``NOT_COMPARED``.
+With ``--cross`` (one code on two backends, reliability/_differential_cross.py) the
+picks that would go by id position go by what the rows hold, since each backend numbers
+its rows in its own way.
 """
 
 from __future__ import annotations
