@@ -113,9 +113,10 @@ def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
     """A resolution that accepted a newcomer queues an entry naming the record; when one
     seal takes both the record's ``accept`` and that ``resolve``, the record's position
     stays the first (its ``accept``), as when they are sealed apart, on every backend.
-    PostgreSQL kept whichever of the two its sort by record id met first, which among
-    more than six seals is not the first: a duplicate there answered the resolution's
-    position, and the accept's on SQLite (seen by ``differential.py --cross``)."""
+    PostgreSQL kept whichever of the two its sort by record id met first (equal keys in
+    no fixed order; in a seal of a dozen entries, as here, the later): a duplicate there
+    answered the resolution's position, and the accept's on SQLite (seen by
+    ``differential.py --cross``)."""
     queue = [InboxSpec("queue", codec="keyed")]
     with oncebox.open(store_url, inboxes=queue, clock=clock, seal=False) as box:
 
