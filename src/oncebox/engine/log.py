@@ -72,6 +72,8 @@ def chain_after(
     size, prev = end or (0, GENESIS)
     # Its Merkle tree's right edge, as this connection's last append left it, if it holds.
     edge = _right_edge(tx, size, prev)
+    if tx.log_block_at_hand and len(edge) != size.bit_count():
+        _fill_edge(edge, size, Nodes(tx))
     seq = size + 1
     entries: list[LogEntry] = []
     leaves: list[bytes] = []
@@ -105,6 +107,20 @@ def _right_edge(tx: Chain, size: int, last_hash: str) -> dict[int, bytes]:
         edge: dict[int, bytes] = kept[2]
         return edge
     return {}
+
+
+def _fill_edge(edge: dict[int, bytes], size: int, get: merkle.NodeGetter) -> None:
+    """Complete ``edge`` for a tree of ``size`` leaves: one node per bit set in ``size``,
+    the complete subtree ending the leaves at that level. Where the transaction holds
+    the log's last block and kept nodes (:attr:`Chain.log_block_at_hand`), each comes
+    without a read; kept whole, the edge lets the next seal on the connection read none
+    of the log but its head (:mod:`oncebox.store.pgseal`)."""
+    level, rest = 0, size
+    while rest:
+        if rest & 1 and level not in edge:
+            edge[level] = get(level, rest - 1)
+        level += 1
+        rest >>= 1
 
 
 # Which Merkle nodes the store keeps: levels 4, 8, 12, ... (one row per 16 entries, and

@@ -49,6 +49,7 @@ class SealingTx(PipelinedTx):
         self._tail: list[LogEntry] | None = None
         self._lease: dict[str, LeaseState] | None = None
         self._nodes: dict[tuple[int, int], bytes] = {}  # stored, so never stale
+        self.log_block_at_hand = False  # the log's last block and kept nodes read whole
         self._seal: dict[str, list[Any]] = {}  # its writes, sent as one statement
         # Log events this transaction queued, held back: a seal in this very transaction
         # (a single delivery's) appends them without their touching the queue; otherwise
@@ -145,7 +146,7 @@ class SealingTx(PipelinedTx):
         level = self._level if self._durable_again() else None
         # The decision's writes held before it go in the same statement, done first.
         reads, folded = self._send_after_held(
-            "seal_reads_held", "seal_reads_after", (level, SEAL_BATCH, LOG_BLOCK)
+            "seal_reads_held", "seal_reads_after", (level, SEAL_BATCH, LOG_BLOCK, *self._known_end())
         )
         counted = len(folded) + 1 if folded else 0  # its counts' columns, then the reads'
 
@@ -154,6 +155,7 @@ class SealingTx(PipelinedTx):
             tail: list[LogEntry] = []
             nodes: dict[tuple[int, int], bytes] = {}
             lease: dict[str, LeaseState] = {}
+            block = True  # the last block and the kept nodes came, unless the head alone
             rows = reads.fetchall()
             for part, write in enumerate(folded):  # what the writes folded in changed
                 if write.expected is not None and rows[0][part] != write.expected:
@@ -180,16 +182,33 @@ class SealingTx(PipelinedTx):
                     nodes[int(a), int(b)] = bytes(node)
                 elif kind == "lease":
                     lease[step] = LeaseState(SEALER.kind, a, step, b, state, at, *until)
+                elif kind == "head":  # where the connection's last append left it
+                    tail.append(LogEntry(a, step, state, hashed))
+                    block = False
                 elif self._clock is None:
                     self._now = float(at)
             self._lease = lease
             self._pending = sorted(pending, key=lambda event: event.id)
             self._tail = sorted(tail, key=lambda entry: entry.seq)
             self._nodes = nodes
+            self.log_block_at_hand = block
 
         if self._pipe is not None:
             take()
         return take
+
+    def _known_end(self) -> tuple[int | None, str | None]:
+        """Where the log ended after this connection's last committed append (its seq and
+        chain hash), sent so that the server, finding the log still ending there, sends
+        the head alone (migration 26): the kept edge rebuilds nothing, so nothing more of
+        the log is read. None where no edge is kept, or one that lacks a node: an edge
+        holds one node per bit set in the log's size, each a complete subtree (the
+        engine's memo, engine/log.py); one begun on a log it did not read whole lacks
+        some, and the block and nodes sent with the log's head fill them in."""
+        memo = self.log_edge
+        if memo is None or len(memo[2]) != int(memo[0]).bit_count():
+            return None, None
+        return memo[0], memo[1]
 
     def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
         nodes = self._nodes

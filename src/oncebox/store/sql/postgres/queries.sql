@@ -113,9 +113,10 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 
 -- name: seal_reads_held
 -- The log's lease, held, and seal_reads' rows in one statement (the function
--- seal_reads_held, migration 24). Parameters: the connection's own synchronous_commit
--- to go back to (NULL: leave it), limit, block.
-SELECT * FROM seal_reads_held(%s, %s, %s);
+-- seal_reads_held, migrations 24 and 26). Parameters: the connection's own
+-- synchronous_commit to go back to (NULL: leave it), limit, block, and the position and
+-- chain hash of the connection's last append (NULL: none known).
+SELECT * FROM seal_reads_held(%s, %s, %s, %s::bigint, %s::text);
 
 -- name: seal_reads_after
 -- seal_reads_held in the statement of the writes held before it (store/pgfold.py folds
@@ -123,7 +124,8 @@ SELECT * FROM seal_reads_held(%s, %s, %s);
 -- sum, so the log is taken once every row those writes lock is locked, as when they
 -- were statements of their own before it. Each row: the writes' counts, then the reads.
 SELECT c.*, s.* FROM counts AS c
-CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s) AS s;
+CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s,
+                                   %s::bigint, %s::text) AS s;
 
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in

@@ -138,8 +138,12 @@ $$;
 -- in step, holder in state, issued_at in clock). It reads; the seal hashes in Python.
 -- Each level's kept nodes are read by their whole key, (level, index) in a range, in a
 -- lateral subquery the planner keeps apart, and the log's last block in position order,
--- a block at most, so that only the log's index reads it (migration 25).
-CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer)
+-- a block at most, so that only the log's index reads it (migration 25). Given the
+-- position and chain hash of the connection's last append (p_seq, p_hash), where the
+-- log still ends there, its head comes alone (kind 'head'): the connection's kept edge
+-- is the tree's, so neither block nor nodes are read (migration 26).
+CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer,
+                                p_seq bigint DEFAULT NULL, p_hash text DEFAULT NULL)
 RETURNS TABLE (kind text, a bigint, b bigint, step text, state text, hash text,
                node bytea, record_id bigint, revision bigint, inbox_id bigint,
                clock double precision, expires_at double precision,
@@ -166,6 +170,17 @@ BEGIN
          p.record_id, p.revision, p.inbox_id, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM log_pending p ORDER BY p.id LIMIT p_limit;
+  IF p_seq IS NOT NULL THEN
+    RETURN QUERY
+    SELECT 'head'::text, l.seq, NULL::bigint, l.step, l.state, l.hash, NULL::bytea,
+           NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+           NULL::double precision, NULL::double precision
+    FROM (SELECT t.seq, t.step, t.state, t.hash FROM log t ORDER BY t.seq DESC LIMIT 1) AS l
+    WHERE l.seq = p_seq AND l.hash = p_hash;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
   RETURN QUERY
   SELECT 'tail'::text, l.seq, NULL::bigint, l.step, l.state, l.hash, NULL::bytea,
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
