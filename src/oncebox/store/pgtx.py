@@ -59,10 +59,12 @@ from oncebox.domain import (
     StoredRow,
 )
 from oncebox.errors import RetryTransaction
+from oncebox.store.pgarrays import TYPED
 from oncebox.store.pgpipe import Q, _first
 from oncebox.store.pgseal import SealingTx
 
 RECORDS_IDENTITY = "records_one_per_identity"
+BYTEA_COLUMN = TYPED["bytea"][0]  # a batch's identities, as decision_reads takes them
 
 
 def lost_identity(exc: BaseException) -> bool:
@@ -114,12 +116,12 @@ class PostgresTx(SealingTx):
         identity not stored. Read in this order, so no wait lets a stale time pass."""
         if self._pipe is None:
             return super().decision_reads(inbox_id, idents, scopes)
-        wanted = json.dumps([ident.hex() for ident in idents])
         if idents and scopes is None:  # the lock and the lookup: one statement
             relaxed, self._relax_next = self._relax_next, False
-            reads = {"inbox": inbox_id, "idents": wanted, "relaxed": relaxed}
+            reads = [inbox_id, BYTEA_COLUMN(idents), relaxed]  # one identity: a bytea
             lookup, held = self._send("decision_reads", reads), {}
         else:
+            wanted = json.dumps([ident.hex() for ident in idents])
             self.lock_identities(inbox_id, idents)
             names = json.dumps(sorted(set(scopes))) if scopes else None
             leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None

@@ -76,9 +76,10 @@ SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, 
 -- name: decision_reads
 -- The inbox's shared lock and decision_lookup's rows in one statement (the function
 -- decision_reads_locked, migration 24), for an inbox that is not lease-fenced (a fenced
--- one holds its scopes' leases between the two). Named parameters: inbox, idents (a
--- JSON array of hex digests), relaxed (the relaxed beginning's SET LOCAL with the lock).
-SELECT * FROM decision_reads_locked(%(inbox)s, %(idents)s::json, %(relaxed)s);
+-- one holds its scopes' leases between the two). Parameters: inbox, idents (the
+-- batch's identities; migration 26), relaxed (the relaxed beginning's SET LOCAL with
+-- the lock).
+SELECT * FROM decision_reads_locked(%s, %b::bytea[], %s);
 
 -- name: decision_lookup
 -- What a decision reads once its locks are held, in one statement (one snapshot): the

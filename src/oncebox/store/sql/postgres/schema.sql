@@ -93,8 +93,10 @@ FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = 
 -- new one, so the lookup sees what committed while the lock was waited for, as it did
 -- when it came in the statement after the lock's. The decision itself stays in Python.
 -- Each identity is looked up on its own (a lateral subquery the planner keeps apart):
--- by the whole identity index, whatever the statistics say (migration 25).
-CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents json, p_relaxed boolean)
+-- by the whole identity index, whatever the statistics say (migration 25). The
+-- identities come as a bytea[], read through a scalar subquery so that one generic
+-- plan serves every call (migration 26).
+CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents bytea[], p_relaxed boolean)
 RETURNS TABLE (kind text, id bigint, ident bytea, witness bytea, revision integer,
                evicted_at double precision, first_seen double precision, log_seq bigint)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -106,7 +108,7 @@ BEGIN
   END IF;
   RETURN QUERY
   WITH wanted AS (
-    SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(p_idents)
+    SELECT DISTINCT w.ident FROM unnest((SELECT p_idents)) AS w(ident)
   ), found AS (
     SELECT 'stored'::text AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
            r.first_seen, r.log_seq
