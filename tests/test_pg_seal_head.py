@@ -61,6 +61,20 @@ class Seen:
         patch.setattr(SealingTx, "read_for_seal", reading)
 
 
+def _server_reads(patch: pytest.MonkeyPatch) -> list[str]:
+    """Every read of the log or its nodes that goes to the server on its own."""
+    reads: list[str] = []
+    for name in ("log_head", "log_entries", "merkle_nodes"):
+        base = getattr(LogSql, name)
+
+        def read(tx: Any, *args: Any, _base: Any = base, _name: str = name) -> Any:
+            reads.append(_name)
+            return _base(tx, *args)
+
+        patch.setattr(LogSql, name, read)
+    return reads
+
+
 def _never_known(patch: pytest.MonkeyPatch) -> None:
     """The general path: every seal is sent the log's last block and kept nodes."""
     patch.setattr(SealingTx, "_known_end", lambda tx: (None, None))
@@ -83,11 +97,14 @@ def test_two_stores_taking_turns_leave_the_log_the_general_path_leaves(
             if general:
                 _never_known(patch)
             seen = Seen(patch)
+            server_reads = _server_reads(patch)
             first = oncebox.open(url, inboxes=[LISTING])
             second = oncebox.open(url, inboxes=[LISTING])
             try:
                 for i in range(70):  # past four blocks of 16, runs of each store
                     (first if (i // 5) % 2 == 0 else second).ingest("listing", event(i))
+                # Whichever it was sent, a seal found what it hashes with in it.
+                assert not server_reads, server_reads
                 assert first.verify().ok
             finally:
                 first.close()
@@ -111,15 +128,7 @@ def test_the_head_alone_costs_the_seal_no_read_of_its_own(
     """From an empty log, 40 single deliveries on one connection (past two blocks and a
     kept node at level 4 twice): the first seal is sent the (empty) block, every one
     after it the head alone, and no seal reads the log on a statement of its own."""
-    server_reads: list[str] = []
-    for name in ("log_head", "log_entries", "merkle_nodes"):
-        base = getattr(LogSql, name)
-
-        def read(tx: Any, *args: Any, _base: Any = base, _name: str = name) -> Any:
-            server_reads.append(_name)
-            return _base(tx, *args)
-
-        monkeypatch.setattr(LogSql, name, read)
+    server_reads = _server_reads(monkeypatch)
     with monkeypatch.context() as patch:
         seen = Seen(patch)
         with oncebox.open(pg_url, inboxes=[LISTING]) as box:
