@@ -1,11 +1,13 @@
 """A seal's reads and writes on PostgreSQL, in one transaction of the store
 (:mod:`oncebox.store.pgtx`): the log's lease and everything a seal reads next in one
-statement (``seal_reads_held``, migration 24), sent in the transaction's pipeline or in
-the commit's round trip before it (:meth:`PostgresStore.sealing_next`); its writes (log
-entries, Merkle nodes, seal positions, the queue rows it drained) held back and sent as
-one statement (``seal_writes``) with whatever goes next; and the transaction's own log
-events held back, so that a seal in this very transaction (a single delivery's)
-appends them without their touching the queue.
+statement (``seal_reads_held``, migrations 24 and 26: the log's last block and kept
+nodes, or its head alone where the connection's kept edge is still the tree's), sent in
+the transaction's pipeline or in the commit's round trip before it
+(:meth:`PostgresStore.sealing_next`); its writes (log entries, Merkle nodes, seal
+positions, the queue rows it drained) held back and sent as one statement
+(``seal_writes``) with whatever goes next; and the transaction's own log events held
+back, so that a seal in this very transaction (a single delivery's) appends them
+without their touching the queue.
 """
 
 from __future__ import annotations
@@ -145,9 +147,8 @@ class SealingTx(PipelinedTx):
         durable commit covers): the same statement sets its level back."""
         level = self._level if self._durable_again() else None
         # The decision's writes held before it go in the same statement, done first.
-        reads, folded = self._send_after_held(
-            "seal_reads_held", "seal_reads_after", (level, SEAL_BATCH, LOG_BLOCK, *self._known_end())
-        )
+        params = (level, SEAL_BATCH, LOG_BLOCK, *self._known_end())
+        reads, folded = self._send_after_held("seal_reads_held", "seal_reads_after", params)
         counted = len(folded) + 1 if folded else 0  # its counts' columns, then the reads'
 
         def take() -> None:

@@ -11,7 +11,8 @@ read the code needs before it can go on, and the store asks for those together:
   together with the ``COMMIT``;
 - a seal's reads, all at once, as it takes the log (:meth:`PostgresTx.read_for_seal`):
   the sealer's lease, the clock, the queue, the log's head with the entries of its last
-  Merkle block and the kept nodes the appends hash with; a single delivery's in its own
+  Merkle block and the kept nodes the appends hash with (the head alone where the log
+  still ends where this connection's last append left it); a single delivery's in its own
   transaction, once its writes are sent; a batch's in the very round trip that commits
   the decision before it (:meth:`PostgresStore.sealing_next`);
 - a check that must hold before the commit (a duplicate's record still there) waits
