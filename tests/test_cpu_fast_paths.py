@@ -133,6 +133,7 @@ class _Chain:
     """The log's port in memory, for :func:`log.chain` alone."""
 
     log_edge = None
+    log_block_at_hand = False
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
@@ -176,6 +177,35 @@ def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str,
     leaves = [log.leaf_of(entry) for entry in tx.entries]
     for (level, index), node in tx.nodes.items():
         assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["accept", "lease"]), min_size=1, max_size=40),
+        min_size=1, max_size=6,
+    )
+)  # fmt: skip
+def test_an_edge_begun_on_the_whole_block_is_filled_whole(batches: list[list[str]]) -> None:
+    """Where the log's last block and kept nodes are at hand (a PostgreSQL seal sent
+    them), an append whose edge memo was lost fills the edge whole: one node per bit of
+    the log's size, each the root of its leaves, so that the next seal on the connection
+    may be sent the log's head alone; the log and nodes are those of the append that
+    kept its memo."""
+    kept, filled = _Chain(), _Chain()
+    filled.log_block_at_hand = True
+    for batch in batches:
+        events = [LogEvent(step, "s") for step in batch]
+        log.chain(kept, events)  # type: ignore[arg-type]
+        filled.log_edge = None  # lost: another connection appended, say
+        log.chain(filled, events)  # type: ignore[arg-type]
+        size, _, edge = filled.log_edge
+        leaves = [log.leaf_of(entry) for entry in filled.entries]
+        assert sorted(edge) == [level for level in range(size.bit_length()) if size >> level & 1]
+        for level, node in edge.items():
+            index = (size >> level) - 1
+            assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+    assert filled.entries == kept.entries and filled.nodes == kept.nodes
 
 
 class _Num(str):
