@@ -6,12 +6,15 @@ rows and as many fresh ids, for one identity or many, stored or not, repeated or
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import psycopg
 import pytest
 
 import oncebox
 from oncebox.store.pgtx import PostgresTx
+from oncebox.store.sqlfile import load_migrations, load_queries
 from test_pg_folds import LISTING, event
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -51,3 +54,26 @@ def test_the_one_statement_reads_what_the_fenced_lookup_reads(pg_url: str) -> No
         fresh = len(set(idents) - set(stored))
         assert len(one[3]) == len(fenced[3]) == fresh, idents
         assert one[3] == sorted(one[3]) and len(set(one[3])) == fresh
+
+
+def test_a_store_whose_id_sequence_is_named_otherwise_is_refused(pg_server: Any) -> None:
+    """decision_reads_locked draws fresh ids from records_id_seq by name (migration 26):
+    a store at migration 25 whose records draw from another sequence is refused by the
+    migration, its schema left as it was, rather than given ids from the wrong one."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(load_queries("postgres")["create_schema_version"].sql)
+            for version, sql in load_migrations("postgres"):
+                if version >= 26:
+                    break
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_version VALUES (%s, 0, NULL)", (version,))
+            conn.execute("ALTER SEQUENCE records_id_seq RENAME TO records_ids")
+        with pytest.raises(Exception, match="records_id_seq"):
+            oncebox.open(url, inboxes=[])
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (25,)
+    finally:
+        pg_server.drop_database(name)
