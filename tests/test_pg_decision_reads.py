@@ -56,10 +56,14 @@ def test_the_one_statement_reads_what_the_fenced_lookup_reads(pg_url: str) -> No
         assert one[3] == sorted(one[3]) and len(set(one[3])) == fresh
 
 
-def test_a_store_whose_id_sequence_is_named_otherwise_is_refused(pg_server: Any) -> None:
+@pytest.mark.parametrize("taken", [False, True])
+def test_a_store_whose_id_sequence_is_named_otherwise_is_refused(
+    pg_server: Any, taken: bool
+) -> None:
     """decision_reads_locked draws fresh ids from records_id_seq by name (migration 26):
     a store at migration 25 whose records draw from another sequence is refused by the
-    migration, its schema left as it was, rather than given ids from the wrong one."""
+    migration, its schema left as it was, rather than given ids from the wrong one;
+    also where another sequence has that name (``taken``)."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     url = pg_server.create_database(name)
     try:
@@ -71,6 +75,8 @@ def test_a_store_whose_id_sequence_is_named_otherwise_is_refused(pg_server: Any)
                 conn.execute(sql)
                 conn.execute("INSERT INTO schema_version VALUES (%s, 0, NULL)", (version,))
             conn.execute("ALTER SEQUENCE records_id_seq RENAME TO records_ids")
+            if taken:
+                conn.execute("CREATE SEQUENCE records_id_seq")
         with pytest.raises(Exception, match="records_id_seq"):
             oncebox.open(url, inboxes=[])
         with psycopg.connect(url, autocommit=True) as conn:
