@@ -70,8 +70,9 @@ FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
 ORDER BY 3;
 
 -- name: reserve_record_ids
--- The identity sequence never goes back, so an id is never handed out twice.
-SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
+-- The identity sequence never goes back, so an id is never handed out twice. Named
+-- (records_id_seq, which migration 26 and the schema check), not looked up per id.
+SELECT nextval('records_id_seq'::regclass) FROM generate_series(1, %s) ORDER BY 1;
 
 -- name: decision_reads
 -- The inbox's shared lock and decision_lookup's rows in one statement (the function
@@ -104,8 +105,7 @@ WITH wanted AS (
 )
 SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL
-SELECT 'fresh', nextval(pg_get_serial_sequence('records', 'id')), NULL, NULL, NULL, NULL,
-       NULL, NULL
+SELECT 'fresh', nextval('records_id_seq'::regclass), NULL, NULL, NULL, NULL, NULL, NULL
 FROM wanted w
 WHERE w.ident <> ALL (ARRAY(SELECT ident FROM found))
 UNION ALL
