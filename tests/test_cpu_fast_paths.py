@@ -188,17 +188,20 @@ def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str,
 )  # fmt: skip
 def test_an_edge_begun_on_the_whole_block_is_filled_whole(batches: list[list[str]]) -> None:
     """Where the log's last block and kept nodes are at hand (a PostgreSQL seal sent
-    them), an append whose edge memo was lost fills the edge whole: one node per bit of
-    the log's size, each the root of its leaves, so that the next seal on the connection
-    may be sent the log's head alone; the log and nodes are those of the append that
-    kept its memo."""
+    them), an append whose memo was lost (another connection appended) leaves an edge
+    that lacks nodes, and the next, whose memo holds, fills it whole: one node per bit
+    of the log's size, each the root of its leaves, so that the seal after it may be
+    sent the log's head alone. The log and nodes are those of appends that kept their
+    memo."""
     kept, filled = _Chain(), _Chain()
     filled.log_block_at_hand = True
     for batch in batches:
         events = [LogEvent(step, "s") for step in batch]
-        log.chain(kept, events)  # type: ignore[arg-type]
+        log.chain(kept, events[:1])  # type: ignore[arg-type]
+        log.chain(kept, events[1:])  # type: ignore[arg-type]
         filled.log_edge = None  # lost: another connection appended, say
-        log.chain(filled, events)  # type: ignore[arg-type]
+        log.chain(filled, events[:1])  # type: ignore[arg-type]
+        log.chain(filled, events[1:])  # type: ignore[arg-type]
         size, _, edge = filled.log_edge
         leaves = [log.leaf_of(entry) for entry in filled.entries]
         assert sorted(edge) == [level for level in range(size.bit_length()) if size >> level & 1]

@@ -112,8 +112,9 @@ def test_two_stores_taking_turns_leave_the_log_the_general_path_leaves(
         if general:
             assert not any(seen.alone) and not any(seen.sent)
         else:
-            # Four of five seals follow the same store's own append: the head alone.
-            assert sum(seen.alone) >= 40, seen.alone
+            # Of each store's run of five, the first finds the log moved (the block),
+            # the second fills its edge whole (the block again), the rest the head alone.
+            assert sum(seen.alone) >= 35, seen.alone
             assert not all(seen.alone)  # after the other store's turn, the block again
     ours, theirs = _log(pg_url), _log(other_url)
     assert len(ours["log"]) == 70 and len(ours["nodes"]) >= 4
