@@ -132,7 +132,7 @@ def test_single_and_batched_lookups_decide_alike() -> None:
 class _Chain:
     """The log's port in memory, for :func:`log.chain` alone."""
 
-    log_edge = None
+    log_edge: Any = None
     log_block_at_hand = False
 
     def __init__(self) -> None:
@@ -201,6 +201,8 @@ def test_an_edge_begun_on_the_whole_block_is_filled_whole(batches: list[list[str
         log.chain(kept, events[1:])  # type: ignore[arg-type]
         filled.log_edge = None  # lost: another connection appended, say
         log.chain(filled, events[:1])  # type: ignore[arg-type]
+        # Not filled where the memo did not hold: only the node the new leaf closes.
+        assert len(filled.log_edge[2]) == 1
         log.chain(filled, events[1:])  # type: ignore[arg-type]
         size, _, edge = filled.log_edge
         leaves = [log.leaf_of(entry) for entry in filled.entries]
