@@ -132,7 +132,8 @@ def test_single_and_batched_lookups_decide_alike() -> None:
 class _Chain:
     """The log's port in memory, for :func:`log.chain` alone."""
 
-    log_edge = None
+    log_edge: Any = None
+    log_block_at_hand = False
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
@@ -176,6 +177,40 @@ def test_chained_entries_hash_as_their_definitions(batches: list[list[tuple[str,
     leaves = [log.leaf_of(entry) for entry in tx.entries]
     for (level, index), node in tx.nodes.items():
         assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["accept", "lease"]), min_size=1, max_size=40),
+        min_size=1, max_size=6,
+    )
+)  # fmt: skip
+def test_an_edge_begun_on_the_whole_block_is_filled_whole(batches: list[list[str]]) -> None:
+    """Where the log's last block and kept nodes are at hand (a PostgreSQL seal sent
+    them), an append whose memo was lost (another connection appended) leaves an edge
+    that lacks nodes, and the next, whose memo holds, fills it whole: one node per bit
+    of the log's size, each the root of its leaves, so that the seal after it may be
+    sent the log's head alone. The log and nodes are those of appends that kept their
+    memo."""
+    kept, filled = _Chain(), _Chain()
+    filled.log_block_at_hand = True
+    for batch in batches:
+        events = [LogEvent(step, "s") for step in batch]
+        log.chain(kept, events[:1])  # type: ignore[arg-type]
+        log.chain(kept, events[1:])  # type: ignore[arg-type]
+        filled.log_edge = None  # lost: another connection appended, say
+        log.chain(filled, events[:1])  # type: ignore[arg-type]
+        # Not filled where the memo did not hold: only the node the new leaf closes.
+        assert len(filled.log_edge[2]) == 1
+        log.chain(filled, events[1:])  # type: ignore[arg-type]
+        size, _, edge = filled.log_edge
+        leaves = [log.leaf_of(entry) for entry in filled.entries]
+        assert sorted(edge) == [level for level in range(size.bit_length()) if size >> level & 1]
+        for level, node in edge.items():
+            index = (size >> level) - 1
+            assert node == merkle.root_of(leaves[index << level : (index + 1) << level])
+    assert filled.entries == kept.entries and filled.nodes == kept.nodes
 
 
 class _Num(str):

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "reliability"))
 from _differential_cross import compare_cross  # noqa: E402
 from _differential_history import cksum, fingerprint, frame, history  # noqa: E402
 from conftest import Server  # noqa: E402
-from differential import first_difference  # noqa: E402
+from differential import compare, first_difference  # noqa: E402
 
 FENCE = ROOT / "src" / "oncebox" / "engine" / "fence.py"
 EXPIRY_RULE = "    if now > lease.expires_at:\n"
@@ -86,6 +86,31 @@ def test_a_table_or_a_row_only_one_side_has_is_reported(tmp_path: Path) -> None:
     assert "sqlite-file history 0 table spare: only after has it" in ran.stdout
     assert "sqlite-file history 0 table meta: " in ran.stdout
     assert 'first only after: {"key": "spare", "value": "x"}' in ran.stdout
+
+
+def _dump(versions: list[int], spare: list[list[object]]) -> dict[str, object]:
+    """A dump of one history with no steps: its schema_version rows and one table."""
+    history = {
+        "plan": "p", "steps": [], "eviction_order_fixed": True,
+        **{part: None for part in ("log", "verify", "checkpoint", "proofs")},
+        "tables": {
+            "schema_version": {"columns": ["version", "applied_at"],
+                               "rows": [[v, "<not compared>"] for v in versions]},
+            "spare": {"columns": ["id"], "rows": spare},
+        },
+    }  # fmt: skip
+    return {"histories": [history]}
+
+
+def test_a_migration_only_the_side_after_ships_is_its_bookkeeping_alone() -> None:
+    """A round may add a migration: its schema_version row, after the last migration the
+    side before ships, is not a difference; a row of a migration both ship still is, and
+    so is whatever the migration changed in another table."""
+    assert compare(_dump([1, 2], [[1]]), _dump([1, 2, 3], [[1]]), "postgres") == []
+    assert compare(_dump([1, 2], [[1]]), _dump([1, 3], [[1]]), "postgres") != []
+    assert compare(_dump([1, 2, 3], [[1]]), _dump([1, 2], [[1]]), "postgres") != []
+    changed = compare(_dump([1, 2], [[1]]), _dump([1, 2, 3], [[2]]), "postgres")
+    assert len(changed) == 1 and "table spare" in changed[0], changed
 
 
 def test_a_side_that_cannot_run_is_a_broken_harness_not_a_difference(tmp_path: Path) -> None:

@@ -465,8 +465,8 @@ def test_postgres_a_decision_s_reads_take_a_few_pages_before_analyze(pg_url: str
             for _ in range(8):  # past the function's custom plans: its generic one too
                 [(explained,)] = conn.execute(
                     "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
-                    " SELECT * FROM decision_reads_locked(%s, %s::json, false)",
-                    (stored[1], json.dumps([ident.hex()])),
+                    " SELECT * FROM decision_reads_locked(%s, %s::bytea[], false)",
+                    (stored[1], [ident]),
                 ).fetchall()
                 plan = explained[0]["Plan"]
                 pages.append(plan["Shared Hit Blocks"] + plan["Shared Read Blocks"])

@@ -71,7 +71,15 @@ def chain_after(
     """
     size, prev = end or (0, GENESIS)
     # Its Merkle tree's right edge, as this connection's last append left it, if it holds.
+    memo = tx.log_edge
     edge = _right_edge(tx, size, prev)
+    # A memo that held but lacks nodes (begun on a log another writer had appended to)
+    # is filled where that costs no read: the log stayed this connection's, so its next
+    # seal may well be sent the head alone. Not where it did not hold: under contention
+    # the next seal finds the log moved again, and the fill would be wasted.
+    held = memo is not None and edge is memo[2]
+    if held and tx.log_block_at_hand and len(edge) != size.bit_count():
+        _fill_edge(edge, size, Nodes(tx))
     seq = size + 1
     entries: list[LogEntry] = []
     leaves: list[bytes] = []
@@ -105,6 +113,21 @@ def _right_edge(tx: Chain, size: int, last_hash: str) -> dict[int, bytes]:
         edge: dict[int, bytes] = kept[2]
         return edge
     return {}
+
+
+def _fill_edge(edge: dict[int, bytes], size: int, get: merkle.NodeGetter) -> None:
+    """Complete ``edge`` for a tree of ``size`` leaves: one node per bit set in ``size``,
+    the complete subtree ending the leaves at that level. Where the transaction holds
+    the log's last block and kept nodes (:attr:`Chain.log_block_at_hand`), each comes
+    without a read; kept whole, the edge lets the next seal on the connection read none
+    of the log but its head (:mod:`oncebox.store.pgseal`). Some 40 hashes at most (the
+    leaves of the last block among them), so only where the memo held."""
+    level, rest = 0, size
+    while rest:
+        if rest & 1 and level not in edge:
+            edge[level] = get(level, rest - 1)
+        level += 1
+        rest >>= 1
 
 
 # Which Merkle nodes the store keeps: levels 4, 8, 12, ... (one row per 16 entries, and

@@ -18,6 +18,11 @@ class Chain(Protocol):
     """The log's own memo (:func:`oncebox.engine.log.chain_after`), kept from one of
     this object's transactions to the next; the store never reads it."""
 
+    log_block_at_hand: bool
+    """Whether this transaction read, with the log, the log's last block of 16 entries
+    and the kept Merkle nodes beside it: the tree's whole right edge is then rebuilt
+    without a read (a seal's reads on PostgreSQL, :mod:`oncebox.store.pgseal`)."""
+
     def log_head(self) -> LogEntry | None: ...
 
     def append_log(self, entries: Sequence[LogEntry]) -> None: ...

@@ -1,11 +1,13 @@
 """A seal's reads and writes on PostgreSQL, in one transaction of the store
 (:mod:`oncebox.store.pgtx`): the log's lease and everything a seal reads next in one
-statement (``seal_reads_held``, migration 24), sent in the transaction's pipeline or in
-the commit's round trip before it (:meth:`PostgresStore.sealing_next`); its writes (log
-entries, Merkle nodes, seal positions, the queue rows it drained) held back and sent as
-one statement (``seal_writes``) with whatever goes next; and the transaction's own log
-events held back, so that a seal in this very transaction (a single delivery's)
-appends them without their touching the queue.
+statement (``seal_reads_held``, migrations 24 and 26: the log's last block and kept
+nodes, or its head alone where the connection's kept edge is still the tree's), sent in
+the transaction's pipeline or in the commit's round trip before it
+(:meth:`PostgresStore.sealing_next`); its writes (log entries, Merkle nodes, seal
+positions, the queue rows it drained) held back and sent as one statement
+(``seal_writes``) with whatever goes next; and the transaction's own log events held
+back, so that a seal in this very transaction (a single delivery's) appends them
+without their touching the queue.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SealingTx(PipelinedTx):
         self._tail: list[LogEntry] | None = None
         self._lease: dict[str, LeaseState] | None = None
         self._nodes: dict[tuple[int, int], bytes] = {}  # stored, so never stale
+        self.log_block_at_hand = False  # the log's last block and kept nodes read whole
         self._seal: dict[str, list[Any]] = {}  # its writes, sent as one statement
         # Log events this transaction queued, held back: a seal in this very transaction
         # (a single delivery's) appends them without their touching the queue; otherwise
@@ -144,9 +147,8 @@ class SealingTx(PipelinedTx):
         durable commit covers): the same statement sets its level back."""
         level = self._level if self._durable_again() else None
         # The decision's writes held before it go in the same statement, done first.
-        reads, folded = self._send_after_held(
-            "seal_reads_held", "seal_reads_after", (level, SEAL_BATCH, LOG_BLOCK)
-        )
+        params = (level, SEAL_BATCH, LOG_BLOCK, *self._known_end())
+        reads, folded = self._send_after_held("seal_reads_held", "seal_reads_after", params)
         counted = len(folded) + 1 if folded else 0  # its counts' columns, then the reads'
 
         def take() -> None:
@@ -154,6 +156,7 @@ class SealingTx(PipelinedTx):
             tail: list[LogEntry] = []
             nodes: dict[tuple[int, int], bytes] = {}
             lease: dict[str, LeaseState] = {}
+            block = True  # the last block and the kept nodes came, unless the head alone
             rows = reads.fetchall()
             for part, write in enumerate(folded):  # what the writes folded in changed
                 if write.expected is not None and rows[0][part] != write.expected:
@@ -180,16 +183,33 @@ class SealingTx(PipelinedTx):
                     nodes[int(a), int(b)] = bytes(node)
                 elif kind == "lease":
                     lease[step] = LeaseState(SEALER.kind, a, step, b, state, at, *until)
+                elif kind == "head":  # where the connection's last append left it
+                    tail.append(LogEntry(a, step, state, hashed))
+                    block = False
                 elif self._clock is None:
                     self._now = float(at)
             self._lease = lease
             self._pending = sorted(pending, key=lambda event: event.id)
             self._tail = sorted(tail, key=lambda entry: entry.seq)
             self._nodes = nodes
+            self.log_block_at_hand = block
 
         if self._pipe is not None:
             take()
         return take
+
+    def _known_end(self) -> tuple[int | None, str | None]:
+        """Where the log ended after this connection's last committed append (its seq and
+        chain hash), sent so that the server, finding the log still ending there, sends
+        the head alone (migration 26): the kept edge rebuilds nothing, so nothing more of
+        the log is read. None where no edge is kept, or one that lacks a node: an edge
+        holds one node per bit set in the log's size, each a complete subtree (the
+        engine's memo, engine/log.py); one begun on a log it did not read whole lacks
+        some, and the block and nodes sent with the log's head fill them in."""
+        memo = self.log_edge
+        if memo is None or len(memo[2]) != int(memo[0]).bit_count():
+            return None, None
+        return memo[0], memo[1]
 
     def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
         nodes = self._nodes

@@ -11,7 +11,8 @@ read the code needs before it can go on, and the store asks for those together:
   together with the ``COMMIT``;
 - a seal's reads, all at once, as it takes the log (:meth:`PostgresTx.read_for_seal`):
   the sealer's lease, the clock, the queue, the log's head with the entries of its last
-  Merkle block and the kept nodes the appends hash with; a single delivery's in its own
+  Merkle block and the kept nodes the appends hash with (the head alone where the log
+  still ends where this connection's last append left it); a single delivery's in its own
   transaction, once its writes are sent; a batch's in the very round trip that commits
   the decision before it (:meth:`PostgresStore.sealing_next`);
 - a check that must hold before the commit (a duplicate's record still there) waits
@@ -59,10 +60,12 @@ from oncebox.domain import (
     StoredRow,
 )
 from oncebox.errors import RetryTransaction
+from oncebox.store.pgarrays import TYPED
 from oncebox.store.pgpipe import Q, _first
 from oncebox.store.pgseal import SealingTx
 
 RECORDS_IDENTITY = "records_one_per_identity"
+BYTEA_COLUMN = TYPED["bytea"][0]  # a batch's identities, as decision_reads takes them
 
 
 def lost_identity(exc: BaseException) -> bool:
@@ -114,12 +117,12 @@ class PostgresTx(SealingTx):
         identity not stored. Read in this order, so no wait lets a stale time pass."""
         if self._pipe is None:
             return super().decision_reads(inbox_id, idents, scopes)
-        wanted = json.dumps([ident.hex() for ident in idents])
         if idents and scopes is None:  # the lock and the lookup: one statement
             relaxed, self._relax_next = self._relax_next, False
-            reads = {"inbox": inbox_id, "idents": wanted, "relaxed": relaxed}
+            reads = [inbox_id, BYTEA_COLUMN(idents), relaxed]  # one identity: a bytea
             lookup, held = self._send("decision_reads", reads), {}
         else:
+            wanted = json.dumps([ident.hex() for ident in idents])
             self.lock_identities(inbox_id, idents)
             names = json.dumps(sorted(set(scopes))) if scopes else None
             leases = self._send("held_leases", (Fenced.SCOPE, inbox_id, names)) if names else None

@@ -12,6 +12,7 @@ from oncebox.store.sqltx.base import SqlBase
 class LogSql(SqlBase):
     # The log's memo between this object's transactions; the store never reads it.
     log_edge: Any = None
+    log_block_at_hand = False  # each read of the log is a statement of its own
 
     def log_head(self) -> LogEntry | None:
         return self._row("log_head", (), LogEntry)

@@ -70,15 +70,17 @@ FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
 ORDER BY 3;
 
 -- name: reserve_record_ids
--- The identity sequence never goes back, so an id is never handed out twice.
-SELECT nextval(pg_get_serial_sequence('records', 'id')) FROM generate_series(1, %s) ORDER BY 1;
+-- The identity sequence never goes back, so an id is never handed out twice. Named
+-- (records_id_seq, which migration 26 and the schema check), not looked up per id.
+SELECT nextval('records_id_seq'::regclass) FROM generate_series(1, %s) ORDER BY 1;
 
 -- name: decision_reads
 -- The inbox's shared lock and decision_lookup's rows in one statement (the function
 -- decision_reads_locked, migration 24), for an inbox that is not lease-fenced (a fenced
--- one holds its scopes' leases between the two). Named parameters: inbox, idents (a
--- JSON array of hex digests), relaxed (the relaxed beginning's SET LOCAL with the lock).
-SELECT * FROM decision_reads_locked(%(inbox)s, %(idents)s::json, %(relaxed)s);
+-- one holds its scopes' leases between the two). Parameters: inbox, idents (the
+-- batch's identities; migration 26), relaxed (the relaxed beginning's SET LOCAL with
+-- the lock).
+SELECT * FROM decision_reads_locked(%s, %b::bytea[], %s);
 
 -- name: decision_lookup
 -- What a decision reads once its locks are held, in one statement (one snapshot): the
@@ -103,8 +105,7 @@ WITH wanted AS (
 )
 SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM found
 UNION ALL
-SELECT 'fresh', nextval(pg_get_serial_sequence('records', 'id')), NULL, NULL, NULL, NULL,
-       NULL, NULL
+SELECT 'fresh', nextval('records_id_seq'::regclass), NULL, NULL, NULL, NULL, NULL, NULL
 FROM wanted w
 WHERE w.ident <> ALL (ARRAY(SELECT ident FROM found))
 UNION ALL
@@ -113,9 +114,10 @@ SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
 
 -- name: seal_reads_held
 -- The log's lease, held, and seal_reads' rows in one statement (the function
--- seal_reads_held, migration 24). Parameters: the connection's own synchronous_commit
--- to go back to (NULL: leave it), limit, block.
-SELECT * FROM seal_reads_held(%s, %s, %s);
+-- seal_reads_held, migrations 24 and 26). Parameters: the connection's own
+-- synchronous_commit to go back to (NULL: leave it), limit, block, and the position and
+-- chain hash of the connection's last append (NULL: none known).
+SELECT * FROM seal_reads_held(%s, %s, %s, %s::bigint, %s::text);
 
 -- name: seal_reads_after
 -- seal_reads_held in the statement of the writes held before it (store/pgfold.py folds
@@ -123,7 +125,8 @@ SELECT * FROM seal_reads_held(%s, %s, %s);
 -- sum, so the log is taken once every row those writes lock is locked, as when they
 -- were statements of their own before it. Each row: the writes' counts, then the reads.
 SELECT c.*, s.* FROM counts AS c
-CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s) AS s;
+CROSS JOIN LATERAL seal_reads_held(CASE WHEN c.written >= 0 THEN %s::text END, %s, %s,
+                                   %s::bigint, %s::text) AS s;
 
 -- name: seal_reads
 -- What a seal reads once the log is held (held_leases_exclusive, sent just before), in

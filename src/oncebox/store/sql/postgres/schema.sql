@@ -85,6 +85,19 @@ SELECT r.id, r.inbox_id, r.ident, r.identity, r.witness, r.revision, r.content, 
        r.revised_at, r.signature, r.key
 FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = r.id;
 
+-- The records' identity column draws from records_id_seq, the name PostgreSQL gave it
+-- when the table was made: decision_reads_locked names it, where it looked it up by
+-- table and column for every fresh id (a catalog scan each, a third of the lookup's
+-- time). A store whose sequence is named otherwise is refused here, not misnumbered.
+DO $$
+BEGIN
+  IF pg_get_serial_sequence('records', 'id')::regclass <> 'records_id_seq'::regclass THEN
+    RAISE EXCEPTION 'the records'' id sequence is %, not records_id_seq',
+      pg_get_serial_sequence('records', 'id');
+  END IF;
+END
+$$;
+
 -- What a decision reads, in one statement, for an inbox that is not lease-fenced: the
 -- inbox's shared lock (with the relaxed beginning's SET LOCAL where asked), then, in a
 -- query of its own, decision_lookup's rows (the clock, the stored records, the fresh
@@ -93,8 +106,10 @@ FROM records r LEFT JOIN seal_positions sp ON r.log_seq = -1 AND sp.record_id = 
 -- new one, so the lookup sees what committed while the lock was waited for, as it did
 -- when it came in the statement after the lock's. The decision itself stays in Python.
 -- Each identity is looked up on its own (a lateral subquery the planner keeps apart):
--- by the whole identity index, whatever the statistics say (migration 25).
-CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents json, p_relaxed boolean)
+-- by the whole identity index, whatever the statistics say (migration 25). The
+-- identities come as a bytea[], read through a scalar subquery so that one generic
+-- plan serves every call (migration 26).
+CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents bytea[], p_relaxed boolean)
 RETURNS TABLE (kind text, id bigint, ident bytea, witness bytea, revision integer,
                evicted_at double precision, first_seen double precision, log_seq bigint)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -106,7 +121,7 @@ BEGIN
   END IF;
   RETURN QUERY
   WITH wanted AS (
-    SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(p_idents)
+    SELECT DISTINCT w.ident FROM unnest((SELECT p_idents)) AS w(ident)
   ), found AS (
     SELECT 'stored'::text AS kind, r.id, r.ident, r.witness, r.revision, r.evicted_at,
            r.first_seen, r.log_seq
@@ -117,7 +132,7 @@ BEGIN
   SELECT f.kind, f.id, f.ident, f.witness, f.revision, f.evicted_at, f.first_seen, f.log_seq
   FROM found f
   UNION ALL
-  SELECT 'fresh'::text, nextval(pg_get_serial_sequence('records', 'id')), NULL::bytea,
+  SELECT 'fresh'::text, nextval('records_id_seq'::regclass), NULL::bytea,
          NULL::bytea, NULL::integer, NULL::double precision, NULL::double precision,
          NULL::bigint
   FROM wanted w
@@ -138,8 +153,12 @@ $$;
 -- in step, holder in state, issued_at in clock). It reads; the seal hashes in Python.
 -- Each level's kept nodes are read by their whole key, (level, index) in a range, in a
 -- lateral subquery the planner keeps apart, and the log's last block in position order,
--- a block at most, so that only the log's index reads it (migration 25).
-CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer)
+-- a block at most, so that only the log's index reads it (migration 25). Given the
+-- position and chain hash of the connection's last append (p_seq, p_hash), where the
+-- log still ends there, its head comes alone (kind 'head'): the connection's kept edge
+-- is the tree's, so neither block nor nodes are read (migration 26).
+CREATE FUNCTION seal_reads_held(p_level text, p_limit integer, p_block integer,
+                                p_seq bigint DEFAULT NULL, p_hash text DEFAULT NULL)
 RETURNS TABLE (kind text, a bigint, b bigint, step text, state text, hash text,
                node bytea, record_id bigint, revision bigint, inbox_id bigint,
                clock double precision, expires_at double precision,
@@ -166,6 +185,17 @@ BEGIN
          p.record_id, p.revision, p.inbox_id, NULL::double precision,
          NULL::double precision, NULL::double precision
   FROM log_pending p ORDER BY p.id LIMIT p_limit;
+  IF p_seq IS NOT NULL THEN
+    RETURN QUERY
+    SELECT 'head'::text, l.seq, NULL::bigint, l.step, l.state, l.hash, NULL::bytea,
+           NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,
+           NULL::double precision, NULL::double precision
+    FROM (SELECT t.seq, t.step, t.state, t.hash FROM log t ORDER BY t.seq DESC LIMIT 1) AS l
+    WHERE l.seq = p_seq AND l.hash = p_hash;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
   RETURN QUERY
   SELECT 'tail'::text, l.seq, NULL::bigint, l.step, l.state, l.hash, NULL::bytea,
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::double precision,

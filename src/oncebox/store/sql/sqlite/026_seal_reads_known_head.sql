@@ -1,0 +1,3 @@
+-- Migration 26 (SQLite): nothing to do. On PostgreSQL a seal that knows where the log
+-- ends (its connection's last append) is answered without the log's last block and
+-- kept nodes; SQLite's seal reads in its own process, only what it needs.
