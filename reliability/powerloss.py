@@ -323,7 +323,9 @@ class RunResult:
 def store_url(path: Path, mode: str, vfs: str | None = None) -> str:
     # The store sets its own wal_autocheckpoint on every connection, so the child's
     # frequent checkpoints are asked of the store, in its URL.
-    query = f"?vfs={vfs}&synchronous={mode}&wal_autocheckpoint={AUTOCHECKPOINT_PAGES}" if vfs else ""
+    query = (
+        f"?vfs={vfs}&synchronous={mode}&wal_autocheckpoint={AUTOCHECKPOINT_PAGES}" if vfs else ""
+    )
     return f"sqlite:///{path}{query}"
 
 
