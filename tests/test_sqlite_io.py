@@ -1,4 +1,5 @@
-"""What the SQLite store asks of the disk and the kernel: its page cache and its checkpoints.
+"""What the SQLite store asks of the disk and the kernel: its page cache and its checkpoints
+(and, beside them, the statement text APSW hashes on every run).
 
 Each connection's page cache is large enough that a batch's dirty pages are not spilled
 into the WAL before the commit (a spilled page that the batch dirties again is written
@@ -9,17 +10,20 @@ the store opens, readers included, and can be changed in the store's URL.
 
 from __future__ import annotations
 
+import re
 import struct
 import sys
 import threading
 import uuid
 from pathlib import Path
 
+import apsw
 import pytest
 
 import oncebox
 from oncebox.errors import ConfigError
 from oncebox.store.sqlite import CACHE_MB, WAL_AUTOCHECKPOINT, SQLiteStore
+from oncebox.store.sqlitetx import _TEXT, Q
 
 # Appended, not put first: bench/http.py would shadow the standard library's http.
 sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
@@ -148,3 +152,43 @@ def test_a_batch_writes_each_page_once_into_a_store_of_45000(tmp_path: Path) -> 
         pages = wal_pages(Path(f"{db}-wal"))  # the last connection's close deletes it
     assert len(pages) == len(set(pages)) > 500  # each page one frame, past a 2 MiB cache
     assert counts.pages == len(pages)  # and each frame written once
+
+
+def _program(conn: apsw.Connection, sql: str) -> object:
+    """What SQLite compiles ``sql`` to (EXPLAIN's rows), or the error it refuses it with."""
+    try:
+        try:
+            return [tuple(row) for row in conn.execute("EXPLAIN " + sql)]
+        except apsw.BindingsError as exc:  # EXPLAIN takes the parameters too: all NULL
+            wanted = re.search(r"has (\d+) bindings", str(exc))
+            assert wanted is not None, exc
+            return [tuple(row) for row in conn.execute("EXPLAIN " + sql, (None,) * int(wanted[1]))]
+    except apsw.SQLError as exc:  # a migration's DDL, on a store it was applied to already
+        return ("refused", str(exc))
+
+
+def test_each_statement_runs_as_its_full_text_would(tmp_path: Path) -> None:
+    """The store runs each statement without comments, blank lines or indentation (APSW
+    hashes the text on every run, every row of an executemany); SQLite must compile it to
+    the same program, byte for byte, as the text in queries.sql."""
+    store = SQLiteStore(str(tmp_path / "e.db"))
+    try:
+        conn = store._connect()
+        compiled = 0
+        for name, query in Q.items():
+            full, bare = _program(conn, query.sql), _program(conn, _TEXT[name])
+            assert full == bare, name
+            compiled += isinstance(full, list) and len(full) > 0
+        assert compiled > 100
+    finally:
+        store.close()
+
+
+def test_the_statements_are_run_without_comments_blank_lines_or_indentation() -> None:
+    for name, text in _TEXT.items():
+        for line in text.splitlines():
+            assert line == line.strip() and line, (name, line)
+            assert not line.startswith("--"), (name, line)
+    # the batch's two statements run once a row: 301 and 101 bytes with their indentation
+    assert len(_TEXT["insert_records"]) < 260
+    assert len(_TEXT["append_log"]) <= 101
