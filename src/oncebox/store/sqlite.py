@@ -59,8 +59,11 @@ SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
 # spills into the WAL mid-transaction, to write again and read back).
 CACHE_MB = 16
 # WAL pages past which a commit checkpoints (SQLite's own default is 1,000); with 4 KiB
-# pages the WAL file stays near 16 MiB.
-WAL_AUTOCHECKPOINT = 4000
+# pages the WAL file stays near 8 MiB. Not more: each commit indexes its frames in the
+# WAL's hash table, where the frames of a page that every commit changes (page 1, the
+# log's last page) probe past one another, so a single delivery's commit costs more
+# instructions the longer the WAL (bench/README.md, "What the disk and the kernel cost").
+WAL_AUTOCHECKPOINT = 2000
 # The WAL-reset bug: present from 3.7.0, fixed in 3.51.3.
 UNSAFE_FROM, SAFE_FROM = (3, 7, 0), (3, 51, 3)
 
