@@ -17,7 +17,7 @@ whole WAL) can take them back. SQLite will not change the level inside a transac
 so such a transaction begins relaxed, and its work refuses
 (:class:`~oncebox.store.base.WrongLevel`) before writing anything else.
 
-What the disk and the kernel cost (docs/operations.md#sqlite-memory-and-checkpoints):
+What the disk and the kernel cost (docs/operations.md#sqlite-io):
 each connection's page cache holds ``cache_mb`` MiB, enough that a batch's dirty pages
 never spill into the WAL before its commit (a spilled page is written twice and read
 back); and the writer whose commit takes the WAL past ``wal_autocheckpoint`` pages copies
