@@ -62,7 +62,7 @@ def test_every_connection_the_store_opens_has_its_cache_and_checkpoint_settings(
 ) -> None:
     path = str(tmp_path / "s.db")
     expected = (-1024 * CACHE_MB, WAL_AUTOCHECKPOINT)
-    assert expected == (-16384, 2000)
+    assert expected == (-16384, 1000)
     store = SQLiteStore(path)
     try:
         assert settings(store) == expected

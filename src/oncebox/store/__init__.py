@@ -11,7 +11,7 @@ SQLITE_OPTIONS = ("vfs", "synchronous", "cache_mb", "wal_autocheckpoint")
 
 
 def sqlite_options(url: str) -> tuple[str, dict[str, str]]:
-    """Split ``sqlite:///path.db?cache_mb=16&wal_autocheckpoint=2000`` into path and options.
+    """Split ``sqlite:///path.db?cache_mb=16&wal_autocheckpoint=1000`` into path and options.
 
     ``cache_mb`` (each connection's page cache, MiB) and ``wal_autocheckpoint`` (WAL
     pages past which a commit checkpoints) are documented settings (docs/configuration.md).

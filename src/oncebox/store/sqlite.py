@@ -21,8 +21,8 @@ What the disk and the kernel cost (docs/operations.md#sqlite-io):
 each connection's page cache holds ``cache_mb`` MiB, enough that a batch's dirty pages
 never spill into the WAL before its commit (a spilled page is written twice and read
 back); and the writer whose commit takes the WAL past ``wal_autocheckpoint`` pages copies
-it into the database, so the fewer checkpoints there are, the fewer times a page written
-by many commits is copied, at two fsyncs each. Neither changes what a commit syncs.
+it into the database (the fewer checkpoints, the fewer copies of a page many commits
+write, at two fsyncs each). Neither changes what a commit syncs.
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
 # new records into a store of 100,000 dirties more pages than that, which SQLite then
 # spills into the WAL mid-transaction, to write again and read back).
 CACHE_MB = 16
-# WAL pages past which a commit checkpoints (SQLite's own default is 1,000); with 4 KiB
-# pages the WAL file stays near 8 MiB. Not more: each commit indexes its frames in the
-# WAL's hash table, where the frames of a page that every commit changes (page 1, the
-# log's last page) probe past one another, so a single delivery's commit costs more
-# instructions the longer the WAL (bench/README.md, "What the disk and the kernel cost").
-WAL_AUTOCHECKPOINT = 2000
+# WAL pages past which a commit checkpoints: SQLite's own 1,000 (a WAL near 4 MiB), set
+# on every connection all the same, since a URL may change it. Not more by default: a
+# longer WAL saves a batch few checkpoints, and cost single deliveries time (the
+# frames of a page every commit changes probe past one another in the WAL's hash
+# table; bench/README.md, "What the disk and the kernel cost").
+WAL_AUTOCHECKPOINT = 1000
 # The WAL-reset bug: present from 3.7.0, fixed in 3.51.3.
 UNSAFE_FROM, SAFE_FROM = (3, 7, 0), (3, 51, 3)
 
