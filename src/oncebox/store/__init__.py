@@ -7,15 +7,17 @@ from collections.abc import Callable
 from oncebox.errors import ConfigError
 from oncebox.store.base import Store, Tx
 
-SQLITE_OPTIONS = ("vfs", "synchronous")
+SQLITE_OPTIONS = ("vfs", "synchronous", "cache_mb", "wal_autocheckpoint")
 
 
 def sqlite_options(url: str) -> tuple[str, dict[str, str]]:
-    """Split ``sqlite:///path.db?vfs=name&synchronous=NORMAL`` into path and options.
+    """Split ``sqlite:///path.db?cache_mb=16&wal_autocheckpoint=1000`` into path and options.
 
+    ``cache_mb`` (each connection's page cache, MiB) and ``wal_autocheckpoint`` (WAL
+    pages past which a commit checkpoints) are documented settings (docs/configuration.md).
     ``vfs`` names an APSW/SQLite VFS registered in this process (the power-loss harness
     uses one); ``synchronous`` exists only so that harness can show that ``NORMAL`` loses
-    acknowledged commits. Neither belongs in production URLs.
+    acknowledged commits. Neither of those two belongs in production URLs.
     """
     path, _, query = url.partition("?")
     options: dict[str, str] = {}

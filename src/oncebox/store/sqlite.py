@@ -16,6 +16,13 @@ next flush (any later FULL commit's, or a checkpoint's, on any connection: they 
 whole WAL) can take them back. SQLite will not change the level inside a transaction,
 so such a transaction begins relaxed, and its work refuses
 (:class:`~oncebox.store.base.WrongLevel`) before writing anything else.
+
+What the disk and the kernel cost (docs/operations.md#sqlite-io):
+each connection's page cache holds ``cache_mb`` MiB, enough that a batch's dirty pages
+never spill into the WAL before its commit (a spilled page is written twice and read
+back); and the writer whose commit takes the WAL past ``wal_autocheckpoint`` pages copies
+it into the database (the fewer checkpoints, the fewer copies of a page many commits
+write, at two fsyncs each). Neither changes what a commit syncs.
 """
 
 from __future__ import annotations
@@ -47,6 +54,16 @@ RETRIES = 5
 # NORMAL is not power-safe in WAL mode; it is accepted only for the power-loss harness's
 # negative control.
 SYNCHRONOUS_MODES = ("FULL", "EXTRA", "NORMAL")
+# Each connection's page cache, at most (SQLite's own default is 2 MiB: a batch of 1,000
+# new records into a store of 100,000 dirties more pages than that, which SQLite then
+# spills into the WAL mid-transaction, to write again and read back).
+CACHE_MB = 16
+# WAL pages past which a commit checkpoints: SQLite's own 1,000 (a WAL near 4 MiB), set
+# on every connection all the same, since a URL may change it. Not more by default: a
+# longer WAL saves a batch few checkpoints, and cost single deliveries time (the
+# frames of a page every commit changes probe past one another in the WAL's hash
+# table; bench/README.md, "What the disk and the kernel cost").
+WAL_AUTOCHECKPOINT = 1000
 # The WAL-reset bug: present from 3.7.0, fixed in 3.51.3.
 UNSAFE_FROM, SAFE_FROM = (3, 7, 0), (3, 51, 3)
 
@@ -79,6 +96,18 @@ def _busy_handler() -> Callable[[int], bool]:
         return True
 
     return busy
+
+
+def _positive(name: str, value: int | str) -> int:
+    """A whole number of at least 1 (a URL gives it as text): no cache at all, or a WAL
+    that is never checkpointed and grows without end, is not a setting oncebox offers."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return number
 
 
 _STORE_FAILURES = (
@@ -139,10 +168,17 @@ class SQLiteStore:
         vfs: str | None = None,
         synchronous: str = "FULL",
         read_only: bool = False,
+        cache_mb: int | str = CACHE_MB,
+        wal_autocheckpoint: int | str = WAL_AUTOCHECKPOINT,
     ) -> None:
         check_sqlite_version(apsw.sqlite_lib_version())
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ConfigError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        # Set on every connection this store opens, readers included (see _session).
+        self._pragmas = (
+            f"PRAGMA cache_size=-{1024 * _positive('cache_mb', cache_mb)}",
+            f"PRAGMA wal_autocheckpoint={_positive('wal_autocheckpoint', wal_autocheckpoint)}",
+        )
         self.path = path
         self.url = f"sqlite:///{path}"
         self._vfs = vfs
@@ -194,6 +230,8 @@ class SQLiteStore:
                     raise StorageError(f"{self.path}: cannot switch to WAL (got {mode})")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
+            for pragma in self._pragmas:
+                conn.execute(pragma)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
         session = self._local.session = _Session(conn, self._clock, self._synchronous)

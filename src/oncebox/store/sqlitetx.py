@@ -23,12 +23,13 @@ _MADE: dict[tuple[str, type], Callable[[Sequence[Any]], Any]] = {}
 
 
 def _bare(sql: str) -> str:
-    """``sql`` without the comment lines that describe it: SQLite's statement cache
-    hashes and compares the whole text on every run, comments and all."""
-    lines = sql.splitlines()
-    while lines and lines[0].lstrip().startswith("--"):
-        lines.pop(0)
-    return "\n".join(lines)
+    """``sql`` without its comment lines, blank lines and indentation: APSW's statement
+    cache hashes the whole text, a byte at a time (some 10 instructions a byte), on every
+    run, and an ``executemany`` runs it again for each row. Line breaks stay, so a comment
+    at a line's end still ends there; the store's SQL has no string spanning lines
+    (tests/test_sqlite_io.py compares each statement's program with its full text's)."""
+    lines = (line.strip() for line in sql.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("--"))
 
 
 _TEXT = {name: _bare(query.sql) for name, query in Q.items()}
