@@ -131,7 +131,7 @@ def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
         assert newcomer.verdict == "conflict" and newcomer.quarantine_id is not None
         box.resolve(newcomer.quarantine_id, "accept", "the sender meant it", actor="ops")
         others("after")
-        box.seal()
+        positions = box.seal()
         entries = box.log_entries()
         assert len(entries) == 12  # ten accepts, the quarantine, the resolve: one seal
         accepted = [e.seq for e in entries if e.step == "accept"]
@@ -139,5 +139,6 @@ def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
         again = box.ingest("queue", Delivery(b"second", key="k1"))
         assert again.verdict == "duplicate" and again.record_id == first.record_id
         assert again.log_position == accepted[3] != resolved[0]
+        assert positions[first.record_id] == accepted[3]  # what seal() says is what is stored
         [record] = [r for r in box.records("queue") if r.id == first.record_id]
         assert record.log_seq == accepted[3]
