@@ -21,7 +21,7 @@ import oncebox
 from oncebox import Delivery, InboxSpec, Oncebox, Verdict
 from oncebox.domain import SEALER
 from oncebox.engine import fence
-from oncebox.store import open_store
+from oncebox.store import open_store, postgres
 from pgturns import TurnCounter
 
 INBOXES = [
@@ -54,7 +54,11 @@ def event(i: int, price: int = 1) -> Delivery:
 
 
 @pytest.fixture
-def counted(pg_url: str) -> Iterator[tuple[Oncebox, TurnCounter]]:
+def counted(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Oncebox, TurnCounter]]:
+    # A pooled connection that rested IDLE_CHECK seconds is checked first, a round trip
+    # of its own: on a loaded machine the warm-up and the counted call can be that far
+    # apart (a count of 4 for a new delivery, once under xdist), so no rest is long here.
+    monkeypatch.setattr(postgres, "IDLE_CHECK", 3600.0)
     counter = TurnCounter(pg_url)
     box = oncebox.open(counter.url, inboxes=INBOXES)
     box.ingest("listing", event(-1))  # the pool's connection is open and warm
