@@ -314,10 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         with postgres("postgres" in backends) as admin:
             for backend in backends:
                 differences += run_backend(backend, sides, args, work, admin)
-        if args.keep:
-            args.keep.mkdir(parents=True, exist_ok=True)
-            for dump in work.glob("*.json"):
-                shutil.copy(dump, args.keep / dump.name)
+        keep_dumps(work, args.keep)
         print("IDENTICAL" if not differences else f"DIFFERENT: {differences} differences")
         return 1 if differences else 0
     finally:
@@ -397,12 +394,17 @@ def cross(args: argparse.Namespace, backends: list[str], work: Path) -> int:
         print(f"  {line}")
     if len(found) > args.show:
         print(f"  ... and {len(found) - args.show} more")
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        for dump_file in work.glob("*.json"):
-            shutil.copy(dump_file, args.keep / dump_file.name)
+    keep_dumps(work, args.keep)
     print("THE SAME ON BOTH" if not found else f"DIFFERENT: {len(found)} differences")
     return 1 if found else 0
+
+
+def keep_dumps(work: Path, keep: Path | None) -> None:
+    """Copy a run's dumps to ``--keep``'s directory, where one was given."""
+    if keep:
+        keep.mkdir(parents=True, exist_ok=True)
+        for dump in work.glob("*.json"):
+            shutil.copy(dump, keep / dump.name)
 
 
 if __name__ == "__main__":
