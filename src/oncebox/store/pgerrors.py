@@ -4,8 +4,11 @@ or that a statement failed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import ExecStatus
 from psycopg_pool import PoolTimeout
 
 from oncebox.errors import ReadTimedOut, StorageError, StorageUnavailable
@@ -47,3 +50,21 @@ def storage_error(exc: BaseException) -> StorageError:
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
         return StorageUnavailable(f"PostgreSQL is restarting: {exc}")
     return StorageError(f"PostgreSQL failed: {exc}")
+
+
+def commit_done(committed: psycopg.Cursor[Any] | None) -> bool:
+    """Whether a COMMIT was answered as done. The server answers the COMMIT of a
+    transaction in which a statement failed (its error caught by the caller) with
+    ``ROLLBACK`` and no error: nothing of it was written."""
+    result = committed.pgresult if committed is not None else None
+    return (
+        result is not None
+        and result.status == ExecStatus.COMMAND_OK
+        and result.command_status == b"COMMIT"
+    )
+
+
+ROLLED_BACK = (
+    "PostgreSQL rolled the transaction back at its COMMIT: a statement in it had failed "
+    "and its error was caught; nothing of it was written"
+)

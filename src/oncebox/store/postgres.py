@@ -31,12 +31,13 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from oncebox.errors import (
     ApplyError,
     RetryTransaction,
+    StorageError,
     StorageUnavailable,
 )
 from oncebox.store import pgarrays
@@ -44,8 +45,10 @@ from oncebox.store.base import T, Tx
 from oncebox.store.migrate import check_current, migrate, migrate_step
 from oncebox.store.pgerrors import (
     RETRYABLE,
+    ROLLED_BACK,
     Retry,
     Stale,
+    commit_done,
     driver_error,
     storage_error,
     store_failed,
@@ -66,12 +69,6 @@ class Carried(NamedTuple):
 
     conn: psycopg.Connection[Any]
     tx: PostgresTx
-
-
-def _done(committed: psycopg.Cursor[Any] | None) -> bool:
-    """Whether a COMMIT sent in a pipeline was answered as done."""
-    result = committed.pgresult if committed is not None else None
-    return result is not None and result.status == ExecStatus.COMMAND_OK
 
 
 def _mapped(exc: Exception, lost: bool) -> Exception:
@@ -184,7 +181,8 @@ class PostgresStore:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
+                if not commit_done(conn.execute("COMMIT")):
+                    raise StorageError(ROLLED_BACK)
         except Exception as exc:
             mapped = _mapped(exc, lost=False)
             if mapped is exc:
@@ -222,6 +220,8 @@ class PostgresStore:
                     conn.execute(READ_COMMITTED)
                     opened = self._tx(conn)  # its answers taken below
                     follow = opened.read_for_seal()
+            if not commit_done(committed):
+                raise StorageError(ROLLED_BACK)
             if tx.log_edge is not None:  # committed: its append's edge is the log's now
                 self._edges[conn] = tx.log_edge
             if follow is not None:
@@ -233,7 +233,7 @@ class PostgresStore:
                 # Not a ROLLBACK statement: rollback() also forgets the statements psycopg
                 # believes prepared, which a failed pipeline may have left unprepared.
                 conn.rollback()
-            if not _done(committed):
+            if not commit_done(committed):
                 mapped = _mapped(exc, lost) if isinstance(exc, Exception) else exc
                 if mapped is exc:
                     raise
