@@ -17,6 +17,8 @@ against the same. A wrong edge leaves a wrong kept node (or a wrong root) behind
 - A log restored from a backup to a shorter length under a live connection, then grown
   again by another store to the very seq that connection's memo names, with other
   entries: the same seq, another chain hash.
+- The server killed and started again under a store's pool: the memo stays with the
+  connection that died.
 
 Breaking the memo's check (no check, the seq compared without the hash) or sharing the
 kept edge with the transaction that appends (so that a rolled-back append changes it)
@@ -41,6 +43,7 @@ import psycopg
 import pytest
 
 import oncebox
+from conftest import fresh_database
 from helpers import event_body
 from oncebox import Delivery, InboxSpec, Oncebox
 from oncebox.domain import LogEntry
@@ -449,3 +452,35 @@ def test_a_log_restored_shorter_and_grown_again_to_the_same_seq(pg_url: str) -> 
     finally:
         box.close()
         other.close()
+
+
+@pytest.fixture
+def restartable_url(pg_durable: Any) -> Iterator[str]:
+    if not getattr(pg_durable, "can_restart", False):
+        pytest.skip("the server is external (ONCEBOX_TEST_PG); it cannot be restarted here")
+    yield from fresh_database(pg_durable, None)
+
+
+def test_a_server_restarted_under_the_pool_leaves_no_memo_behind(
+    pg_durable: Any, restartable_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server killed and started again between two appends of a one-connection
+    store: the pool connects anew, and the new connection's first append keeps no
+    memo of the old one's (it is the connection's, not the store's)."""
+    url = restartable_url
+    watch = Watch(monkeypatch)
+    box = Oncebox(PostgresStore(url, pool_size=1), [LISTING])
+    try:
+        for i in range(20):
+            box.ingest("listing", delivery(i))
+        assert watch.held[-1]  # one connection, its memo the edge
+        before = len(watch.held)
+        pg_durable.stop("immediate")
+        pg_durable.start_again()
+        for i in range(20, 60):
+            _retried(partial(box.ingest, "listing", delivery(i)))
+        after = watch.held[before:]
+        assert not after[0] and all(after[1:]), after
+        check_proofs(box, url, audit_log(url), [])
+    finally:
+        box.close()
