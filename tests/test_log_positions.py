@@ -149,12 +149,11 @@ def check_positions(box: Oncebox) -> dict[int, list[int]]:
     return naming
 
 
-# Two answers still name a later entry's position (see the two known-defect tests at the
-# end of this file): ``box.seal()``'s map, for a record an earlier seal sealed, and on PostgreSQL a
-# decision about a record sealed after its commit together with a later entry naming it.
-# Until they are mended, the state machine holds an answer to one of the entries naming
-# the record, and stored positions to the first; set this to True once both are mended.
-ANSWERS_FIRST = False
+# Answers are held to the record's first entry too. Two were not, found by this machine
+# (the two tests at the end of this file): ``box.seal()``'s map, for a record an earlier
+# seal sealed, and on PostgreSQL a decision about a record sealed after its commit
+# together with a later entry naming it. False holds an answer to any entry naming it.
+ANSWERS_FIRST = True
 
 
 def check_answers(box: Oncebox, answered: dict[int, int]) -> None:
@@ -434,14 +433,9 @@ def test_a_record_keeps_its_first_log_position_in_these_runs(
         machine.teardown()
 
 
-# -- two answers that still give a later position (found by the machine above) ------------
+# -- two answers that gave a later position (found by the machine above) -----------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="box.seal() maps a record an earlier seal sealed to the later entry naming it "
-    "that this seal appended (engine/box.py, Oncebox._seal)",
-)
 def test_a_seal_answers_a_record_sealed_before_with_its_first_position(
     store_url: str, clock: ManualClock
 ) -> None:
@@ -459,19 +453,11 @@ def test_a_seal_answers_a_record_sealed_before_with_its_first_position(
 
 @pytest.mark.parametrize("how", ["duplicate in a batch", "single conflict"])
 def test_a_decision_sealed_with_its_records_revision_answers_the_first_position(
-    store_url: str, clock: ManualClock, how: str, request: pytest.FixtureRequest
+    store_url: str, clock: ManualClock, how: str
 ) -> None:
     """A record and the resolve that revised it wait for a dedicated sealer that pauses
     past its lease; a delivery about the record is decided (its position unknown yet) and
     its seal takes the log over, sealing both: the decision answers the first."""
-    if not store_url.startswith("sqlite:"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgreSQL: the positions a seal after the commit returns keep the "
-                "last entry naming a record (engine/durability.py)",
-            )
-        )
     with oncebox.open(store_url, inboxes=INBOXES, clock=clock) as box:
         Sealer(box.store, "dedicated", ttl=SEALER_TTL).acquire()
         first = box.ingest("q", Delivery(b"a", key="k0"))  # left to the sealer

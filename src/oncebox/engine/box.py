@@ -258,13 +258,13 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
         return [unapplied(o) if isinstance(o, ApplyError) else o for o in outcomes]
 
     def seal(self) -> dict[int, int]:
-        """Append every queued log event now; returns record id -> log position (its first,
-        as stored). A live dedicated sealer (``oncebox seal --follow``) is left to it."""
+        """Append every queued log event now; returns record id -> log position of each
+        record it sealed (its first, as stored; not a later revision's entry). A live
+        dedicated sealer (``oncebox seal --follow``) is left to it."""
         return self._seal()
 
     def _seal(self, durable_point: bool = False) -> dict[int, int]:
-        sealed = sealing.seal_now(self.store, durable_point=durable_point)
-        return {p.record_id: e.seq for p, e in reversed(sealed) if p.record_id}
+        return sealing.positions(sealing.seal_now(self.store, durable_point=durable_point))
 
     def write(self, work: Callable[[Tx], T]) -> T:
         """A write transaction and the log events it queued, durable together with one

@@ -144,7 +144,7 @@ def _committed(
             return result, None
         sealed = sealing.seal_now(store, durable_point=True)
     _reach(watched, crashpoints.AFTER_SEAL)
-    return result, {p.record_id: e.seq for p, e in sealed if p.record_id}
+    return result, sealing.positions(sealed)
 
 
 def _sealed_in_place(
@@ -167,7 +167,7 @@ def _sealed_in_place(
     _reach(watched, crashpoints.AFTER_SEAL)
     if relaxed[0]:
         return result, None
-    return result, {p.record_id: e.seq for p, e in appended if p.record_id}
+    return result, sealing.positions(appended)
 
 
 def _chosen_up_front(store: Store, light: Light[T], seal: bool) -> T:

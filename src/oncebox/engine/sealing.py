@@ -93,6 +93,16 @@ class StaleSealer(InvalidOperation):
 
 
 Sealed = list[tuple[PendingEvent, LogEntry]]
+# The steps of a record's own entry, its position: a later entry that names it (the
+# resolve that accepted a newcomer as its next revision) is not.
+OWN_STEPS = frozenset({"accept", "recover"})
+
+
+def positions(sealed: Sealed) -> dict[int, int]:
+    """Record id -> log position of each record whose own entry is among ``sealed``. A
+    seal may also append a later entry naming a record (sealed with it, or by an earlier
+    seal): the record's position stays its first, as the store keeps it."""
+    return {p.record_id: e.seq for p, e in sealed if p.record_id and e.step in OWN_STEPS}
 
 
 def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:
