@@ -16,7 +16,8 @@ store, a writer killed with SIGKILL between its commit and its seal, followed by
 log, by SQL (``log_entries()`` does not give the ``record_id`` column). A few scripted
 runs of the same machine make sure of the cases a derandomized search may not draw (one
 seal of seven or more entries over a record and its revision: what PostgreSQL got wrong
-before migration 27). Two answers still break the rule; their own tests are at the end.
+before migration 27). Two answers broke the rule until it found them (``box.seal()``'s map,
+PostgreSQL's decisions sealed after the commit); their own tests are at the end.
 """
 
 from __future__ import annotations
