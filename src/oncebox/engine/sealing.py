@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from oncebox.domain import SEALER, LeaseState, LogEntry, LogEvent, PendingEvent
 from oncebox.engine import fence
-from oncebox.engine.log import BATCH, chain, chain_after, record_state_text
+from oncebox.engine.log import BATCH, SEALING_STEPS, chain, chain_after, record_state_text
 from oncebox.errors import InvalidOperation
 from oncebox.store.base import Sealing, Store, Tx
 
@@ -93,16 +93,14 @@ class StaleSealer(InvalidOperation):
 
 
 Sealed = list[tuple[PendingEvent, LogEntry]]
-# The steps of a record's own entry, its position: a later entry that names it (the
-# resolve that accepted a newcomer as its next revision) is not.
-OWN_STEPS = frozenset({"accept", "recover"})
 
 
 def positions(sealed: Sealed) -> dict[int, int]:
     """Record id -> log position of each record whose own entry is among ``sealed``. A
     seal may also append a later entry naming a record (sealed with it, or by an earlier
-    seal): the record's position stays its first, as the store keeps it."""
-    return {p.record_id: e.seq for p, e in sealed if p.record_id and e.step in OWN_STEPS}
+    seal): the record's position stays its first, its own entry (one of
+    :data:`~oncebox.engine.log.SEALING_STEPS`), as the store keeps it."""
+    return {p.record_id: e.seq for p, e in sealed if p.record_id and e.step in SEALING_STEPS}
 
 
 def drain(tx: Sealing, orphans_upto: int = 0, pending: list[PendingEvent] | None = None) -> Sealed:

@@ -1,3 +1,3 @@
 -- Migration 27 (SQLite): nothing to do. On PostgreSQL, records that one seal took with a
--- later entry naming them (before the fix that came with migration 26) get their first position back;
--- SQLite's seal always kept a record's lowest position.
+-- later entry naming them (before the fix that came with migration 26) get their first
+-- position back; SQLite's seal always kept a record's lowest position.
