@@ -158,8 +158,10 @@ def _plain_members(
         return None
     # YYYY-MM-DDTHH:MM:SSZ: its six separators every third character from the fifth,
     # and fromisoformat of the rest, which reads each digit as an ASCII digit and
-    # refuses what datetime() refuses.
-    if type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z" or not time.isascii():
+    # refuses what datetime() refuses, but for an hour of 24, which newer Pythons read
+    # as the next day's midnight ("T24" can only be the hour, the separators in place).
+    if (type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z"
+            or not time.isascii() or "T24" in time):  # fmt: skip
         return None
     try:
         _FROM_ISO(time[:19])
