@@ -121,57 +121,70 @@ _SCHEMA_ONE = JsonNumber("1")
 
 def _plain_members(
     event: Any, one: str | int, *, escaped: bool
-) -> tuple[dict[str, str], dict[str, Any], bool] | None:
+) -> tuple[dict[str, str], dict[str, Any], str, str, bool] | None:
     """The fields and the payload of an event that surely passes every rule, whose
-    schema version reads as ``one``, and whether its six strings are ASCII; None for any
-    other. ``escaped``: its strings may hold escapes (a control character among them)."""
+    schema version reads as ``one``; its members before the payload and after the
+    schema version, each string written as it stands (:func:`_head_and_tail`), and
+    whether they are ASCII; None for any other event. ``escaped``: its strings may hold
+    escapes (a control character among them)."""
     if type(event) is not dict or len(event) != len(FIELDS):
         return None
     try:  # ten members, each of them one of the ten names: exactly the fields
-        source, subscription, notification_id = (
-            event["source"], event["subscription"], event["notification_id"])  # fmt: skip
-        seller_id, sku, marketplace_id = (
-            event["seller_id"], event["sku"], event["marketplace_id"])  # fmt: skip
-        version, kind, time, payload = (event["schema_version"], event["notification_type"],
-                                        event["event_time"], event["payload"])  # fmt: skip
+        source = event["source"]
+        subscription = event["subscription"]
+        notification_id = event["notification_id"]
+        seller_id = event["seller_id"]
+        sku = event["sku"]
+        marketplace_id = event["marketplace_id"]
+        version = event["schema_version"]
+        kind = event["notification_type"]
+        time = event["event_time"]
+        payload = event["payload"]
     except KeyError:
         return None
     if type(version) is not type(one) or version != one or type(payload) is not dict:
         return None
-    # The six strings at once: plain str, none empty, at most 256 characters together,
-    # printable (so no control character) and without a space (so no whitespace at all).
-    # Read without escapes, they hold no control character: in ASCII only DEL is not
-    # printable then.
+    # Eight plain strings (the type first: an object or array is unhashable and must not
+    # reach the set lookup), a known notification type, six of them not empty.
     if not (type(source) is type(subscription) is type(notification_id) is str
-            and type(seller_id) is type(sku) is type(marketplace_id) is str):  # fmt: skip
+            and type(seller_id) is type(sku) is type(marketplace_id) is type(kind)
+            is type(time) is str) or kind not in NOTIFICATION_TYPES:  # fmt: skip
         return None
     if not (source and subscription and notification_id and seller_id and sku
             and marketplace_id):  # fmt: skip
         return None
-    flat = f"{source}{subscription}{notification_id}{seller_id}{sku}{marketplace_id}"
-    if len(flat) > 256 or " " in flat:
-        return None
-    ascii_only = flat.isascii()
-    if not ((ascii_only and not escaped and "\x7f" not in flat) or flat.isprintable()):
-        return None
-    if type(kind) is not str or kind not in NOTIFICATION_TYPES:
-        return None
     # YYYY-MM-DDTHH:MM:SSZ: its six separators every third character from the fifth,
-    # and fromisoformat of the rest, which reads each digit as an ASCII digit and
-    # refuses what datetime() refuses, but for an hour of 24, which newer Pythons read
-    # as the next day's midnight ("T24" can only be the hour, the separators in place).
-    if (type(time) is not str or len(time) != 20 or time[4::3] != "--T::Z"
-            or not time.isascii() or "T24" in time):  # fmt: skip
+    # and fromisoformat, which reads each other character as an ASCII digit and refuses
+    # what datetime() refuses, but for an hour of 24, which newer Pythons take for the
+    # next day's midnight ("T24" can only be the hour, the separators in place).
+    if len(time) != 20 or time[4::3] != "--T::Z" or not time.isascii() or "T24" in time:
         return None
     try:
-        _FROM_ISO(time[:19])
+        _FROM_ISO(time)
     except ValueError:
+        return None
+    # (_head_and_tail, in line)
+    head = (f'{{"event_time":"{time}","marketplace_id":"{marketplace_id}"'
+            f',"notification_id":"{notification_id}","notification_type":"{kind}"')  # fmt: skip
+    tail = (f'"seller_id":"{seller_id}","sku":"{sku}","source":"{source}"'
+            f',"subscription":"{subscription}"}}')  # fmt: skip
+    # The six strings at once, in the members that hold them: at most 256 characters
+    # together, without a space (so no whitespace at all) and printable (so no control
+    # character). Read without escapes, they hold no control character: in ASCII only
+    # DEL is not printable then.
+    if len(head) + len(tail) > _WRITTEN_MAX or " " in head or " " in tail:
+        return None
+    ascii_only = head.isascii() and tail.isascii()
+    if not (
+        (ascii_only and not escaped and "\x7f" not in head and "\x7f" not in tail)
+        or (head.isprintable() and tail.isprintable())
+    ):
         return None
     fields = {"source": source, "subscription": subscription,
               "notification_id": notification_id, "seller_id": seller_id, "sku": sku,
               "marketplace_id": marketplace_id, "notification_type": kind,
               "event_time": time}  # fmt: skip
-    return fields, payload, ascii_only
+    return fields, payload, head, tail, ascii_only
 
 
 def _validate_event(event: Any) -> dict[str, Any]:
@@ -242,7 +255,7 @@ class JsonEventCodec:
         if len(body) > MAX_BYTES:
             raise Invalid("too_large", f"{len(body)} bytes exceeds {MAX_BYTES}")
         try:
-            text = body.decode("utf-8")
+            text = body.decode()  # UTF-8, strict
         except UnicodeDecodeError:
             loads(body)  # refused there, with the strict reader's reason
             raise
@@ -258,8 +271,9 @@ class JsonEventCodec:
 
 
 def _head_and_tail(fields: dict[str, str]) -> tuple[str, str]:
-    """The members before the payload and those after the schema version, of strings
-    with nothing to escape: the canonical form's and the stored fields' alike."""
+    """The members before the payload and those after the schema version, each string
+    written as it stands between quotes (for one with nothing to escape, as the encoders
+    write it): the canonical form's and the stored fields' alike."""
     head = (f'{{"event_time":"{fields["event_time"]}"'
             f',"marketplace_id":"{fields["marketplace_id"]}"'
             f',"notification_id":"{fields["notification_id"]}"'
@@ -268,6 +282,18 @@ def _head_and_tail(fields: dict[str, str]) -> tuple[str, str]:
             f',"source":"{fields["source"]}"'
             f',"subscription":"{fields["subscription"]}"}}')  # fmt: skip
     return head, tail
+
+
+# The most characters :func:`_plain_members` lets the members it writes (the head and
+# the tail) have: those of six strings with 256 characters together, an event time
+# (20) and the shorter notification type (a longer one only makes the bound stricter,
+# and sends its event to the rules).
+_WRITTEN_MAX = (
+    sum(map(len, _head_and_tail(dict.fromkeys(FIELDS, ""))))
+    + 20
+    + min(map(len, NOTIFICATION_TYPES))
+    + 256
+)
 
 
 def _fields_text(fields: dict[str, Any]) -> str | None:
@@ -298,13 +324,12 @@ def _quick_decode(text: str) -> Decoded | None:
     plain = _plain_members(event, 1, escaped=False)
     if plain is None:
         return None
-    fields, payload, ascii_only = plain
+    fields, payload, head, tail, ascii_only = plain
     written = quick_canonical_text(payload, spelled, text)
     # Depth: the event's is one more than its payload's, which is at most the payload's
     # count of brackets (those inside strings counted too).
     if written is None or written.count("{") + written.count("[") >= MAX_DEPTH:
         return None
-    head, tail = _head_and_tail(fields)
     canonical_text = f'{head},"payload":{written},"schema_version":1,{tail}'
     if not kept_every_member(text, canonical_text):
         return None

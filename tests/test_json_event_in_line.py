@@ -1,12 +1,16 @@
-"""json-event's event time, checked in line (the one-pass decode and ``validate_event``),
-says what the rule says: ``YYYY-MM-DDTHH:MM:SSZ`` in ASCII digits, a real date and time.
+"""json-event's in-line checks (the one-pass decode and ``validate_event``, which
+json-event and sp-api-listing run) say what the rules say.
 
-The in-line check leans on ``datetime.fromisoformat``, whose reading differs between
-Python versions: CPython's newer ones take ISO 8601's ``T24:00:00`` for the next day's
-midnight, which ``datetime()`` (the rule) refuses. The check must not let a version's
-reading through, so the tests run it under a stand-in with that reading as well, and
-compare it with a small reference written here, over every hour, minute and second from
-00 to 99 and dates around month ends and leap days."""
+The event time: ``YYYY-MM-DDTHH:MM:SSZ`` in ASCII digits, a real date and time. The
+in-line check leans on ``datetime.fromisoformat``, whose reading differs between Python
+versions: CPython's newer ones take ISO 8601's ``T24:00:00`` for the next day's midnight,
+which ``datetime()`` (the rule) refuses. The check must not let a version's reading
+through, so the tests run it under a stand-in with that reading as well, and compare it
+with a small reference written here, over every hour, minute and second from 00 to 99
+and dates around month ends and leap days.
+
+The six identity and work-key strings: the in-line check bounds them together, which
+must never let one past its own bound of 256 characters (the rules, one by one)."""
 
 from __future__ import annotations
 
@@ -157,3 +161,39 @@ def test_generated_times_are_checked_as_the_reference_says(
             assert _validated(time) == _expected(time), (read, time)
         finally:
             je._FROM_ISO = saved
+
+
+def _by_rule(event: dict[str, Any]) -> Any:
+    try:
+        return ("ok", list(je._validate_event(event).items()))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+def _in_line(event: dict[str, Any]) -> Any:
+    try:
+        return ("ok", list(je.validate_event(event).items()))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+def _decoded_whole(event: dict[str, Any]) -> Any:
+    body = json.dumps(dict(event, schema_version=1), separators=(",", ":")).encode()
+    try:
+        return ("ok", list(CODEC.decode(Delivery(body)).fields.items()))
+    except Invalid as invalid:
+        return ("invalid", invalid.reason, invalid.detail)
+
+
+@pytest.mark.parametrize("name", je.STRING_FIELDS)
+def test_one_long_string_beside_five_short_ones_is_checked_as_by_rule(name: str) -> None:
+    """The six together are short; the long one is at, or past, its own bound."""
+    for short in ["a", "ab"]:
+        for size in range(250, 262):
+            event = dict(_GOOD, **dict.fromkeys(je.STRING_FIELDS, short),
+                         schema_version=JsonNumber("1"))  # fmt: skip
+            event[name] = "x" * size
+            expected = _by_rule(event)
+            assert expected[0] == ("ok" if size <= 256 else "invalid"), size
+            assert _in_line(event) == expected, (short, size)
+            assert _decoded_whole(event) == expected, (short, size)
