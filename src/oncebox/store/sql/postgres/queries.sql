@@ -93,7 +93,10 @@ SELECT * FROM decision_reads_locked(%s, %b::bytea[], %s);
 -- as a hash of every record of the inbox, a cost that grows with the store; and each
 -- identity is looked up on its own (a lateral subquery OFFSET 0 keeps apart), by the
 -- whole index, where an = ANY of them was planned, on such statistics, as a read of
--- the inbox's every record filtered (migration 25).
+-- the inbox's every record filtered (migration 25). The identities not found are
+-- those NOT IN the found ones, a hash of them (a hashed subplan; identities are never
+-- NULL), not each compared with every found one (<> ALL of an array: a batch's square,
+-- migration 28).
 WITH wanted AS (
   SELECT DISTINCT decode(value, 'hex') AS ident FROM json_array_elements_text(%(idents)s::json)
 ), found AS (
@@ -107,7 +110,7 @@ SELECT kind, id, ident, witness, revision, evicted_at, first_seen, log_seq FROM 
 UNION ALL
 SELECT 'fresh', nextval('records_id_seq'::regclass), NULL, NULL, NULL, NULL, NULL, NULL
 FROM wanted w
-WHERE w.ident <> ALL (ARRAY(SELECT ident FROM found))
+WHERE w.ident NOT IN (SELECT ident FROM found)
 UNION ALL
 SELECT 'clock', NULL, NULL, NULL, NULL, NULL,
        extract(epoch FROM clock_timestamp())::double precision, NULL;

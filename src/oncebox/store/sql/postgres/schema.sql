@@ -108,7 +108,8 @@ $$;
 -- Each identity is looked up on its own (a lateral subquery the planner keeps apart):
 -- by the whole identity index, whatever the statistics say (migration 25). The
 -- identities come as a bytea[], read through a scalar subquery so that one generic
--- plan serves every call (migration 26).
+-- plan serves every call (migration 26). The identities not found get fresh ids, found
+-- by a hash of the found ones (migration 28).
 CREATE FUNCTION decision_reads_locked(p_inbox integer, p_idents bytea[], p_relaxed boolean)
 RETURNS TABLE (kind text, id bigint, ident bytea, witness bytea, revision integer,
                evicted_at double precision, first_seen double precision, log_seq bigint)
@@ -136,7 +137,7 @@ BEGIN
          NULL::bytea, NULL::integer, NULL::double precision, NULL::double precision,
          NULL::bigint
   FROM wanted w
-  WHERE w.ident <> ALL (ARRAY(SELECT f.ident FROM found f))
+  WHERE w.ident NOT IN (SELECT f.ident FROM found f)
   UNION ALL
   SELECT 'clock'::text, NULL::bigint, NULL::bytea, NULL::bytea, NULL::integer,
          NULL::double precision, extract(epoch FROM clock_timestamp())::double precision,

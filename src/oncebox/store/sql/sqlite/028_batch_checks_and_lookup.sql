@@ -1,0 +1,2 @@
+-- Migration 28 (SQLite): nothing to do. On PostgreSQL a decision's lookup now finds
+-- the identities it did not find by a hash; SQLite's looks each identity up apart.
