@@ -54,6 +54,10 @@ WHERE q.id IN (SELECT value::bigint FROM json_array_elements_text(%(ids)s::json)
 -- seal_positions (migration 14, read through records_read). In identity order: two
 -- batches that share identities wait on each other's uncommitted rows in one order, so
 -- they queue instead of deadlocking (no identity locks are taken before).
+-- The arrays are unnested in the select list, where each gives its next element as the
+-- row is made: unnest(...) in FROM first copies every column's elements into a store of
+-- their own (a tuplestore each), about 1 us of the server's a record. The rows are the
+-- same: the arrays' elements side by side, as many rows as the arrays are long.
 -- foldable: reads only its parameters and its own table (store/pgfold.py).
 INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, first_seen,
                      last_seen, device_time, snapshot_id, delivery_id, signature,
@@ -61,12 +65,14 @@ INSERT INTO records (id, inbox_id, ident, identity, witness, content, fields, fi
 OVERRIDING SYSTEM VALUE
 SELECT id, inbox_id, ident, identity, witness, content, fields, first_seen, last_seen,
        device_time, snapshot_id, delivery_id, signature, coalesce(log_seq, -1), key
-FROM unnest(%b::bigint[], %b::bigint[], %b::bytea[], %b::text[], %b::bytea[],
-                     %b::bytea[], %b::text[], %b::float8[], %b::float8[], %b::text[],
-                     %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[])
-                     AS t(id, inbox_id, ident, identity, witness, content, fields,
-                          first_seen, last_seen, device_time, snapshot_id, delivery_id,
-                          signature, log_seq, key)
+FROM (SELECT unnest(%b::bigint[]) AS id, unnest(%b::bigint[]) AS inbox_id,
+             unnest(%b::bytea[]) AS ident, unnest(%b::text[]) AS identity,
+             unnest(%b::bytea[]) AS witness, unnest(%b::bytea[]) AS content,
+             unnest(%b::text[]) AS fields, unnest(%b::float8[]) AS first_seen,
+             unnest(%b::float8[]) AS last_seen, unnest(%b::text[]) AS device_time,
+             unnest(%b::text[]) AS snapshot_id, unnest(%b::text[]) AS delivery_id,
+             unnest(%b::text[]) AS signature, unnest(%b::bigint[]) AS log_seq,
+             unnest(%b::text[]) AS key) AS t
 ORDER BY 3;
 
 -- name: reserve_record_ids
@@ -316,10 +322,11 @@ SELECT set_config('synchronous_commit', %s, true);
 
 -- name: append_log
 -- columnar. An entry that seals a record's revision names it (inbox, record, revision):
--- its seq is that revision's feed position.
+-- its seq is that revision's feed position. Unnested in the select list, as
+-- insert_records' arrays are (no tuplestore a column).
 INSERT INTO log (seq, step, state, hash, inbox_id, record_id, revision)
-SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[],
-                     %b::bigint[], %b::bigint[]);
+SELECT unnest(%b::bigint[]), unnest(%b::text[]), unnest(%b::text[]), unnest(%b::text[]),
+       unnest(%b::bigint[]), unnest(%b::bigint[]), unnest(%b::bigint[]);
 
 -- name: put_merkle_node
 -- columnar
@@ -347,12 +354,13 @@ ON CONFLICT (record_id) DO NOTHING;
 
 -- name: seal_writes
 -- A seal's writes in one statement: append_log, put_merkle_node, mark_sealed and
--- drop_pending as they are apart (each part's arrays may be empty). Nothing in it reads
+-- drop_pending as they are apart (each part's arrays may be empty; a batch's long ones
+-- unnested in the select list, as append_log's). Nothing in it reads
 -- what another part writes; the log is held (the sealer's lease, FOR UPDATE).
 WITH appended AS (
   INSERT INTO log (seq, step, state, hash, inbox_id, record_id, revision)
-  SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::bigint[],
-                       %b::bigint[], %b::bigint[])
+  SELECT unnest(%b::bigint[]), unnest(%b::text[]), unnest(%b::text[]), unnest(%b::text[]),
+         unnest(%b::bigint[]), unnest(%b::bigint[]), unnest(%b::bigint[])
 ), nodes AS (
   INSERT INTO merkle_nodes (level, idx, hash)
   SELECT * FROM unnest(%b::int[], %b::bigint[], %b::bytea[])
