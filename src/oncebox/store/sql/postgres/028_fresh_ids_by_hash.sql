@@ -1,4 +1,4 @@
--- Migration 28 (PostgreSQL): what a batch costs the server per row, less.
+-- Migration 28 (PostgreSQL): a decision's lookup gives fresh ids without a batch's square.
 --
 -- A decision's lookup finds the identities it did not find (each to get a fresh id)
 -- by a hash of those it found: NOT IN (a hashed subplan). It compared each wanted
