@@ -20,6 +20,7 @@ stores nothing at all, valid or not, so it must not be acknowledged (step 3).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from functools import partial
 from itertools import repeat
@@ -228,6 +229,7 @@ def _events(
     settling of the dead letter it came from."""
     events: list[LogEvent] = []
     first_rows: set[int] = set()
+    tried: dict[int, int] = {}  # dead letter id -> its deliveries again so far in the batch
     for index, outcome in enumerate(walk.outcomes):
         if outcome.verdict is _ACCEPTED:
             record = walk.records[outcome.row]
@@ -240,6 +242,12 @@ def _events(
             events.append(LogEvent("quarantine", _quarantine_state(name, walk, outcome, kept)))
         if index in walk.retried:
             letter, settled = walk.retried[index], _settled(walk, outcome, kept)
+            # One named again earlier in the batch: this attempt comes after that one's,
+            # as one by one (the row was read once, before the batch's first attempt).
+            before = tried.get(letter.id, 0)
+            tried[letter.id] = before + 1
+            if before:
+                letter = dataclasses.replace(letter, attempts=letter.attempts + before)
             events.append(replay.settle(tx, name, letter, outcome.item, settled, now, again))
     return events
 
