@@ -121,15 +121,16 @@ def _decoded(codec: Codec, delivery: Delivery, check: FieldCheck | None) -> Prep
             check(decoded.fields)
         identity = identify(codec, decoded)
     except Exception as exc:
-        return _refused(delivery, exc)
+        return refused(delivery, exc)
     return _prepared((delivery, decoded, identity, None, identity.digest_bytes,
                       identity.witness_bytes))  # fmt: skip
 
 
-def _refused(delivery: Delivery, exc: Exception) -> Prepared:
+def refused(delivery: Delivery, exc: Exception) -> Prepared:
     """What a delivery whose decode, field check or identity raised is: refused for the
     rule it broke, or, where the codec itself failed, as ``codec_error`` (a user codec's
-    bug must not lose the delivery)."""
+    bug must not lose the delivery). Also what one is whose fields the codec gave cannot
+    be written (:func:`fields_json`), found where its record or newcomer is made."""
     if isinstance(exc, Invalid):
         return Prepared(delivery, invalid=exc)
     return Prepared(delivery, invalid=Invalid("codec_error", f"{type(exc).__name__}: {exc}"))
@@ -176,7 +177,7 @@ def prepare_all(
                 raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
             ident = sha256(identity.encode("utf-8")).digest()
         except Exception as exc:
-            add(_refused(delivery, exc))
+            add(refused(delivery, exc))
             continue
         found = new(Identity, (identity, witness_hex, ident, witness))
         add(new(Prepared, (delivery, decoded, found, None, ident, witness)))
@@ -262,8 +263,14 @@ _FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)
 
 
 def fields_json(decoded: Decoded) -> str:
-    if decoded.fields_text is not None:
-        return decoded.fields_text  # the codec wrote them with its canonical form
+    """The fields as a record or a newcomer keeps them: compact JSON, members sorted,
+    ASCII only. Raises where a codec gave fields JSON cannot write (a user codec's
+    datetime, say), or its own ``fields_text`` that is not such text."""
+    text = decoded.fields_text
+    if text is not None:
+        if type(text) is str and text.isascii():
+            return text  # the codec wrote them with its canonical form
+        raise TypeError("the codec's fields_text is not ASCII text")
     fields = decoded.fields
     if not fields:
         return "{}"  # opaque codecs (keyed, feed without facts) name no fields

@@ -22,7 +22,14 @@ from oncebox.domain import (
 )
 from oncebox.engine import leases
 from oncebox.engine.decision import classify
-from oncebox.engine.ingest import DEAD_LETTER_HEAD, NO_ARRIVAL, Prepared, arrival, fields_json
+from oncebox.engine.ingest import (
+    DEAD_LETTER_HEAD,
+    NO_ARRIVAL,
+    Prepared,
+    arrival,
+    fields_json,
+    refused,
+)
 from oncebox.formats import Invalid, Oversize
 
 
@@ -134,8 +141,12 @@ class Walk:
             if found is None:
                 delivery, decoded, identity, _, _, witness = item
                 assert decoded is not None and identity is not None and witness is not None
+                try:  # written before an id is taken: a codec's fields may not be writable
+                    fields = "{}" if not decoded.fields else fields_json(decoded)
+                except Exception as exc:
+                    self.reject(index, refused(delivery, exc))
+                    continue
                 record_id = next(ids)
-                fields = "{}" if not decoded.fields else fields_json(decoded)
                 if (
                     delivery.device_time is None
                     and delivery.snapshot_id is None
@@ -178,8 +189,12 @@ class Walk:
         seen = self._accepted(ident, found, now) if isinstance(found, int) else found
         # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
+            try:
+                fields = fields_json(decoded)
+            except Exception as exc:
+                self.reject(index, refused(delivery, exc))
+                return
             record_id = next(self._ids)
-            fields = fields_json(decoded)
             self.records.append((record_id, ident, identity.identity, witness, decoded.content,
                                  fields, arrival(delivery), None, delivery.key))  # fmt: skip
             self.firsts.append(index)
@@ -201,12 +216,17 @@ class Walk:
         else:
             # Conflict: first write wins. The record and its effects stay exactly as they
             # are; the newcomer is kept for an operator, never merged and never dropped.
-            row = self._newcomer_rows.setdefault((ident, witness), len(self.newcomers))
+            row = self._newcomer_rows.get((ident, witness), len(self.newcomers))
             if row == len(self.newcomers):
+                try:
+                    fields = fields_json(decoded)
+                except Exception as exc:
+                    self.reject(index, refused(delivery, exc))
+                    return
+                self._newcomer_rows[(ident, witness)] = row
                 self.newcomers.append(
                     Newcomer(ident, identity.identity, seen_id, witness, decoded.content,
-                             fields_json(decoded), arrival(item.delivery), 0,
-                             item.delivery.key)
+                             fields, arrival(item.delivery), 0, item.delivery.key)
                 )  # fmt: skip
             newcomer = self.newcomers[row]
             self.newcomers[row] = newcomer._replace(times=newcomer.times + 1)
