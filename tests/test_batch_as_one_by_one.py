@@ -109,3 +109,30 @@ def test_fields_a_codec_cannot_have_written_cost_only_their_delivery(
             ("duplicate", None),
             ("rejected", "codec_error"),
         ]
+
+
+@pytest.mark.parametrize("seal", [True, False], ids=["sealed", "deferred"])
+def test_a_replayed_dead_letter_answers_with_its_records_log_position(seal: bool) -> None:
+    """A dead letter delivered again by an operator and accepted: its record is sealed
+    with the replay, and the answer gives its position, as an ingest's does (None only
+    where sealing is deferred, as for an ingest)."""
+    inboxes = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]
+    url = "sqlite:///:memory:"
+    with oncebox.open(url, inboxes=inboxes, clock=ManualClock(), seal=seal) as box:
+        letter = box.ingest("ussd", Delivery(BROKEN, key="r-1")).dead_letter_id
+        assert letter is not None
+        replayed = box.replay(letter, body=GOOD, note="trailer fixed")
+        ingested = box.ingest(
+            "ussd", Delivery(make_frame(2, "K1", "MED", 3, 50).encode(), key="r-2")
+        )
+        assert (str(replayed.verdict), str(ingested.verdict)) == ("accepted", "accepted")
+        record = box.record("ussd", "r-1")
+        assert record is not None
+        assert replayed.log_position == record.log_seq
+        if seal:
+            assert replayed.log_position is not None
+            assert ingested.log_position is not None
+            assert replayed.log_position < ingested.log_position
+        else:
+            assert replayed.log_position is None
+            assert ingested.log_position is None

@@ -277,7 +277,13 @@ class Oncebox(Reads, Following, Finding, Operators, Forwarding):
                 sealing.seal_queued(tx)
             return result
 
-        result = commit_sealed(self.store, sealed, self.seal_inline)[0]
+        return self.write_sealed(sealed)[0]
+
+    def write_sealed(self, work: Callable[[Tx, bool], T]) -> tuple[T, dict[int, int] | None]:
+        """:meth:`write` of a ``work(tx, together)`` that seals its own events where
+        ``together`` asks (as a decision does), and the log positions of the records
+        sealed after the commit (None where none were)."""
+        result = commit_sealed(self.store, work, self.seal_inline)
         self._sealed()
         return result
 

@@ -30,6 +30,7 @@ from oncebox.engine import log
 from oncebox.engine.adjudicate import check_note
 from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.decide import DecisionTx, decide_batch
+from oncebox.engine.decided import Decided, Repeated
 from oncebox.engine.ingest import ActiveInbox, alert, prepare
 from oncebox.engine.replay import Replay, corrected
 from oncebox.engine.views import LISTED, listed, to_read
@@ -60,6 +61,9 @@ class Operators(ABC):
     def write(self, work: Callable[[Tx], T]) -> T: ...
 
     @abstractmethod
+    def write_sealed(self, work: Callable[[Tx, bool], T]) -> tuple[T, dict[int, int] | None]: ...
+
+    @abstractmethod
     def _by_id(self, inbox_id: int) -> ActiveInbox: ...
 
     @abstractmethod
@@ -88,7 +92,7 @@ class Operators(ABC):
         check_note(note, required=body is not None or key is not None)
         how = Replay(actor, note, "replay")
 
-        def decide(tx: Replaying) -> list[Decision]:
+        def decide(tx: Replaying, together: bool) -> Decided | Repeated:
             letter = tx.get_dead_letter(letter_id)
             if letter is None:
                 raise NotFound(f"no dead letter {letter_id}")
@@ -96,9 +100,12 @@ class Operators(ABC):
             delivery = corrected(letter, body, key)
             delivery = replace(delivery, lease_token=lease_token, dead_letter=letter_id)
             prepared = prepare(active.codec, delivery, active.check)
-            return decide_batch(tx, active, [prepared], seal=False, again=how).decisions()
+            return decide_batch(tx, active, [prepared], seal=together, again=how)
 
-        decisions = self.write(decide)
+        # Sealed as an ingest is (in the deciding transaction where the store allows,
+        # right after its commit otherwise), so the answer has its record's position.
+        decided, positions = self.write_sealed(decide)
+        decisions = decided.decisions(positions)
         alert(decisions)
         return decisions[0]
 
