@@ -176,6 +176,8 @@ def prepare_all(
             if not identity:
                 raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
             ident = sha256(identity.encode("utf-8")).digest()
+            if "\x00" in identity:
+                raise Invalid("bad_key", f"codec {codec.name} gave an identity key holding a NUL")
         except Exception as exc:
             add(refused(delivery, exc))
             continue
@@ -265,12 +267,13 @@ _FIELDS_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=True)
 def fields_json(decoded: Decoded) -> str:
     """The fields as a record or a newcomer keeps them: compact JSON, members sorted,
     ASCII only. Raises where a codec gave fields JSON cannot write (a user codec's
-    datetime, say), or its own ``fields_text`` that is not such text."""
+    datetime, say), or its own ``fields_text`` that is not such text (printable ASCII:
+    the encoder escapes every control character, and PostgreSQL holds no NUL)."""
     text = decoded.fields_text
     if text is not None:
-        if type(text) is str and text.isascii():
+        if type(text) is str and text.isascii() and text.isprintable():
             return text  # the codec wrote them with its canonical form
-        raise TypeError("the codec's fields_text is not ASCII text")
+        raise TypeError("the codec's fields_text is not printable ASCII text")
     fields = decoded.fields
     if not fields:
         return "{}"  # opaque codecs (keyed, feed without facts) name no fields

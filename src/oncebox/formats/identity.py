@@ -47,4 +47,7 @@ def identify(codec: Codec, decoded: Decoded) -> Identity:
     identity = witness_hex if codec.identity == "content" else decoded.key
     if not identity:
         raise Invalid("missing_key", f"codec {codec.name} gave no identity key")
-    return _identity((identity, witness_hex, sha256(identity.encode("utf-8")).digest(), witness))
+    ident = sha256(identity.encode("utf-8")).digest()
+    if "\x00" in identity:  # PostgreSQL holds no NUL in text: refused on every backend
+        raise Invalid("bad_key", f"codec {codec.name} gave an identity key holding a NUL")
+    return _identity((identity, witness_hex, ident, witness))
