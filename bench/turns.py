@@ -42,9 +42,9 @@ def record(directory: Path) -> None:
         asked.times = (start, time.monotonic()) if statement == "BEGIN IMMEDIATE" else None
         return session
 
-    def timed_commit(conn: Any, cursor: Any) -> None:
+    def timed_commit(session: Any) -> None:
         worked = time.monotonic()
-        commit(conn, cursor)
+        commit(session)
         done = time.monotonic()
         times = getattr(asked, "times", None)
         if times is None:

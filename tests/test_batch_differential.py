@@ -95,12 +95,13 @@ def _relaxed_commits_write_only_counts() -> Iterator[list[int]]:
         session.conn.set_update_hook(lambda op, _db, table, _rowid: seen.append((table, op)))
         return session
 
-    def watched_commit(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
+    def watched_commit(session: Any) -> None:
+        conn = session.conn
         if conn.execute("PRAGMA synchronous").get == 1:  # NORMAL
             relaxed[0] += 1
             beyond = set(changed.get(id(conn), ())) - COUNTS
             assert not beyond, f"a commit without a flush wrote {beyond}"
-        commit(conn, cursor)
+        commit(session)
 
     with (
         mock.patch.object(SQLiteStore, "_begin", watched_begin),

@@ -138,13 +138,27 @@ def _storage_error(exc: apsw.Error) -> StorageError:
     return StorageError(f"SQLite failed: {exc}")
 
 
+def _rolled_back() -> StorageError:
+    """What a transaction that SQLite rolled back by itself while its work ran becomes."""
+    return StorageError(
+        "SQLite rolled the transaction back while it ran (after an error inside it, which "
+        "an apply step may have caught): nothing of it was kept; retry it"
+    )
+
+
 class _Session:
     """One thread's connection, its cursor for whole statements (begin, commit, SqlTx's),
     the level its next transaction begins at, and a transaction object for each level:
     a :class:`SQLiteTx` keeps nothing of one transaction for the next, so each thread
-    makes its two once instead of one per transaction."""
+    makes its two once instead of one per transaction.
 
-    __slots__ = ("conn", "cursor", "flushed", "level", "relaxed")
+    ``working`` is true while a transaction's work runs: then no commit but the store's
+    own may happen (:meth:`veto`, the connection's commit hook). SQLite rolls a whole
+    transaction back by itself on some errors; were one caught and the work carried on
+    (an apply step's ``except``), each statement after it would run, and commit, on its
+    own: counts and forwards of records that were rolled back."""
+
+    __slots__ = ("conn", "cursor", "flushed", "level", "relaxed", "working")
 
     def __init__(self, conn: apsw.Connection, clock: Callable[[], float], level: str) -> None:
         self.conn = conn
@@ -152,6 +166,12 @@ class _Session:
         self.level = level
         self.flushed = SQLiteTx(conn, clock, False, self.cursor)
         self.relaxed = SQLiteTx(conn, clock, True, self.cursor)
+        self.working = False
+        conn.set_commit_hook(self.veto)
+
+    def veto(self) -> bool:
+        """SQLite's commit hook: True turns the commit into a rollback."""
+        return self.working
 
 
 class SQLiteStore:
@@ -261,9 +281,9 @@ class SQLiteStore:
         try:
             result = work(session.flushed if durable else session.relaxed)
         except BaseException as exc:
-            self._failed(session.conn, exc)
+            self._failed(session, exc)
             raise
-        self._commit(session.conn, session.cursor)
+        self._commit(session)
         return result
 
     def reading(self) -> AbstractContextManager[SQLiteTx]:
@@ -293,9 +313,9 @@ class SQLiteStore:
         try:
             yield session.flushed if durable else session.relaxed
         except BaseException as exc:
-            self._failed(session.conn, exc)
+            self._failed(session, exc)
             raise
-        self._commit(session.conn, session.cursor)
+        self._commit(session)
 
     def _begin(self, begin: str, durable: bool) -> _Session:
         session = self._session()
@@ -312,13 +332,18 @@ class SQLiteStore:
             session.cursor.execute(begin)
         except apsw.Error as exc:
             raise _storage_error(exc) from exc
+        session.working = True
         return session
 
     @staticmethod
-    def _failed(conn: apsw.Connection, exc: BaseException) -> None:
+    def _failed(session: _Session, exc: BaseException) -> None:
         """Roll back after ``exc``; raise what it becomes, if it becomes anything else."""
+        session.working = False
+        conn = session.conn
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        elif isinstance(exc, apsw.ConstraintError):  # the veto: rolled back under the work
+            raise _rolled_back() from exc
         if isinstance(exc, apsw.Error):
             raise _storage_error(exc) from exc
         # An apply step's failure stays that delivery's ApplyError, unless the
@@ -329,9 +354,13 @@ class SQLiteStore:
             raise _storage_error(cause) from exc
 
     @staticmethod
-    def _commit(conn: apsw.Connection, cursor: apsw.Cursor) -> None:
+    def _commit(session: _Session) -> None:
+        session.working = False
+        conn = session.conn
+        if not conn.in_transaction:
+            raise _rolled_back()
         try:
-            cursor.execute("COMMIT")
+            session.cursor.execute("COMMIT")
         except apsw.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
