@@ -142,7 +142,8 @@ ODD_COLUMNS = [
     ("bigint", [1.0, 2]),
     ("bigint", [2**63, 1]),
     ("bigint", [1, None, 2]),
-    ("int", [2**31, 1]),
+    # ("int", [2**31, 1]) is not here: psycopg's int4 dumper writes its low 32 bits, the
+    # column refuses it (tests/test_pg_int_range.py).
     ("text", ["a", 1]),
     ("text", ["a\ud800", "b"]),
     ("text", ["a", None]),

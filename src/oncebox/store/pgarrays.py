@@ -22,6 +22,11 @@ bytes is its elements' lengths and bytes interleaved by slices and joined once; 
 column of nulls only is its header and the null marker repeated. Anything else (a null
 among values, a value of another type) takes the element-by-element path, which
 writes psycopg's bytes or raises psycopg's error.
+
+psycopg's int4 dumper writes the low 32 bits of any int it is given (psycopg itself only
+picks it for a value it measured to fit), so an ``int`` column checks its elements: one
+out of range is refused as the server refuses it (``integer out of range``), never sent
+as another number.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import psycopg
 from psycopg import abc
 from psycopg.adapt import Dumper
+from psycopg.errors import NumericValueOutOfRange
 from psycopg.types.array import ListBinaryDumper
 from psycopg.types.numeric import Int4BinaryDumper, Int8BinaryDumper
 
@@ -55,6 +61,14 @@ _EMPTY = struct.Struct("!III")  # no dimension: no length, no lower bound
 _HEAD_ONE = struct.Struct("!IIIIIi")  # _HEAD, then the one element's length
 _LENGTH = struct.Struct("!i").pack
 _NULL = b"\xff\xff\xff\xff"
+INT4_MIN, INT4_MAX = -(2**31), 2**31 - 1
+
+
+def check_int4(value: Any) -> None:
+    """Refuse an int that an ``int`` column cannot hold, as the server would: psycopg's
+    int4 dumper would write its low 32 bits instead. Other values are left to it."""
+    if isinstance(value, int) and not INT4_MIN <= value <= INT4_MAX:
+        raise NumericValueOutOfRange("integer out of range")
 
 
 class ColumnDumper(ListBinaryDumper):
@@ -64,12 +78,16 @@ class ColumnDumper(ListBinaryDumper):
     calls (``whole``), without a Python step per element."""
 
     whole: Whole | None = None  # how a whole column of its type is written, if it can be
+    check: Callable[[Any], None] | None = None  # refuses an element its dumper would mangle
 
     def dump(self, obj: list[Any]) -> bytes:
         if not obj:
             return _EMPTY.pack(0, 0, self.element_oid)
         dump = self.sub_dumper.dump  # type: ignore[union-attr]
+        check = self.check
         if len(obj) == 1:  # a single delivery's columns: most of the arrays it sends
+            if check is not None:
+                check(obj[0])
             dumped = dump(obj[0]) if obj[0] is not None else None
             if dumped is None:
                 return _HEAD.pack(1, 1, self.element_oid, 1, 1) + _NULL
@@ -81,6 +99,9 @@ class ColumnDumper(ListBinaryDumper):
             body = whole(obj)
             if body is not None:
                 return _HEAD.pack(1, 0, self.element_oid, len(obj), 1) + body
+        if check is not None:  # the whole path packed none: struct refuses what is out of range
+            for item in obj:
+                check(item)
         data: list[Any] = [b""]
         add = data.append
         null = 0
@@ -187,7 +208,12 @@ def _typed(sql_type: str) -> tuple[type[list[Any]], type[Dumper]]:
     dumper = type(
         f"{sql_type.title()}ColumnDumper",
         (ColumnDumper,),
-        {"oid": array, "element_oid": element, "whole": staticmethod(_WHOLE[element])},
+        {
+            "oid": array,
+            "element_oid": element,
+            "whole": staticmethod(_WHOLE[element]),
+            "check": staticmethod(check_int4) if sql_type == "int" else None,
+        },
     )
     return column, dumper
 

@@ -18,16 +18,25 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from oncebox.store.pgarrays import TYPED, BigintScalar, IntScalar
+from oncebox.store.pgarrays import TYPED, BigintScalar, IntScalar, check_int4
 
 # A placeholder as psycopg reads it (every % of the text, in comments too), and a typed
 # array's (%b::type[]) type.
 _PLACEHOLDER = re.compile(r"%%|%\(\w+\)[sbt]|%[sbt](?:::(\w+)\[\])?")
+
+
+def _int_scalar(value: int) -> IntScalar:
+    """An int column's one element as a scalar. Its dumper (psycopg's int4, in C) writes
+    the low 32 bits of any int: one out of range is refused, as the server refuses it."""
+    check_int4(value)
+    return IntScalar(value)
+
+
 # An array type -> its typed column's class, the Python type its one element must be to
 # travel as a scalar, and what makes it one whose dumper names the element's type.
 _SCALARS: dict[str | None, tuple[type[list[Any]], type[Any], Callable[[Any], Any]]] = {
     "bigint": (TYPED["bigint"][0], int, BigintScalar),
-    "int": (TYPED["int"][0], int, IntScalar),
+    "int": (TYPED["int"][0], int, _int_scalar),
     "float8": (TYPED["float8"][0], float, float),
     "text": (TYPED["text"][0], str, str),
     "bytea": (TYPED["bytea"][0], bytes, bytes),
