@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import oncebox
@@ -293,6 +294,66 @@ def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
         again = box.ingest("ussd", Delivery(frame, key="rec1-1"))
         assert again.may_ack and str(again.verdict) in ("accepted", "duplicate")
         assert box.record("ussd", "rec1-1") is not None
+    finally:
+        box.close()
+
+
+def _crash_recovery(url: str) -> None:
+    """One backend killed with SIGKILL: the postmaster takes the whole server through
+    crash recovery (every other backend ended, shared memory and its WAL buffers thrown
+    away, the WAL replayed from disk) without restarting itself, so
+    pg_postmaster_start_time() stays what it was. Returns once a new connection finds
+    none of the backends that were there before."""
+    with psycopg.connect(url, autocommit=True) as victim:
+        before = {pid for (pid,) in victim.execute("SELECT pid FROM pg_stat_activity")}
+        os.kill(victim.info.backend_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the server did not come back from crash recovery"
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+                now = {pid for (pid,) in conn.execute("SELECT pid FROM pg_stat_activity")}
+        except psycopg.OperationalError:
+            time.sleep(0.05)  # recovering: connections refused; ask again
+            continue
+        if not before & now:
+            return
+
+
+def test_crash_recovery_between_the_relaxed_decision_and_its_seal_is_never_acked(
+    pg_durable: Server, durable_url: str
+) -> None:
+    """As a restart, so a crash recovery: a backend that dies by a signal has the
+    postmaster reset the whole server, and a relaxed commit whose WAL was still in
+    shared memory is gone, while the postmaster, and so its start time, stays. The seal
+    on a fresh connection then commits durably on what looks like the same server run:
+    the batch must fail, not be acknowledged."""
+    box = oncebox.open(durable_url, inboxes=USSD)
+    try:
+        real = box.store.atomic
+        crashed: list[bool] = []
+
+        def atomic(work: Any, durable: bool = True) -> Any:
+            result = real(work, durable)
+            if not durable and not crashed:
+                crashed.append(True)
+                _crash_recovery(durable_url)
+            return result
+
+        box.store.atomic = atomic  # type: ignore[method-assign]
+        batch = [
+            Delivery(make_frame(i, "Kakuma1", "MED", 3, 86).encode(), key=f"rec{i}-{i}")
+            for i in (1, 2)
+        ]
+        with pytest.raises(StorageUnavailable):
+            box.ingest_batch("ussd", batch)
+        assert crashed
+        box.store.atomic = real  # type: ignore[method-assign]
+        # Whatever the crash kept, a resend is decided against it and then acked.
+        again = box.ingest_batch("ussd", batch)
+        assert all(d.may_ack for d in again)
+        assert {str(d.verdict) for d in again} <= {"accepted", "duplicate"}
+        assert box.stats("ussd")["records"] == 2
     finally:
         box.close()
 

@@ -17,10 +17,11 @@ says how, per backend:
   keys); the seal that follows appends the queued events under the sealer's lease and
   commits durably. The write-ahead log is one sequence, so that
   durable commit's flush covers the relaxed one before it: one flush for both. If the
-  server restarted in between (the relaxed commit may be lost), the seal's commit refuses
-  (:class:`~oncebox.errors.StorageUnavailable`) and nothing is acknowledged; the sender's
-  retry is decided again. Between the two commits a crash can leave a record without its
-  entry: recovery seals it (``recover``), so the log still covers every record.
+  server restarted or recovered from a crash in between (the relaxed commit may be
+  lost), the seal's commit refuses (:class:`~oncebox.errors.StorageUnavailable`) and
+  nothing is acknowledged; the sender's retry is decided again. Between the two commits
+  a crash can leave a record without its entry: recovery seals it (``recover``), so the
+  log still covers every record.
 
 A store opened with ``seal=False`` defers sealing to :meth:`oncebox.Oncebox.recover`: its
 writes then commit durably on their own.

@@ -62,6 +62,11 @@ SCANNERS = 4  # connections of scans (listings, searches), apart from the writer
 IDLE = TransactionStatus.IDLE
 READ_COMMITTED = "BEGIN ISOLATION LEVEL READ COMMITTED"
 IDLE_CHECK = 2.0  # seconds a pooled connection may rest before it is checked again
+# Which server run a connection reached (see PostgresStore._note_server), and its level.
+SERVER_RUN = (
+    "SELECT pg_postmaster_start_time(), current_setting('synchronous_commit'), "
+    "(SELECT stats_reset FROM pg_stat_bgwriter)"
+)
 
 
 class Carried(NamedTuple):
@@ -309,14 +314,19 @@ class PostgresStore:
             ConnectionPool.check_connection(conn)
 
     def _note_server(self, conn: psycopg.Connection[Any]) -> None:
-        """On each new connection: the start time of the server run it reached, its own
-        synchronous_commit (what a transaction begun relaxed goes back to), and the
-        typed columns a batch's arrays travel as (store/pgarrays.py)."""
+        """On each new connection: the server run it reached, its own synchronous_commit
+        (what a transaction begun relaxed goes back to), and the typed columns a batch's
+        arrays travel as (store/pgarrays.py).
+
+        A server run is the postmaster's start time and the time its shared statistics
+        were last reset. A backend that dies by a signal has the postmaster take the
+        whole server through crash recovery without restarting itself: the WAL still in
+        shared memory (a relaxed commit's) is thrown away, and so are the statistics,
+        whose reset time is then new, while the start time stays. (A reset asked for by
+        hand makes a new run too: a batch then fails once instead of being acked.)"""
         pgarrays.register(conn)
-        row = conn.execute(
-            "SELECT pg_postmaster_start_time(), current_setting('synchronous_commit')"
-        ).fetchone()
-        self._servers[conn] = row[0] if row else None
+        row = conn.execute(SERVER_RUN).fetchone()
+        self._servers[conn] = (row[0], row[2]) if row else None
         self._levels[conn] = str(row[1]) if row else "on"
 
     def _tx(
@@ -331,8 +341,9 @@ class PostgresStore:
 
     def _covered(self, server: Any, durable: bool) -> None:
         """After a commit: a durable commit makes an earlier relaxed one durable only on
-        the same server run. A server that restarted in between may have lost the
-        relaxed commit with its unflushed WAL, so nothing of it may be acknowledged."""
+        the same server run. A server that restarted in between, or went through crash
+        recovery, may have lost the relaxed commit with its unflushed WAL, so nothing of
+        it may be acknowledged."""
         if not durable:
             self._relaxed.server = server
             return
@@ -340,8 +351,8 @@ class PostgresStore:
         self._relaxed.server = None
         if pending is not None and pending != server:
             raise StorageUnavailable(
-                "PostgreSQL restarted after a commit that was not yet durable; it may be "
-                "lost, so nothing was acknowledged: deliver again"
+                "PostgreSQL restarted (or recovered from a crash) after a commit that was "
+                "not yet durable; it may be lost, so nothing was acknowledged: deliver again"
             )
 
     def atomic(self, work: Callable[[Tx], T], durable: bool = True) -> T:
