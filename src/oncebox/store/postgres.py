@@ -22,6 +22,7 @@ Why it is safe under many processes on many hosts:
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
 import time
@@ -31,6 +32,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -67,6 +69,17 @@ SERVER_RUN = (
     "SELECT pg_postmaster_start_time(), current_setting('synchronous_commit'), "
     "(SELECT stats_reset FROM pg_stat_bgwriter)"
 )
+
+
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"
+
+
+def _with_option(url: str, option: str) -> str:
+    """The connection options ``url`` gives (else libpq's PGOPTIONS), and ``option``:
+    options given as a keyword replace the URL's whole (a search_path naming the
+    store's schema among them)."""
+    given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS")
+    return f"{given} {option}" if given else option
 
 
 class Carried(NamedTuple):
@@ -135,12 +148,12 @@ class PostgresStore:
         )
         self._scanners: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._scan_lock = threading.Lock()
+        reach(url)
         # Read only: every transaction of every connection is READ ONLY, so the server
         # itself refuses a write, and the schema is checked instead of migrated.
         self._connect_with: dict[str, Any] = {"autocommit": True}
         if read_only:
-            self._connect_with["options"] = "-c default_transaction_read_only=on"
-        reach(url)
+            self._connect_with["options"] = _with_option(url, READ_ONLY_OPTION)
         try:
             self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 url,
