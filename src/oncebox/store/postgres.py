@@ -69,9 +69,7 @@ SERVER_RUN = (
     "SELECT pg_postmaster_start_time(), current_setting('synchronous_commit'), "
     "(SELECT stats_reset FROM pg_stat_bgwriter)"
 )
-
-
-READ_ONLY_OPTION = "-c default_transaction_read_only=on"
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"  # added to the URL's options
 
 
 def _with_option(url: str, option: str) -> str:
