@@ -148,3 +148,29 @@ def test_every_destination_key_and_default_is_documented() -> None:
     assert all(f'"{d}"' in page for d in RETRY_DEFAULT)
     assert f"`{destinations.CIRCUIT_FAILURES}`" in page
     assert f"`{destinations.IN_FLIGHT_DEFAULT}`" in page
+
+
+def test_a_password_in_an_http_destination_url_is_never_shown(tmp_path: Path) -> None:
+    """An http destination's URL may carry a user and password, which the dispatcher
+    sends as HTTP basic auth: a credential for the receiver, hidden as a Redis URL's is,
+    from ``describe`` and from every token that may read the inbox's forwarding."""
+    from fastapi.testclient import TestClient
+
+    from oncebox.surfaces.http import create_app
+
+    url = "https://ledger:hunter3@127.0.0.1:9/hooks?topic=pay"
+    spec = InboxSpec("payments", "keyed", forward={"ledger": {"url": url}})
+    [ledger] = spec.destinations()
+    box = oncebox.open(f"sqlite:///{tmp_path / 'a.db'}", inboxes=[spec])
+    try:
+        assert ledger.url == url  # what the dispatcher sends to, password and all
+        assert ledger.describe()["url"] == "https://ledger:***@127.0.0.1:9/hooks?topic=pay"
+        reader = box.create_token("reader", ["payments"], ["read"]).secret
+        http = TestClient(create_app(box), headers={"Authorization": f"Bearer {reader}"})
+        listed = http.get("/v1/forwarding")
+        assert listed.status_code == 200, listed.text
+        [shown] = listed.json()["destinations"]
+        assert shown["settings"]["url"] == "https://ledger:***@127.0.0.1:9/hooks?topic=pay"
+        assert "hunter3" not in listed.text
+    finally:
+        box.close()

@@ -80,7 +80,8 @@ class Destination:
         """The destination as operators see it: every setting, never the secret."""
         shown: dict[str, Any] = {"name": self.name, "kind": self.kind}
         if self.kind == "http":
-            shown["url"] = self.url
+            # httpx sends a URL's user and password as basic auth: a credential too.
+            shown["url"] = _without_password(self.url or "")
             shown["sign"] = (
                 {"scheme": "standard-webhooks", "secret": self.secret_source}
                 if self.secret is not None
@@ -188,7 +189,8 @@ def _url(value: Any, schemes: tuple[str, ...]) -> str:
 
 
 def _without_password(url: str) -> str:
-    """A URL as shown: a password in it (a Redis URL's) replaced by ``***``."""
+    """A URL as shown: a password in it (a Redis URL's, or an http one's basic auth)
+    replaced by ``***``."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
