@@ -148,6 +148,33 @@ def test_server_sent_events_go_on_and_resume_after_the_last_event_id(
         assert resumed[0][0] == second_id
 
 
+def test_an_event_stream_ends_once_its_token_is_revoked(
+    served: tuple[Served, str, str], shared_url: str
+) -> None:
+    """A stream is one request that goes on for as long as the client likes: revoking
+    its token (the way to cut off a leaked one) must end it, not leave it handing on
+    every record accepted from then on."""
+    server, writer, _ = served
+    box = oncebox.open(shared_url)
+    try:
+        follower = box.create_token("follower", ["listing"], ["read"]).secret
+        with client(server, writer) as http, client(server, follower) as reader:
+            send(http, 1)
+            sse = {"Accept": "text/event-stream"}
+            with reader.stream("GET", FEED, headers=sse) as stream:
+                lines = stream.iter_lines()
+                [(_, first)] = _events(lines, 1)
+                assert first["record_id"] == 1
+                box.revoke_token("follower", "test")
+                send(http, 2)  # accepted after the revocation: not the follower's to see
+                for line in lines:  # until the stream ends, as it must
+                    assert not line.startswith("data: "), f"sent once revoked: {line}"
+            refused = reader.get(FEED)
+            assert refused.status_code == 401  # and a new request is refused, as ever
+    finally:
+        box.close()
+
+
 def test_a_consumer_over_http_is_fenced_by_its_lease(served: tuple[Served, str, str]) -> None:
     server, secret, ussd_only = served
     with client(server, secret) as http, client(server, ussd_only) as stranger:

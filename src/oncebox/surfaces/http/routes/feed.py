@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
+from oncebox.engine import tokens
 from oncebox.engine.feed import PAGE_MAX, FeedPage
 from oncebox.engine.following import WAIT_MAX
 from oncebox.engine.tokens import Scope as TokenScope
@@ -81,11 +83,14 @@ async def feed(
     def read(position: int) -> FeedPage:
         return box.feed(inbox, after=position, limit=limit)
 
+    def live() -> bool:
+        return bool(tokens.still_live(box.store, (who.digest,)))
+
     if EVENT_STREAM in request.headers.get("accept", ""):
         resumed = request.headers.get("last-event-id", "")
         start = int(resumed) if resumed.isdigit() and len(resumed) < 19 else after
         return StreamingResponse(
-            _events(read, svc.news, start, request), media_type=EVENT_STREAM,
+            _events(read, svc.news, start, request, live), media_type=EVENT_STREAM,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )  # fmt: skip
     page = await following(read, svc.news, after, wait)
@@ -95,13 +100,22 @@ async def feed(
 
 
 async def _events(
-    read: Callable[[int], FeedPage], news: News, after: int, request: Request
+    read: Callable[[int], FeedPage],
+    news: News,
+    after: int,
+    request: Request,
+    live: Callable[[], bool],
 ) -> AsyncIterator[bytes]:
     """Entries as they are sealed, each an SSE event whose id is its position; a comment
-    now and then keeps proxies from closing a quiet stream."""
+    now and then keeps proxies from closing a quiet stream. The stream is one request
+    that lasts as long as the client likes, so its token is asked again (``live``: not
+    revoked, not expired) before each page and heartbeat: once it is not, the stream
+    ends, and a reconnect is refused as any request of it is."""
     quiet_since = time.monotonic()
     while not await request.is_disconnected():
         page = await following(read, news, after, HEARTBEAT)
+        if not await run_in_threadpool(live):
+            return
         for entry in page.entries:
             data = json.dumps(entry_json(entry), separators=(",", ":"))
             yield f"event: entry\nid: {entry.position}\ndata: {data}\n\n".encode()
