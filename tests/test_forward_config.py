@@ -174,3 +174,8 @@ def test_a_password_in_an_http_destination_url_is_never_shown(tmp_path: Path) ->
         assert "hunter3" not in listed.text
     finally:
         box.close()
+    # A key given as the user name alone is sent as basic auth as well.
+    [keyed] = parse_destinations(
+        "payments", {"ledger": {"url": "https://sk_4eC39@ledger.example/"}}
+    )
+    assert keyed.describe()["url"] == "https://***@ledger.example/"

@@ -80,8 +80,7 @@ class Destination:
         """The destination as operators see it: every setting, never the secret."""
         shown: dict[str, Any] = {"name": self.name, "kind": self.kind}
         if self.kind == "http":
-            # httpx sends a URL's user and password as basic auth: a credential too.
-            shown["url"] = _without_password(self.url or "")
+            shown["url"] = _without_credentials(self.url or "")
             shown["sign"] = (
                 {"scheme": "standard-webhooks", "secret": self.secret_source}
                 if self.secret is not None
@@ -189,12 +188,22 @@ def _url(value: Any, schemes: tuple[str, ...]) -> str:
 
 
 def _without_password(url: str) -> str:
-    """A URL as shown: a password in it (a Redis URL's, or an http one's basic auth)
-    replaced by ``***``."""
+    """A URL as shown: a password in it (a Redis URL's) replaced by ``***``."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _without_credentials(url: str) -> str:
+    """An http URL as shown. The dispatcher's client sends a URL's user and password as
+    basic auth, so both are a credential for the receiver: a password is replaced by
+    ``***``, and so is a user given alone (a key sent as the user name)."""
+    parts = urlsplit(url)
+    if parts.password is not None or parts.username is None:
+        return _without_password(url)
+    netloc = "***@" + parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=netloc).geturl()
 
 
