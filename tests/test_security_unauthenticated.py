@@ -216,6 +216,38 @@ def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+def test_a_head_over_its_bound_is_refused_without_being_held(tmp_path: Path) -> None:
+    """One endless header, sent as fast as the client likes: the parser (httptools)
+    bounds none and keeps it until it ends, so within the head deadline a connection
+    could make the server hold tens of MiB. It is refused (431) once over 64 KiB."""
+    with serving(_url(tmp_path), "--workers", "1", "--header-timeout", "60") as served:
+        before = _settled_rss(served.proc.pid)
+        sock = served.connect()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Endless: ")
+        answer, closed, sent = b"", False, 0
+        while not closed and sent < 32 * 1024 * 1024:
+            try:
+                sock.sendall(b"a" * 65536)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            sent += 65536
+            closed, more = closed_within(sock, 0.02)
+            answer += more
+        print(f"one endless header: closed after {sent:,} bytes sent")
+        assert closed and status_of(answer) == 431, answer[:300]
+        assert sent <= 1024 * 1024  # refused near its bound, not at the head deadline
+        assert _settled_rss(served.proc.pid) - before < 8 * 1024 * 1024
+
+        # Negative control: a head of 48 KiB of headers is answered in full.
+        headers = [f"X-Pad-{i}: {'p' * 1000}" for i in range(48)]
+        sock = served.connect()
+        sock.sendall(head("/healthz", None, *headers, method="GET"))
+        closed, answer = closed_within(sock, 2.0)
+        assert status_of(answer) == 200, answer[:300]
+
+
+@pytest.mark.slow
 def test_connections_over_the_bound_are_refused_at_once(tmp_path: Path) -> None:
     bound = 8
     args = ("--workers", "1", "--max-connections", str(bound), "--header-timeout", "30")

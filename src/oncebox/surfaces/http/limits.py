@@ -15,7 +15,12 @@ parser callback where the state it guards begins or ends:
   keep-alive timeout);
 - the **body deadline**: its body must be complete ``body_timeout`` seconds after its head;
 - the **connection bound**: a connection beyond ``max_connections`` open ones is answered
-  503 and closed as soon as it is accepted, before anything of it is read.
+  503 and closed as soon as it is accepted, before anything of it is read;
+- the **head bound**: a request's head (its request line and headers) holds at most
+  ``max_head`` bytes. httptools sets no bound of its own and keeps a header's pieces
+  until it ends, so a client sending one endless header held all of it until the head
+  deadline: tens of MiB a second per connection. A head is fed to the parser a slice
+  at a time and counted; one over the bound is answered 431 and closed.
 
 A deadline that passes closes the connection, with a 408 if no response had started.
 These are whole-phase deadlines, not idle timers: a byte now and then does not extend them.
@@ -40,6 +45,7 @@ class Limits:
     header_timeout: float = 5.0
     body_timeout: float = 20.0
     max_connections: int = 1024
+    max_head: int = 65_536  # bytes of a request's line and headers
 
 
 def _canned(status: int, kind: str, detail: str, *extra: str) -> bytes:
@@ -60,6 +66,9 @@ TIMED_OUT = _canned(408, "timeout", "the request did not arrive in time")
 # request's scope for the access log.
 ANSWERED = "oncebox.answered"
 BUSY = _canned(503, "busy", "too many open connections", "retry-after: 1")
+HEAD_TOO_LARGE = _canned(431, "head-too-large", "the request's line and headers are too large")
+# A head is parsed this much at a time, so that its size is known within this much.
+HEAD_SLICE = 16_384
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -67,6 +76,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     limits: ClassVar[Limits] = Limits()
     _deadline: asyncio.TimerHandle | None = None
+    _head: int | None = 0  # bytes of the head arriving so far; None: not in a head
 
     @classmethod
     def with_limits(cls, limits: Limits) -> type[GuardedProtocol]:
@@ -93,11 +103,40 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
+        self._head = None
         self._arm(self.limits.body_timeout)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._head = 0  # what comes next is the next request's head
         self._disarm()
+
+    def data_received(self, data: bytes) -> None:
+        while data:
+            if self._head is None:  # a body, or a request being answered: as it is
+                super().data_received(data)
+                return
+            piece, data = data[:HEAD_SLICE], data[HEAD_SLICE:]
+            super().data_received(piece)
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return  # refused, or upgraded: the rest is not this parser's
+            if self._head is not None:
+                self._head += len(piece)
+                if self._head > self.limits.max_head:
+                    self._refuse_head()
+                    return
+
+    def _refuse_head(self) -> None:
+        """A head over the bound: 431 (unless an earlier request is still being
+        answered on this connection), and the connection closed."""
+        self._disarm()
+        cycle: Any = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.transport.write(HEAD_TOO_LARGE)
+        else:
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self.transport.close()
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
