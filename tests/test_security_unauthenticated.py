@@ -215,35 +215,50 @@ def test_a_refusal_before_the_body_closes_the_connection(tmp_path: Path) -> None
         assert status_of(answer) == 200 and not closed
 
 
+def _endless(served: Served, start: bytes) -> tuple[bytes, int]:
+    """``start``, then one field's value without end, 64 KiB at a time (up to 32 MiB)
+    until the server hangs up: what it answered, and how much was sent."""
+    sock = served.connect()
+    sock.sendall(start)
+    answer, closed, sent = b"", False, 0
+    while not closed and sent < 32 * 1024 * 1024:
+        try:
+            sock.sendall(b"a" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sent += 65536
+        closed, more = closed_within(sock, 0.02)
+        answer += more
+    sock.close()
+    return answer, sent
+
+
 @pytest.mark.slow
-def test_a_head_over_its_bound_is_refused_without_being_held(tmp_path: Path) -> None:
-    """One endless header, sent as fast as the client likes: the parser (httptools)
-    bounds none and keeps it until it ends, so within the head deadline a connection
-    could make the server hold tens of MiB. It is refused (431) once over 64 KiB."""
-    with serving(_url(tmp_path), "--workers", "1", "--header-timeout", "60") as served:
+def test_a_head_or_trailer_over_its_bound_is_refused_without_being_held(tmp_path: Path) -> None:
+    """One endless header (or trailer field of a chunked body), sent as fast as the
+    client likes: the parser (httptools) bounds none and keeps it until it ends, so
+    within the deadline a connection could make the server hold tens of MiB. It is
+    refused (431) once over 64 KiB."""
+    url = _url(tmp_path)
+    authed = f"Authorization: Bearer {create_token(url)}"
+    args = ("--workers", "1", "--header-timeout", "60", "--body-timeout", "60")
+    with serving(url, *args) as served:
         before = _settled_rss(served.proc.pid)
-        sock = served.connect()
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Endless: ")
-        answer, closed, sent = b"", False, 0
-        while not closed and sent < 32 * 1024 * 1024:
-            try:
-                sock.sendall(b"a" * 65536)
-            except (BrokenPipeError, ConnectionResetError):
-                closed = True
-                break
-            sent += 65536
-            closed, more = closed_within(sock, 0.02)
-            answer += more
-        print(f"one endless header: closed after {sent:,} bytes sent")
-        assert closed and status_of(answer) == 431, answer[:300]
-        assert sent <= 1024 * 1024  # refused near its bound, not at the head deadline
+        header = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Endless: "
+        chunked = head(DELIVERIES, None, authed, "Transfer-Encoding: chunked")
+        trailer = chunked + b"3\r\nabc\r\n0\r\nX-Endless: "
+        for what, start in (("header", header), ("trailer", trailer)):
+            answer, sent = _endless(served, start)
+            print(f"one endless {what}: closed after {sent:,} bytes sent")
+            assert status_of(answer) == 431, (what, answer[:300])
+            assert sent <= 1024 * 1024, what  # near its bound, not at a deadline
         assert _settled_rss(served.proc.pid) - before < 8 * 1024 * 1024
 
         # Negative control: a head of 48 KiB of headers is answered in full.
         headers = [f"X-Pad-{i}: {'p' * 1000}" for i in range(48)]
         sock = served.connect()
         sock.sendall(head("/healthz", None, *headers, method="GET"))
-        closed, answer = closed_within(sock, 2.0)
+        _, answer = closed_within(sock, 2.0)
         assert status_of(answer) == 200, answer[:300]
 
 

@@ -20,7 +20,9 @@ parser callback where the state it guards begins or ends:
   ``max_head`` bytes. httptools sets no bound of its own and keeps a header's pieces
   until it ends, so a client sending one endless header held all of it until the head
   deadline: tens of MiB a second per connection. A head is fed to the parser a slice
-  at a time and counted; one over the bound is answered 431 and closed.
+  at a time and counted; one over the bound is answered 431 and closed. A chunked
+  body's trailer fields are kept the same way: past its head, ``max_head`` bytes that
+  carry none of the body (an endless trailer, or chunk extension) are refused alike.
 
 A deadline that passes closes the connection, with a 408 if no response had started.
 These are whole-phase deadlines, not idle timers: a byte now and then does not extend them.
@@ -66,7 +68,9 @@ TIMED_OUT = _canned(408, "timeout", "the request did not arrive in time")
 # request's scope for the access log.
 ANSWERED = "oncebox.answered"
 BUSY = _canned(503, "busy", "too many open connections", "retry-after: 1")
-HEAD_TOO_LARGE = _canned(431, "head-too-large", "the request's line and headers are too large")
+HEAD_TOO_LARGE = _canned(
+    431, "head-too-large", "the request's line, header or trailer fields are too large"
+)
 # A head is parsed this much at a time, so that its size is known within this much.
 HEAD_SLICE = 16_384
 
@@ -77,6 +81,7 @@ class GuardedProtocol(HttpToolsProtocol):
     limits: ClassVar[Limits] = Limits()
     _deadline: asyncio.TimerHandle | None = None
     _head: int | None = 0  # bytes of the head arriving so far; None: not in a head
+    _stalled = 0  # bytes past the head since the body last moved on (a trailer's)
 
     @classmethod
     def with_limits(cls, limits: Limits) -> type[GuardedProtocol]:
@@ -104,7 +109,12 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._head = None
+        self._stalled = 0
         self._arm(self.limits.body_timeout)
+
+    def on_body(self, body: bytes) -> None:
+        super().on_body(body)
+        self._stalled = 0
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -114,7 +124,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         while data:
             if self._head is None:  # a body, or a request being answered: as it is
+                self._stalled += len(data)
                 super().data_received(data)
+                if self._head is None and self._stalled > self.limits.max_head:
+                    self._refuse_head()  # none of it was body: a trailer's fields
                 return
             piece, data = data[:HEAD_SLICE], data[HEAD_SLICE:]
             super().data_received(piece)
@@ -127,13 +140,17 @@ class GuardedProtocol(HttpToolsProtocol):
                     return
 
     def _refuse_head(self) -> None:
-        """A head over the bound: 431 (unless an earlier request is still being
-        answered on this connection), and the connection closed."""
+        """A head (or trailer) over the bound: 431 unless an answer has started on this
+        connection, and the connection closed; a request the app still runs sees a
+        disconnect, as at a deadline."""
         self._disarm()
         cycle: Any = self.cycle
-        if cycle is None or cycle.response_complete:
+        idle = cycle is None or cycle.response_complete
+        if idle or not cycle.response_started:
             self.transport.write(HEAD_TOO_LARGE)
-        else:
+            if not idle:
+                cycle.scope[ANSWERED] = 431  # what the access log reports for it
+        if not idle:
             cycle.disconnected = True
             cycle.message_event.set()
         self.transport.close()
