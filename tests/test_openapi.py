@@ -139,7 +139,7 @@ def test_every_operation_declares_the_errors_of_its_kind(doc: dict[str, Any]) ->
     for path, method, operation in operations(doc):
         where = f"{method.upper()} {path}"
         declared = operation["responses"]
-        assert {"408", "413", "500", "503"} <= set(declared), where
+        assert {"408", "413", "431", "500", "503"} <= set(declared), where
         assert "Retry-After" in declared["503"]["headers"], where
         assert declared["401"]["headers"]["WWW-Authenticate"], where
         for status, response in declared.items():

@@ -2,8 +2,8 @@
 
 Every error is a problem document (:mod:`oncebox.surfaces.http.problems`); :func:`errors`
 declares the ones a route can answer, each with what it means there. Some are answered
-by every route: 408 and 503 by ``oncebox serve`` itself (its deadlines and its bound on
-connections), 413 for a body over the bound (any route, before anything is parsed), 500
+by every route: 408, 431 and 503 by ``oncebox serve`` itself (its deadlines, its bound on
+a request's head and its bound on connections), 413 for a body over the bound (any route, before anything is parsed), 500
 by any bug. :func:`finish` completes what FastAPI generates: the
 ``Problem`` schema in place of FastAPI's own validation error, each operation's
 ``security`` as its route declared what it needs (:func:`oncebox.surfaces.http.auth.needs`;
@@ -34,11 +34,13 @@ MEANINGS = {
     413: "The body is over the bound (counted before anything is parsed); the connection "
     "is closed.",
     422: "A malformed request: the rule it broke is in `detail`.",
+    431: "The request's line and header fields (or a chunked body's trailer fields) are "
+    "over `oncebox serve`'s bound (64 KiB); the connection is closed.",
     500: "An internal error (or an apply step failed): nothing was decided or stored.",
     503: "The store is unavailable (retry after `Retry-After`), or the server holds too "
     "many connections; nothing was decided, do not acknowledge.",
 }
-EVERY_ROUTE = (408, 413, 500, 503)
+EVERY_ROUTE = (408, 413, 431, 500, 503)
 AUTHENTICATED = (401, 403)
 RETRY_AFTER_HEADER = {
     "Retry-After": {
