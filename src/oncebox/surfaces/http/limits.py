@@ -144,16 +144,7 @@ class GuardedProtocol(HttpToolsProtocol):
         connection, and the connection closed; a request the app still runs sees a
         disconnect, as at a deadline."""
         self._disarm()
-        cycle: Any = self.cycle
-        idle = cycle is None or cycle.response_complete
-        if idle or not cycle.response_started:
-            self.transport.write(HEAD_TOO_LARGE)
-            if not idle:
-                cycle.scope[ANSWERED] = 431  # what the access log reports for it
-        if not idle:
-            cycle.disconnected = True
-            cycle.message_event.set()
-        self.transport.close()
+        self._close_with(HEAD_TOO_LARGE, 431)
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -168,12 +159,17 @@ class GuardedProtocol(HttpToolsProtocol):
         self._deadline = None
         if self.transport.is_closing():
             return
+        self._close_with(TIMED_OUT, 408)
+
+    def _close_with(self, answer: bytes, status: int) -> None:
+        """Answer ``answer`` unless a response has started on this connection, then
+        close it."""
         cycle: Any = self.cycle
         idle = cycle is None or cycle.response_complete  # waiting for a head
         if idle or not cycle.response_started:
-            self.transport.write(TIMED_OUT)
+            self.transport.write(answer)
             if not idle:
-                cycle.scope[ANSWERED] = 408  # what the access log reports for it
+                cycle.scope[ANSWERED] = status  # what the access log reports for it
         if not idle:
             # The app may still be running: from now on its receive() sees a disconnect
             # and its send() writes nothing (what connection_lost will also say).
