@@ -3,8 +3,8 @@
 Every error is a problem document (:mod:`oncebox.surfaces.http.problems`); :func:`errors`
 declares the ones a route can answer, each with what it means there. Some are answered
 by every route: 408, 431 and 503 by ``oncebox serve`` itself (its deadlines, its bound on
-a request's head and its bound on connections), 413 for a body over the bound (any route, before anything is parsed), 500
-by any bug. :func:`finish` completes what FastAPI generates: the
+a request's head and its bound on connections), 413 for a body over the bound (any route,
+before anything is parsed), 500 by any bug. :func:`finish` completes what FastAPI generates: the
 ``Problem`` schema in place of FastAPI's own validation error, each operation's
 ``security`` as its route declared what it needs (:func:`oncebox.surfaces.http.auth.needs`;
 ``[]`` on the public ones), and the signing headers on every authenticated one.
