@@ -41,10 +41,16 @@ def store_failed(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | PoolTimeout)
 
 
-def storage_error(exc: BaseException) -> StorageError:
-    """The one place psycopg errors become oncebox errors."""
-    if isinstance(exc, pg_errors.QueryCanceled):  # a scan's statement_timeout
-        return ReadTimedOut()
+def storage_error(exc: BaseException, reading: bool = False) -> StorageError:
+    """The one place psycopg errors become oncebox errors. ``reading``: whether the
+    statement read only (a cancelled one is then a scan past its budget)."""
+    if isinstance(exc, pg_errors.QueryCanceled):
+        if reading:  # a scan's statement_timeout
+            return ReadTimedOut()
+        return StorageUnavailable(
+            f"PostgreSQL cancelled a statement (statement_timeout, or a cancel request): "
+            f"nothing of this transaction was committed; retry it. {exc}"
+        )
     if isinstance(exc, psycopg.OperationalError | PoolTimeout):
         return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):

@@ -87,7 +87,7 @@ class Carried(NamedTuple):
     tx: PostgresTx
 
 
-def _mapped(exc: Exception, lost: bool) -> Exception:
+def _mapped(exc: Exception, lost: bool, reading: bool = False) -> Exception:
     """What a transaction's failure means to its caller. A driver error may arrive
     wrapped (an apply step's ApplyError). Where the store failed under the step (a lost
     connection, a deadlock), the driver's verdict on the transaction is what counts;
@@ -103,7 +103,7 @@ def _mapped(exc: Exception, lost: bool) -> Exception:
     if lost:  # the connection died before its COMMIT went out: nothing committed
         return Stale(str(cause))
     if cause is not None and (not isinstance(exc, ApplyError) or store_failed(cause)):
-        return storage_error(cause)
+        return storage_error(cause, reading)
     return exc
 
 
@@ -183,7 +183,10 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(
-        self, begin: str, pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self,
+        begin: str,
+        pool: ConnectionPool[psycopg.Connection[Any]] | None = None,
+        reading: bool = False,
     ) -> Iterator[PostgresTx]:
         try:
             with (pool or self._pool).connection() as conn:
@@ -200,7 +203,7 @@ class PostgresStore:
                 if not commit_done(conn.execute("COMMIT")):
                     raise StorageError(ROLLED_BACK)
         except Exception as exc:
-            mapped = _mapped(exc, lost=False)
+            mapped = _mapped(exc, lost=False, reading=reading)
             if mapped is exc:
                 raise
             raise mapped from exc
@@ -288,7 +291,7 @@ class PostgresStore:
 
     def reading(self) -> AbstractContextManager[PostgresTx]:
         # One snapshot for the whole read, so a view never mixes two states.
-        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        return self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ", reading=True)
 
     @contextmanager
     def scanning(self, budget: float | None = None) -> Iterator[PostgresTx]:
@@ -296,7 +299,7 @@ class PostgresStore:
         searches run, none takes a connection a writer waits for; with ``budget``, a
         statement_timeout stops each statement past it."""
         begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-        with self._transaction(begin, self._scan_pool()) as tx:
+        with self._transaction(begin, self._scan_pool(), reading=True) as tx:
             if budget is not None:
                 tx._conn.execute(f"SET LOCAL statement_timeout = {max(1, int(budget * 1000))}")
             yield tx
