@@ -76,6 +76,9 @@ class PipelinedTx(SqlTx):
         self._expected_parts: list[tuple[psycopg.Cursor[Any], list[tuple[int, int, str]]]] = []
         self._held: list[pgfold.Held] = []  # writes sent together with the next statement
         self._leave: Callable[[], None] | None = None  # ends the pipeline, where one runs
+        # Whether SQL of a user's own ran: it may have SET something for the whole
+        # session, which the store undoes once the transaction ends (RESET ALL).
+        self.users_sql = False
 
     def _settle(self) -> None:
         """Send what was held back to go with the next statement (see PostgresTx)."""
@@ -240,6 +243,7 @@ class PipelinedTx(SqlTx):
     # -- a user's own SQL --------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._settle()
+        self.users_sql = True
         if not params:
             self._apart(sql)
         cur = self._ready(self._conn.execute(sql, params))
@@ -247,6 +251,7 @@ class PipelinedTx(SqlTx):
 
     def script(self, sql: str) -> None:
         self._settle()
+        self.users_sql = True
         self._apart(sql)
         self._conn.execute(sql)  # no parameters: psycopg leaves a literal % alone
 

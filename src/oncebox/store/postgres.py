@@ -70,6 +70,9 @@ SERVER_RUN = (
     "(SELECT stats_reset FROM pg_stat_bgwriter)"
 )
 READ_ONLY_OPTION = "-c default_transaction_read_only=on"  # added to the URL's options
+# Sent after a transaction in which a user's SQL ran: a session-wide SET of its (say
+# synchronous_commit = off) must not reach the pooled connection's next transactions.
+RESET_SESSION = "RESET ALL"
 
 
 def _with_option(url: str, option: str) -> str:
@@ -200,7 +203,10 @@ class PostgresStore:
                     if not conn.closed:
                         conn.execute("ROLLBACK")
                     raise
-                if not commit_done(conn.execute("COMMIT")):
+                done = commit_done(conn.execute("COMMIT"))
+                if tx.users_sql:
+                    conn.execute(RESET_SESSION)
+                if not done:
                     raise StorageError(ROLLED_BACK)
         except Exception as exc:
             mapped = _mapped(exc, lost=False, reading=reading)
@@ -235,6 +241,8 @@ class PostgresStore:
                 yield tx
                 tx.before_commit()
                 committed = conn.execute("COMMIT")
+                if tx.users_sql:  # with the commit, in the same round trip
+                    conn.execute(RESET_SESSION)
                 if self._carry.__dict__.pop("wanted", False) and tx.deferred and not tx.relaxed:
                     conn.execute(READ_COMMITTED)
                     opened = self._tx(conn)  # its answers taken below
