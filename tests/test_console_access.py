@@ -114,6 +114,21 @@ def test_an_operator_acts_but_does_not_manage_tokens(served: Served) -> None:
     assert [t.name for t in served.box.list_tokens()] == ["ops"]
 
 
+def test_only_an_operator_of_every_inbox_verifies_the_whole_log(served: Served) -> None:
+    """The log's verify replays every inbox's entries (heavy, and a broken log's answer
+    lists records of any inbox): an operator of some inboxes neither sees the form nor
+    may post it."""
+    inbox = served.box.inboxes[0].name
+    secret = served.box.create_token("one-inbox", [inbox], ["operator"]).secret
+    with client(served.url) as http:
+        sign_in(http, secret)
+        csrf = csrf_of(http)
+        assert "/console/log/verify" not in POST.findall(http.get("/console/log").text)
+        refused = http.post("/console/log/verify", data={"csrf": csrf})
+        assert refused.status_code == 403
+        assert "every inbox" in refused.text
+
+
 def test_a_signing_token_still_cannot_sign_in(served: Served) -> None:
     secret = served.box.create_token("signed", ["*"], ["read"], hmac=True).secret
     with client(served.url) as http:

@@ -23,7 +23,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from oncebox.engine.tokens import Scope, Token, from_row
+from oncebox.engine.tokens import ALL_INBOXES, Scope, Token, from_row
 from oncebox.store.base import Access, Store
 
 SESSION_SECONDS = 8 * 3600
@@ -48,6 +48,13 @@ class Session:
     @property
     def may_manage_tokens(self) -> bool:
         return self.token.has(Scope.ADMIN)
+
+    @property
+    def may_verify_log(self) -> bool:
+        """Whether the whole log's verify is this session's to run: it replays every
+        inbox's entries, and a broken log's answer names records of any inbox, so only
+        an operator of every inbox (``*``)."""
+        return self.may_act and ALL_INBOXES in self.token.inboxes
 
 
 def refusal(token: Token) -> str | None:

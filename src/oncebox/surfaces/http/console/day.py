@@ -11,7 +11,7 @@ from starlette.responses import HTMLResponse, Response
 from oncebox.surfaces.http.console import html as h
 from oncebox.surfaces.http.console import letters, overview, pages
 from oncebox.surfaces.http.console.html import BASE
-from oncebox.surfaces.http.console.session import Actor, Served, Viewer
+from oncebox.surfaces.http.console.session import Actor, Refused, Served, Viewer
 
 router = APIRouter(prefix=BASE, include_in_schema=False)
 
@@ -52,6 +52,8 @@ async def log(request: Request, who: Viewer, svc: Served) -> Response:
 
 @router.post("/log/verify")
 async def verify(form: Actor, svc: Served) -> Response:
+    if not form.who.may_verify_log:
+        raise Refused(403, "The whole log is verified by an operator of every inbox.", form.who)
     result = await run_in_threadpool(svc.box.verify)
     shown = pages.verification(result.to_dict())
     page, status = await run_in_threadpool(pages.log, svc.box, form.who, svc.private_key, shown)
