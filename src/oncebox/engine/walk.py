@@ -141,10 +141,8 @@ class Walk:
             if found is None:
                 delivery, decoded, identity, _, _, witness = item
                 assert decoded is not None and identity is not None and witness is not None
-                try:  # written before an id is taken: a codec's fields may not be writable
-                    fields = "{}" if not decoded.fields else fields_json(decoded)
-                except Exception as exc:
-                    self.reject(index, refused(delivery, exc))
+                fields = "{}" if not decoded.fields else self._fields(index, item)
+                if fields is None:
                     continue
                 record_id = next(ids)
                 if (
@@ -174,6 +172,17 @@ class Walk:
             else:
                 self.decide(index, item, now)
 
+    def _fields(self, index: int, item: Prepared) -> str | None:
+        """The fields a new record or newcomer keeps, written before it takes an id or a
+        row; None where the codec gave fields that cannot be written, the delivery then
+        refused here as its own dead letter (``codec_error``), not its batch's failure."""
+        assert item.decoded is not None
+        try:
+            return fields_json(item.decoded)
+        except Exception as exc:
+            self.reject(index, refused(item.delivery, exc))
+            return None
+
     def _accepted(self, ident: bytes, row: int, now: float) -> StoredRow:
         """The record accepted earlier in the batch at ``row`` as a delivery repeating it
         finds it (kept from now on): revision 1, first seen now, not sealed yet."""
@@ -189,10 +198,8 @@ class Walk:
         seen = self._accepted(ident, found, now) if isinstance(found, int) else found
         # The two usual verdicts first, as classify gives them: new, and a plain repeat.
         if seen is None:
-            try:
-                fields = fields_json(decoded)
-            except Exception as exc:
-                self.reject(index, refused(delivery, exc))
+            fields = self._fields(index, item)
+            if fields is None:
                 return
             record_id = next(self._ids)
             self.records.append((record_id, ident, identity.identity, witness, decoded.content,
@@ -218,10 +225,8 @@ class Walk:
             # are; the newcomer is kept for an operator, never merged and never dropped.
             row = self._newcomer_rows.get((ident, witness), len(self.newcomers))
             if row == len(self.newcomers):
-                try:
-                    fields = fields_json(decoded)
-                except Exception as exc:
-                    self.reject(index, refused(delivery, exc))
+                fields = self._fields(index, item)
+                if fields is None:
                     return
                 self._newcomer_rows[(ident, witness)] = row
                 self.newcomers.append(
