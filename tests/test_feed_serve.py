@@ -175,6 +175,54 @@ def test_an_event_stream_ends_once_its_token_is_revoked(
         box.close()
 
 
+def test_a_long_poll_whose_token_is_revoked_meanwhile_hands_over_nothing(
+    served: tuple[Served, str, str], shared_url: str
+) -> None:
+    """A long poll (feed page or consumer `next`) was admitted when it began; a record
+    accepted after its token's revocation must not reach it when it wakes: 401."""
+    server, writer, _ = served
+    box = oncebox.open(shared_url)
+    try:
+        secrets = {
+            name: box.create_token(name, ["listing"], ["read"]).secret
+            for name in ("poller", "consumer", "kept")
+        }
+        with client(server, writer) as http:
+            send(http, 1)
+            start = http.get(FEED).json()["next_after"]
+            http.put("/v1/consumers/tail", json={"inbox": "listing", "start": "end"})
+            with client(server, secrets["consumer"]) as leaser:
+                token = leaser.post("/v1/consumers/tail/lease", json={"holder": "c"}).json()
+            polls = {
+                "poller": (FEED, {"after": start, "wait": 20}),
+                "consumer": ("/v1/consumers/tail/next", {"token": token["token"], "wait": 20}),
+                "kept": (FEED, {"after": start, "wait": 20}),  # the control: not revoked
+            }
+            got: dict[str, httpx.Response] = {}
+
+            def poll(name: str) -> None:
+                path, params = polls[name]
+                with client(server, secrets[name]) as reader:
+                    got[name] = reader.get(path, params=params)
+
+            readers = [threading.Thread(target=poll, args=(name,)) for name in polls]
+            for reader in readers:
+                reader.start()
+            time.sleep(1.0)  # every poll is waiting
+            box.revoke_token("poller", "test")
+            box.revoke_token("consumer", "test")
+            send(http, 2)  # accepted after the revocations
+            for reader in readers:
+                reader.join(30)
+        for name in ("poller", "consumer"):
+            assert got[name].status_code == 401, (name, got[name].text)
+            assert "n-2" not in got[name].text
+        kept = got["kept"].json()
+        assert got["kept"].status_code == 200 and [e["record_id"] for e in kept["entries"]] == [2]
+    finally:
+        box.close()
+
+
 def test_a_consumer_over_http_is_fenced_by_its_lease(served: tuple[Served, str, str]) -> None:
     server, secret, ussd_only = served
     with client(server, secret) as http, client(server, ussd_only) as stranger:

@@ -262,6 +262,28 @@ def test_a_client_killed_inside_its_transaction_leaves_nothing(pg_url: str, tmp_
         assert box.verify().ok
 
 
+def test_reads_after_a_restart_are_served_on_fresh_connections(
+    pg_durable: Server, durable_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pooled connection dies with the server. One that rested less than the
+    pool's check interval is handed out unchecked, and its first statement, the read's
+    BEGIN, fails before anything ran: the store takes another connection instead of
+    failing the read (as a write's transaction is run again)."""
+    from oncebox.store import postgres
+
+    monkeypatch.setattr(postgres, "IDLE_CHECK", 3600.0)  # never checked: as if just used
+    with oncebox.open(durable_url, inboxes=USSD) as box:
+        frame = make_frame(1, "Kakuma1", "MED", 3, 86).encode()
+        box.ingest("ussd", Delivery(frame, key="rec1-1"))
+        with box.store.reading() as one, box.store.reading() as two:  # two pooled
+            assert one.now() > 0 and two.now() > 0
+        pg_durable.stop("fast")  # type: ignore[union-attr]
+        pg_durable.start_again()  # type: ignore[union-attr]
+        assert box.record("ussd", "rec1-1") is not None
+        assert box.stats("ussd")["records"] == 1
+        assert box.ingest("ussd", Delivery(frame, key="rec1-1")).may_ack
+
+
 def test_a_restart_between_the_relaxed_decision_and_its_seal_is_never_acked(
     pg_durable: Server, durable_url: str
 ) -> None:

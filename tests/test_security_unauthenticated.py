@@ -262,6 +262,19 @@ def test_a_head_or_trailer_over_its_bound_is_refused_without_being_held(tmp_path
         assert status_of(answer) == 200, answer[:300]
 
 
+def test_the_head_bound_is_set_by_max_head(tmp_path: Path) -> None:
+    """`--max-head` moves the 431 bound: with 8 KiB, a 12 KiB head is refused and a
+    6 KiB one answered."""
+    with serving(_url(tmp_path), "--workers", "1", "--max-head", "8192") as served:
+        for pads, status in ((12, 431), (6, 200)):
+            sock = served.connect()
+            headers = [f"X-Pad-{i}: {'p' * 1000}" for i in range(pads)]
+            sock.sendall(head("/healthz", None, *headers, method="GET"))
+            _, answer = closed_within(sock, 2.0)
+            sock.close()
+            assert status_of(answer) == status, (pads, answer[:300])
+
+
 @pytest.mark.slow
 def test_connections_over_the_bound_are_refused_at_once(tmp_path: Path) -> None:
     bound = 8
@@ -296,4 +309,6 @@ def test_serve_defaults_are_the_limits_defaults() -> None:
     from oncebox.surfaces import serve
     from oncebox.surfaces.http.limits import Limits
 
-    assert Limits() == Limits(serve.HEADER_TIMEOUT, serve.BODY_TIMEOUT, serve.MAX_CONNECTIONS)
+    assert Limits() == Limits(
+        serve.HEADER_TIMEOUT, serve.BODY_TIMEOUT, serve.MAX_CONNECTIONS, serve.MAX_HEAD
+    )

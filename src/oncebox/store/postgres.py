@@ -192,9 +192,7 @@ class PostgresStore:
         reading: bool = False,
     ) -> Iterator[PostgresTx]:
         try:
-            with (pool or self._pool).connection() as conn:
-                self._returned[conn] = time.monotonic()  # back in a moment
-                conn.execute(begin)
+            with self._begun(pool or self._pool, begin) as conn:
                 try:
                     tx = self._tx(conn)
                     yield tx
@@ -213,6 +211,26 @@ class PostgresStore:
             if mapped is exc:
                 raise
             raise mapped from exc
+
+    @contextmanager
+    def _begun(
+        self, pool: ConnectionPool[psycopg.Connection[Any]], begin: str
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection with ``begin`` sent. One that died while it rested (the
+        server restarted since its last use) fails at that BEGIN, before anything of the
+        caller's ran on it: the pool drops it and the next one is tried, as many times as
+        the pool holds connections, so that a read after a restart does not fail once."""
+        for attempt in range(pool.max_size + 1):
+            with pool.connection() as conn:
+                self._returned[conn] = time.monotonic()  # back in a moment
+                try:
+                    conn.execute(begin)
+                except psycopg.OperationalError:
+                    if conn.broken and attempt < pool.max_size:
+                        continue
+                    raise
+                yield conn
+                return
 
     @contextmanager
     def _piped(self) -> Iterator[PostgresTx]:

@@ -19,6 +19,7 @@ from oncebox.surfaces.workers import cpu_count
 HEADER_TIMEOUT = 5.0
 BODY_TIMEOUT = 20.0
 MAX_CONNECTIONS = 1024
+MAX_HEAD = 65_536
 UNVERIFIED_BUDGET = 32 * 1024 * 1024  # oncebox.surfaces.http.senders.DEFAULT_BUDGET
 Seconds = click.FloatRange(min=0, min_open=True)
 
@@ -62,6 +63,15 @@ Seconds = click.FloatRange(min=0, min_open=True)
     help="Open connections per worker; one more is answered 503 and closed at once.",
 )
 @click.option(
+    "--max-head",
+    type=click.IntRange(1024),
+    default=MAX_HEAD,
+    show_default=True,
+    metavar="BYTES",
+    help="Bytes of a request's line and headers (and of a chunked body's trailer); one "
+    "over it is answered 431 and the connection closes.",
+)
+@click.option(
     "--unverified-budget",
     type=click.IntRange(0),
     default=UNVERIFIED_BUDGET,
@@ -103,6 +113,7 @@ def serve(
     header_timeout: float,
     body_timeout: float,
     max_connections: int,
+    max_head: int,
     unverified_budget: int,
     log_format: str,
     proxies: list[str] | None,
@@ -143,7 +154,7 @@ def serve(
         click.echo(f"oncebox: serving {base}/v1 (OpenAPI: /openapi.json)", err=True)
         click.echo(f"oncebox: console: {base}/console; {count} worker process{plural}", err=True)
 
-    limits = Limits(header_timeout, body_timeout, max_connections)
+    limits = Limits(header_timeout, body_timeout, max_connections, max_head)
     def make_app() -> Any:
         app = create_app(obj.box, private_key=key, unverified_budget=unverified_budget)
         return app if no_forward else alongside(app, obj.box, share=count)

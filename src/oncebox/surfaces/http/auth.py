@@ -121,6 +121,12 @@ class Caller:
         """Whether figures of ``inbox`` are this caller's to see (metrics)."""
         return self.token.covers(inbox)
 
+    def still_live(self, box: Oncebox) -> bool:
+        """Whether its token is still live (not revoked, not expired since it was
+        admitted): asked again by a request that outlasts its admission (a long poll, a
+        stream)."""
+        return bool(tokens.still_live(box.store, (self.digest,)))
+
     @property
     def sees_all(self) -> bool:
         """Whether figures summed over all inboxes are: only for a token for ``*``, not

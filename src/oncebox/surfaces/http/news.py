@@ -13,6 +13,9 @@ from starlette.concurrency import run_in_threadpool
 from oncebox.engine.box import Oncebox
 from oncebox.engine.feed import FeedPage
 from oncebox.engine.following import POLL
+from oncebox.surfaces.http.auth import unauthorized
+
+REVOKED_MEANWHILE = "this token was revoked or expired while the request waited"
 
 
 class News:
@@ -36,15 +39,25 @@ class News:
 
 
 async def following(
-    read: Callable[[int], FeedPage], news: News, after: int, wait: float
+    read: Callable[[int], FeedPage],
+    news: News,
+    after: int,
+    wait: float,
+    live: Callable[[], bool] | None = None,
 ) -> FeedPage:
     """``read(after)`` again as news comes (looking on from what was looked at), until
-    it finds entries or ``wait`` seconds have passed; no thread waits meanwhile."""
+    it finds entries or ``wait`` seconds have passed; no thread waits meanwhile. With
+    ``live``, entries found after a wait are handed over only while the caller's token
+    is still live: a long poll outlasts the check that admitted it."""
     deadline = time.monotonic() + wait
+    waited = False
     while True:
         page = await run_in_threadpool(read, after)
         left = deadline - time.monotonic()
         if page.entries or left <= 0:
+            if waited and page.entries and live is not None and not await run_in_threadpool(live):
+                raise unauthorized(REVOKED_MEANWHILE)
             return page
         after = page.next_after
         await news.wait(min(left, POLL))
+        waited = True

@@ -203,7 +203,7 @@ async def next_entries(
     def read(_after: int) -> FeedPage:
         return consumer.next(limit=limit, token=token)
 
-    return page_out(await following(read, svc.news, 0, wait))
+    return page_out(await following(read, svc.news, 0, wait, lambda: who.still_live(svc.box)))
 
 
 @router.post(

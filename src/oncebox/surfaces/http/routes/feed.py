@@ -12,7 +12,6 @@ from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 
-from oncebox.engine import tokens
 from oncebox.engine.feed import PAGE_MAX, FeedPage
 from oncebox.engine.following import WAIT_MAX
 from oncebox.engine.tokens import Scope as TokenScope
@@ -84,7 +83,7 @@ async def feed(
         return box.feed(inbox, after=position, limit=limit)
 
     def live() -> bool:
-        return bool(tokens.still_live(box.store, (who.digest,)))
+        return who.still_live(box)
 
     if EVENT_STREAM in request.headers.get("accept", ""):
         resumed = request.headers.get("last-event-id", "")
@@ -93,7 +92,7 @@ async def feed(
             _events(read, svc.news, start, request, live), media_type=EVENT_STREAM,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )  # fmt: skip
-    page = await following(read, svc.news, after, wait)
+    page = await following(read, svc.news, after, wait, live)
     return FeedPageOut(
         entries=[FeedEntryOut(**entry_json(e)) for e in page.entries], next_after=page.next_after
     )
