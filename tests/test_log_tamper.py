@@ -128,3 +128,48 @@ def test_a_deleted_seal_leaves_its_record_uncovered(tmp_path: Path) -> None:
     with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
         report = box.verify()
         assert report.uncovered == [4] and not report.ok
+
+
+def build_long(tmp_path: Path, rows: int = 40, leases: int = 0) -> tuple[Path, Checkpoint]:
+    """A log long enough (over 32 entries) to keep Merkle nodes of level 4: a lease,
+    ``rows`` records, then ``leases`` more leases."""
+    path = tmp_path / "long.db"
+    with oncebox.open(f"sqlite:///{path}", inboxes=FEED, clock=ManualClock(0)) as box:
+        token = box.lease("feed", "S", 600).token
+        for row in range(rows):
+            box.ingest("feed", Delivery(b"row %d" % row, snapshot_id="S", lease_token=token))
+        for lease in range(leases):
+            box.lease("feed", f"T{lease}", 600)
+        checkpoint = box.checkpoint()
+        assert box.verify().ok
+        return path, checkpoint
+
+
+def test_a_merkle_node_that_disagrees_with_the_entries_fails_verify(tmp_path: Path) -> None:
+    # Checkpoints and proofs are built from the stored nodes, verify from the entries:
+    # a node edited in the store made the service sign a root that its own entries do
+    # not hash to, while verify (and verify --against an earlier checkpoint) passed.
+    clean, checkpoint = build_long(tmp_path)
+    conn = apsw.Connection(str(clean))
+    conn.execute("UPDATE merkle_nodes SET hash = zeroblob(32) WHERE level = 4 AND idx = 0")
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        assert box.checkpoint().root != box.verify().root  # what the service now signs
+        report = box.verify()
+        assert not report.ok and report.broken_at == 1, report.to_dict()
+        assert "Merkle node (4, 0)" in (report.broken_why or "")
+        assert not box.verify(checkpoint).ok
+
+
+def test_a_merkle_node_past_the_last_entry_shows_a_truncated_tail(tmp_path: Path) -> None:
+    # 48 entries (a lease, 32 records, 15 leases) keep nodes (4, 0) to (4, 2). Leases 41
+    # to 48 deleted leave a valid chain covering every record; the node over entries 33
+    # to 48 still says they were there.
+    clean, _ = build_long(tmp_path, rows=32, leases=15)
+    conn = apsw.Connection(str(clean))
+    conn.execute("DELETE FROM log WHERE seq > 40")
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        report = box.verify()
+        assert not report.ok and report.broken_at == 41, report.to_dict()
+        assert "Merkle node (4, 2)" in (report.broken_why or "")

@@ -304,6 +304,10 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
                 if against is not None and len(leaves) == against.tree_size:
                     prefix_root = merkle.root_of(leaves)
         seals = tx.record_seals()
+        if report.broken_at is None:
+            found = _stored_node_disagrees(tx, leaves)
+            if found:
+                report.broken_at, report.broken_why = found
     report.entries = len(leaves)
     report.head = prev
     report.root = merkle.root_of(leaves).hex()
@@ -328,6 +332,42 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
         else:
             report.checkpoint_ok = True
     return report
+
+
+def _stored_node_disagrees(tx: Chain, leaves: list[bytes]) -> tuple[int, str] | None:
+    """The first kept Merkle node that is not the one the entries hash to, as (the first
+    entry it covers, why), or None. Why: checkpoints and proofs are built from the stored
+    nodes, not from the entries, so a node edited in the store would have the service
+    sign a root its own log does not have; and a node over entries past the log's end
+    shows a tail that was cut off. Nodes are kept contiguously from index 0, so reading
+    one past the complete ones finds any stray."""
+    row, level = leaves, 0
+    while row:
+        row = [merkle.node_hash(a, b) for a, b in zip(row[::2], row[1::2], strict=False)]
+        level += 1
+        if not _kept(level):
+            continue
+        stored = tx.merkle_nodes(level, 0, len(row) + 1)
+        width = 1 << level
+        for index, value in enumerate(stored):
+            first, last = index * width + 1, (index + 1) * width
+            if index >= len(row):
+                return len(leaves) + 1, (
+                    f"the stored Merkle node ({level}, {index}) covers entries {first} to "
+                    f"{last}, past the log's last entry {len(leaves)}: its tail was cut off"
+                )
+            if value != row[index]:
+                return first, (
+                    f"the stored Merkle node ({level}, {index}) is not the hash of entries "
+                    f"{first} to {last}: checkpoints and proofs built from it are wrong"
+                )
+        if len(stored) < len(row):
+            index = len(stored)
+            return index * width + 1, (
+                f"the stored Merkle node ({level}, {index}) over entries {index * width + 1} "
+                f"to {(index + 1) * width} is missing"
+            )
+    return None
 
 
 def _check_entry(entry: LogEntry, expected_seq: int, prev: str) -> str | None:
