@@ -128,3 +128,22 @@ def test_lease_errors_are_one_line(tmp_path: Path) -> None:
         result = run(tmp_path, *args, code=2)
         assert result.stderr.decode().startswith("oncebox: error: ")
         assert result.stderr.count(b"\n") == 1
+
+
+def test_a_json_file_nested_too_deep_is_a_clear_error_not_an_internal_one(
+    tmp_path: Path,
+) -> None:
+    # Python's JSON reader gives up nesting past its recursion limit with RecursionError,
+    # which is no ValueError: such a file was reported as an internal error (exit 70).
+    (tmp_path / "deep.json").write_text("[" * 100_000)
+    run(tmp_path, "checkpoint")  # makes the store
+    (tmp_path / "cp.json").write_bytes(run(tmp_path, "checkpoint").stdout)
+    for args in (
+        ("verify", "--against", "deep.json"),
+        ("verify-proof", "deep.json", "--checkpoint", "cp.json", "--unsigned"),
+        ("verify-proof", "cp.json", "--checkpoint", "deep.json", "--unsigned"),
+        ("verify-feed", "--from", "1", "--to", "1", "--checkpoint", "cp.json", "--unsigned",
+         "deep.json"),
+    ):  # fmt: skip
+        result = run(tmp_path, *args, code=2)
+        assert "deep.json is not JSON" in result.stderr.decode(), args

@@ -173,9 +173,11 @@ def read_bytes(path: str) -> bytes:
 
 
 def read_json(path: str) -> Any:
+    """The JSON in ``path``; one nested past the reader's depth (a RecursionError, no
+    ValueError) is refused alike."""
     try:
         return json.loads(read_bytes(path))
-    except ValueError:
+    except (ValueError, RecursionError):
         fail(f"{path} is not JSON")
 
 

@@ -232,7 +232,7 @@ def verify_feed(
     raw = sys.stdin.buffer.read() if segment_file == "-" else read_bytes(segment_file)
     try:
         document = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the reader's depth: not JSON either
         fail(f"{segment_file} is not JSON")
     found = read_json(checkpoint_file)
     try:
