@@ -173,3 +173,23 @@ def test_a_merkle_node_past_the_last_entry_shows_a_truncated_tail(tmp_path: Path
         report = box.verify()
         assert not report.ok and report.broken_at == 41, report.to_dict()
         assert "Merkle node (4, 2)" in (report.broken_why or "")
+
+
+def test_a_checkpoint_of_another_store_fails_verify_against(tmp_path: Path) -> None:
+    # Two stores fed the same deliveries hold the same entries, hence the same root: a
+    # checkpoint of one passed verify --against on the other, though it names another
+    # log (its origin, which the signature covers). Proofs and segments check it.
+    checkpoints = []
+    for name in ("a", "b"):
+        url = f"sqlite:///{tmp_path / name}.db"
+        with oncebox.open(url, inboxes=FEED, clock=ManualClock(0)) as box:
+            token = box.lease("feed", "S", 600).token
+            box.ingest("feed", Delivery(b"row", snapshot_id="S", lease_token=token))
+            checkpoints.append(box.checkpoint())
+    mine, theirs = checkpoints[1], checkpoints[0]
+    assert mine.root == theirs.root and mine.origin != theirs.origin
+    with oncebox.open(f"sqlite:///{tmp_path}/b.db", inboxes=FEED, clock=ManualClock(0)) as box:
+        assert box.verify(mine).ok
+        report = box.verify(theirs)
+        assert report.checkpoint_ok is False and not report.ok
+        assert "another log" in (report.checkpoint_why or "")

@@ -304,6 +304,7 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
                 if against is not None and len(leaves) == against.tree_size:
                     prefix_root = merkle.root_of(leaves)
         seals = tx.record_seals()
+        origin = f"oncebox:{tx.meta('store_id')}"
         if report.broken_at is None:
             found = _stored_node_disagrees(tx, leaves)
             if found:
@@ -317,7 +318,14 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     if against is not None:
         if against.tree_size == 0:
             prefix_root = merkle.EMPTY_ROOT
-        if prefix_root is None:
+        if against.origin != origin:
+            # Stores fed alike hold the same entries, hence the same roots: only the
+            # origin (which the signature covers) tells whose log a checkpoint is of.
+            report.checkpoint_ok = False
+            report.checkpoint_why = (
+                f"the checkpoint is of another log, {against.origin}, not this store's {origin}"
+            )
+        elif prefix_root is None:
             report.checkpoint_ok = False
             report.checkpoint_why = (
                 f"the log has {len(leaves)} entries, fewer than the checkpoint's "
