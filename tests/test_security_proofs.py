@@ -141,6 +141,31 @@ def test_a_record_claim_on_an_entry_that_seals_no_record_fails(sealed: Sealed) -
     assert reason(claimed, cp) == "record_mismatch"
 
 
+def test_a_record_claim_on_an_eviction_that_names_the_record_fails(tmp_path: Path) -> None:
+    # An eviction's entry names the record, its inbox and witness, but seals nothing: a
+    # genuine proof of it, given the record fields of the evicted record's seal, passed
+    # as if it proved that seal ("record" was all the check looked for in the state).
+    clock = oncebox.ManualClock(1_800_000_000.0)
+    with oncebox.open(f"sqlite:///{tmp_path / 'e.db'}", inboxes=INBOXES, clock=clock) as box:
+        record_id = box.ingest("ussd", Delivery(FRAME, key="rec1-1")).record_id
+        assert record_id
+        sealed = box.prove(record_id)
+        clock.advance(31 * 86_400)
+        box.evict("ussd")
+        entries = box.log_entries()
+        evict = next(e for e in entries if e.step == "evict")
+        size = len(entries)
+        with box.store.reading() as tx:
+            path = merkle.inclusion_proof(log.Nodes(tx), evict.seq - 1, size)
+        cp = box.checkpoint(PRIVATE)
+    entry = {"seq": evict.seq, "step": evict.step, "state": evict.state, "hash": evict.hash}
+    claims = {name: sealed["record"][name] for name in ("inbox", "id", "witness")}
+    plain = inclusion_document(entry, evict.seq - 1, size, path)
+    assert verify_inclusion_document(plain, cp, PUBLIC).record is None
+    claimed = inclusion_document(entry, evict.seq - 1, size, path, claims)
+    assert reason(claimed, cp) == "record_mismatch"
+
+
 # -- through the command an auditor runs ---------------------------------------------------
 def verify(tmp_path: Path, doc: dict[str, Any], cp: Checkpoint) -> subprocess.CompletedProcess[str]:
     (tmp_path / "proof.json").write_text(json.dumps(doc))

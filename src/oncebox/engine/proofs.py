@@ -25,6 +25,7 @@ from oncebox.engine.checkpoint import (
     malformed,
     verify_checkpoint_signature,
 )
+from oncebox.engine.log import SEALING_STEPS
 
 __all__ = [
     "RECORD_FIELDS",
@@ -190,14 +191,15 @@ def _claims(doc: dict[str, Any]) -> dict[str, Any] | None:
     return record
 
 
-def _check_claims(claims: dict[str, Any], seq: int, state: str) -> dict[str, Any]:
-    """The claims, once each is shown equal to what log entry ``seq`` sealed."""
+def _check_claims(claims: dict[str, Any], seq: int, step: str, state: str) -> dict[str, Any]:
+    """The claims, once each is shown equal to what log entry ``seq`` sealed. Only a
+    seal's step seals a record: an eviction or a forward's give-up names one too."""
     try:
         sealed = json.loads(state)
     except ValueError:
         sealed = None
-    if not isinstance(sealed, dict) or "record" not in sealed:
-        raise ProofError("record_mismatch", f"log entry {seq} seals no record")
+    if step not in SEALING_STEPS or not isinstance(sealed, dict) or "record" not in sealed:
+        raise ProofError("record_mismatch", f"log entry {seq} ({step:.40}) seals no record")
     for name, value in claims.items():
         member = RECORD_FIELDS[name]
         if member not in sealed:
@@ -252,7 +254,7 @@ def verify_inclusion_document(
             f"log entry {seq} with this path does not hash to the checkpoint's root "
             f"{checkpoint.root}: the proof is for another tree or was altered",
         )
-    proven = _check_claims(claims, seq, state) if claims is not None else None
+    proven = _check_claims(claims, seq, step, state) if claims is not None else None
     sealing = ""
     if proven:
         sealing = " sealing " + ", ".join(f"{name} {value}" for name, value in proven.items())
