@@ -193,3 +193,17 @@ def test_a_checkpoint_of_another_store_fails_verify_against(tmp_path: Path) -> N
         report = box.verify(theirs)
         assert report.checkpoint_ok is False and not report.ok
         assert "another log" in (report.checkpoint_why or "")
+
+
+def test_a_gap_wider_than_a_read_is_broken_not_the_end_of_the_log(tmp_path: Path) -> None:
+    # verify read the log 10,000 entries at a time and took an empty read for its end:
+    # an entry moved 20,000 positions on (a hole, and an entry past it) went unread, and
+    # the log passed.
+    clean, size, _ = build(tmp_path)
+    conn = apsw.Connection(str(clean))
+    conn.execute("UPDATE log SET seq = seq + 20000 WHERE seq = ?", (size,))  # the last lease
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        report = box.verify()
+        assert not report.ok and report.broken_at == size, report.to_dict()
+        assert f"goes on to {size + 20000}" in (report.broken_why or "")

@@ -288,9 +288,18 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     leaves: list[bytes] = []
     prefix_root: bytes | None = None
     with store.reading() as tx:
+        last = tx.log_head()
         while True:
             chunk = tx.log_entries(expected_seq, expected_seq + 10_000)
             if not chunk:
+                if last is not None and last.seq >= expected_seq and report.broken_at is None:
+                    # An empty read before the last entry is a hole wider than a read,
+                    # not the log's end: the chain is broken there.
+                    report.broken_at = expected_seq
+                    report.broken_why = (
+                        f"entries {expected_seq} to {expected_seq + 9_999} are missing "
+                        f"(the log goes on to {last.seq})"
+                    )
                 break
             for entry in chunk:
                 if report.broken_at is None:
