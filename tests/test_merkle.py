@@ -8,6 +8,8 @@ import random
 from collections.abc import Callable, Sequence
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oncebox.engine.merkle import (
     EMPTY_ROOT,
@@ -504,3 +506,43 @@ def test_a_million_leaves_costs_log_squared_reads(million_levels: list[list[byte
     nodes = completed_nodes(2**19 - 1, million_levels[0][2**19 - 1], get)
     assert len(nodes) == 20 and get.calls == 19
     assert nodes[-1] == (19, 0, million_levels[19][0])
+
+
+# --- properties over tree sizes (derandomized, as the whole suite) -----------------------
+
+
+@given(st.integers(1, BIG), st.data())
+def test_an_inclusion_proof_holds_only_for_its_own_leaf_and_position(
+    n: int, data: st.DataObject
+) -> None:
+    i = data.draw(st.integers(0, n - 1))
+    j = data.draw(st.integers(0, BIG))
+    path = inclusion_proof(getter_for(BIG_STORE, n), i, n)
+    root = ref_mth(BIG_LEAVES[:n])
+    assert verify_inclusion(BIG_LEAVES[i], i, n, path, root)
+    if j != i:  # another position of the same signed size, or past its end
+        assert not verify_inclusion(BIG_LEAVES[i], j, n, path, root)
+    if j % n != i:  # another entry's leaf in this one's place
+        assert not verify_inclusion(BIG_LEAVES[j % n], i, n, path, root)
+    other = leaves_of(n, salt="other ")  # a tree that is not this one
+    assert not verify_inclusion(BIG_LEAVES[i], i, n, path, ref_mth(other))
+
+
+@given(st.integers(1, BIG), st.data())
+def test_a_consistency_proof_holds_only_between_prefixes_of_its_sizes(
+    n: int, data: st.DataObject
+) -> None:
+    m = data.draw(st.integers(1, n))
+    m2 = data.draw(st.integers(1, n))
+    proof = consistency_proof(getter_for(BIG_STORE, n), m, n)
+    new = ref_mth(BIG_LEAVES[:n])
+    assert verify_consistency(m, n, ref_mth(BIG_LEAVES[:m]), new, proof)
+    if m2 != m:  # another old size, with that size's true root
+        assert not verify_consistency(m2, n, ref_mth(BIG_LEAVES[:m2]), new, proof)
+    # An old tree that is no prefix of the new one (its last leaf differs).
+    forked = [*BIG_LEAVES[: m - 1], leaf_hash(b"not this log")]
+    assert not verify_consistency(m, n, ref_mth(forked), new, proof)
+    # The same proof for the tree one entry longer (size + 1), with its true root.
+    if n < BIG:
+        longer = ref_mth(BIG_LEAVES[: n + 1])
+        assert not verify_consistency(m, n + 1, ref_mth(BIG_LEAVES[:m]), longer, proof)
