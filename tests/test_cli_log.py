@@ -147,3 +147,11 @@ def test_a_json_file_nested_too_deep_is_a_clear_error_not_an_internal_one(
     ):  # fmt: skip
         result = run(tmp_path, *args, code=2)
         assert "deep.json is not JSON" in result.stderr.decode(), args
+
+
+def test_prove_a_record_id_past_64_bits_is_a_clear_error(tmp_path: Path) -> None:
+    # The id went to the store as it was and overflowed its integer: an internal error.
+    run(tmp_path, "lease", "feed", "S1")
+    result = run(tmp_path, "prove", str(2**63), code=2)
+    message = result.stderr.decode()
+    assert message.startswith("oncebox: error: ") and "internal" not in message, message

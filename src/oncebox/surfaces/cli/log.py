@@ -17,6 +17,7 @@ from oncebox.engine.sealing import Sealer
 from oncebox.engine.segment_check import verify_segment
 from oncebox.errors import SchemaBehind
 from oncebox.surfaces.cli.base import Context, cli, emit, fail, read_bytes, read_json
+from oncebox.surfaces.lines import INT64_MAX
 
 
 @cli.command()
@@ -130,7 +131,7 @@ def keygen(key_file: str) -> None:
 
 
 @cli.command()
-@click.argument("record_id", type=int, required=False)
+@click.argument("record_id", type=click.IntRange(1, INT64_MAX), required=False)
 @click.option("--from-size", type=int, help="A consistency proof from this tree size instead.")
 @click.option("--to-size", type=int, help="With --from-size: to this size (default: now).")
 @click.pass_obj
