@@ -155,3 +155,22 @@ def test_prove_a_record_id_past_64_bits_is_a_clear_error(tmp_path: Path) -> None
     result = run(tmp_path, "prove", str(2**63), code=2)
     message = result.stderr.decode()
     assert message.startswith("oncebox: error: ") and "internal" not in message, message
+
+
+def test_keygen_never_leaves_the_private_key_readable_by_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The private key was written with the umask's mode (0644 as usual) and narrowed to
+    # 0600 after: for that moment another local user could read the signing key. It is
+    # made 0600 from the start now (seen here with the chmod after it made a no-op).
+    from click.testing import CliRunner
+
+    from oncebox.surfaces.cli import cli
+
+    monkeypatch.setattr(Path, "chmod", lambda self, mode: None)
+    key = tmp_path / "audit.key"
+    result = CliRunner().invoke(cli, ["keygen", str(key)])
+    assert result.exit_code == 0, result.output
+    assert key.stat().st_mode & 0o077 == 0, oct(key.stat().st_mode)
+    again = CliRunner().invoke(cli, ["keygen", str(key)])
+    assert again.exit_code != 0 and "refusing to overwrite" in again.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -122,10 +123,14 @@ def keygen(key_file: str) -> None:
     """Write a new Ed25519 key pair: KEYFILE (private) and KEYFILE.pub."""
     private, public = generate_key()
     path = Path(key_file)
-    if path.exists():
+    try:  # made 0600 and new at once: never readable by others, never another's file
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
         fail(f"{key_file} exists; refusing to overwrite a key")
-    path.write_bytes(private)
-    path.chmod(0o600)
+    except OSError as exc:
+        fail(f"cannot write {key_file}: {exc.strerror}")
+    with os.fdopen(fd, "wb") as out:
+        out.write(private)
     Path(f"{key_file}.pub").write_bytes(public)
     emit({"private": str(path), "public": f"{key_file}.pub"})
 
