@@ -207,3 +207,33 @@ def test_a_gap_wider_than_a_read_is_broken_not_the_end_of_the_log(tmp_path: Path
         report = box.verify()
         assert not report.ok and report.broken_at == size, report.to_dict()
         assert f"goes on to {size + 20000}" in (report.broken_why or "")
+
+
+FEED_REWIRES = {
+    # The feed hands out what the log's inbox_id, record_id and revision columns name;
+    # the chain hashes step and state only. Each of these left verify passing.
+    "a seal names another record": "UPDATE log SET record_id = record_id - 1 WHERE seq = 3",
+    "a seal names another revision": "UPDATE log SET revision = 2 WHERE seq = 3",
+    "a seal names another inbox": "UPDATE log SET inbox_id = inbox_id + 1 WHERE seq = 3",
+    "a seal names no record": "UPDATE log SET record_id = NULL, inbox_id = NULL WHERE seq = 3",
+    "a seal names nothing": "UPDATE log SET (inbox_id, record_id, revision) = "
+    "(NULL, NULL, NULL) WHERE seq = 3",
+    "a lease is put on the feed": "UPDATE log SET (inbox_id, record_id, revision) = "
+    "(SELECT inbox_id, record_id, revision FROM log WHERE seq = 2) WHERE seq = 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FEED_REWIRES))
+def test_a_feed_position_rewired_away_from_its_seal_fails_verify(tmp_path: Path, name: str) -> None:
+    clean, _, _ = build(tmp_path)
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        before = [(e.position, e.record_id) for e in box.feed("feed").entries]
+    conn = apsw.Connection(str(clean))
+    conn.execute(FEED_REWIRES[name])
+    conn.close()
+    with oncebox.open(f"sqlite:///{clean}", inboxes=FEED, clock=ManualClock(0)) as box:
+        after = [(e.position, e.record_id) for e in box.feed("feed").entries]
+        report = box.verify()
+    assert after != before or name == "a seal names another revision"  # what consumers get
+    expected = 1 if name == "a lease is put on the feed" else 3
+    assert not report.ok and report.broken_at == expected, report.to_dict()

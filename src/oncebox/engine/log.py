@@ -289,8 +289,10 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     prefix_root: bytes | None = None
     with store.reading() as tx:
         last = tx.log_head()
+        inbox_ids = {inbox.name: inbox.id for inbox in tx.inboxes()}
+        listed: dict[int, int | None] = {}  # a seal's position -> the record the feed lists
         while True:
-            chunk = tx.log_entries(expected_seq, expected_seq + 10_000)
+            chunk = tx.log_rows(expected_seq, expected_seq + 10_000)
             if not chunk:
                 if last is not None and last.seq >= expected_seq and report.broken_at is None:
                     # An empty read before the last entry is a hole wider than a read,
@@ -303,9 +305,10 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
                 break
             for entry in chunk:
                 if report.broken_at is None:
-                    why = _check_entry(entry, expected_seq, prev)
+                    why = _check_entry(entry, expected_seq, prev) or _check_feed(entry, inbox_ids)
                     if why:
                         report.broken_at, report.broken_why = expected_seq, why
+                listed[entry.seq] = entry.record_id
                 prev, expected_seq = entry.hash, entry.seq + 1
                 leaves.append(leaf_of(entry))
                 if entry.step in SEALING_STEPS:
@@ -315,7 +318,7 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
         seals = tx.record_seals()
         origin = f"oncebox:{tx.meta('store_id')}"
         if report.broken_at is None:
-            found = _stored_node_disagrees(tx, leaves)
+            found = _stored_node_disagrees(tx, leaves) or _seal_off_the_feed(seals, listed)
             if found:
                 report.broken_at, report.broken_why = found
     report.entries = len(leaves)
@@ -385,6 +388,56 @@ def _stored_node_disagrees(tx: Chain, leaves: list[bytes]) -> tuple[int, str] | 
                 f"to {(index + 1) * width} is missing"
             )
     return None
+
+
+def _check_feed(entry: LogEntry, inbox_ids: dict[str, int]) -> str | None:
+    """Why the revision ``entry`` puts on the feed (its inbox, record and revision
+    columns, which the chain does not hash) is not the one its step and state seal, or
+    None. Why: the feed hands out what those columns name; one changed in the store
+    hands consumers another record, or none, at that position. An entry that seals no
+    revision names none; a resolution names its own inbox (its record is not in its
+    state). Older stores were given these columns by migration 18 where a record's
+    seal is, so an entry may name nothing where it seals a record no longer there."""
+    named = (entry.inbox_id, entry.record_id, entry.revision)
+    if named == (None, None, None):
+        return None
+    try:
+        state = json.loads(entry.state)
+    except ValueError:
+        state = None
+    if not isinstance(state, dict):
+        state = {}
+    inbox = state.get("inbox")
+    own_inbox = inbox_ids.get(inbox) if isinstance(inbox, str) else None
+    if entry.step in SEALING_STEPS and "record" in state:
+        sealed = (own_inbox, state.get("record"), state.get("revision"))
+        if own_inbox is None and isinstance(inbox, str) and inbox == str(entry.inbox_id):
+            sealed = (entry.inbox_id, *sealed[1:])  # recovered where the inbox had no name
+    elif entry.step == "resolve" and state.get("action") == "accept":
+        sealed = (own_inbox, entry.record_id, entry.revision)
+    else:
+        sealed = (None, None, None)
+    if None in named or named != sealed:
+        return (
+            f"entry {entry.seq} puts inbox {entry.inbox_id}'s record {entry.record_id} "
+            f"revision {entry.revision} on the feed, not what its {entry.step} entry seals"
+        )
+    return None
+
+
+def _seal_off_the_feed(
+    seals: list[tuple[int, int | None]], listed: dict[int, int | None]
+) -> tuple[int, str] | None:
+    """The first record whose seal's position does not list it on the feed, as (that
+    position, why), or None: the feed would skip the record there."""
+    off = [(pos, rid) for rid, pos in seals if pos is not None and listed.get(pos, rid) != rid]
+    if not off:
+        return None
+    position, record_id = min(off)
+    return position, (
+        f"entry {position} is record {record_id}'s seal, but the feed lists "
+        f"{listed[position] or 'nothing'} there"
+    )
 
 
 def _check_entry(entry: LogEntry, expected_seq: int, prev: str) -> str | None:

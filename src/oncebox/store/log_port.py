@@ -31,6 +31,11 @@ class Chain(Protocol):
         """Entries with ``start <= seq < end``, in order."""
         ...
 
+    def log_rows(self, start: int, end: int) -> list[LogEntry]:
+        """:meth:`log_entries` with the revision each puts on the feed (its inbox, record
+        and revision, which the chain does not hash), for a full verification."""
+        ...
+
     def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
         """Stored nodes of ``level`` with ``start <= index < end``, in order."""
         ...

@@ -23,6 +23,9 @@ class LogSql(SqlBase):
     def log_entries(self, start: int, end: int) -> list[LogEntry]:
         return self._rows("log_entries", (start, end), LogEntry)
 
+    def log_rows(self, start: int, end: int) -> list[LogEntry]:
+        return self._rows("log_rows", (start, end), LogEntry)
+
     def merkle_nodes(self, level: int, start: int, end: int) -> list[bytes]:
         return [bytes(row[0]) for row in self._all("merkle_nodes", (level, start, end))]
 

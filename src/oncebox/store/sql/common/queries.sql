@@ -267,6 +267,11 @@ SELECT seq, step, state, hash FROM log ORDER BY seq DESC LIMIT 1;
 -- name: log_entries
 SELECT seq, step, state, hash FROM log WHERE seq >= ? AND seq < ? ORDER BY seq;
 
+-- name: log_rows
+-- log_entries with the revision each entry puts on the feed (not hashed), for verify.
+SELECT seq, step, state, hash, inbox_id, record_id, revision FROM log
+WHERE seq >= ? AND seq < ? ORDER BY seq;
+
 -- name: merkle_nodes
 SELECT hash FROM merkle_nodes WHERE level = ? AND idx >= ? AND idx < ? ORDER BY idx;
 
