@@ -277,7 +277,9 @@ class Verification:
 
 def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     """Replay the chain from genesis, recompute the Merkle root from the entries, and
-    find every record no ``accept``/``recover`` entry covers.
+    find every record no ``accept``/``recover`` entry covers; check what is read beside
+    the entries but not hashed (the stored Merkle nodes, what each entry puts on the
+    feed) against them; and check ``against`` is this store's checkpoint.
 
     Truncating the tail of the log keeps a valid chain; only a checkpoint taken
     earlier (``against``) catches that, by its size and root.
@@ -290,7 +292,7 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     with store.reading() as tx:
         last = tx.log_head()
         inbox_ids = {inbox.name: inbox.id for inbox in tx.inboxes()}
-        listed: dict[int, int | None] = {}  # a seal's position -> the record the feed lists
+        listed: dict[int, int] = {}  # position -> the record the feed lists there
         while True:
             chunk = tx.log_rows(expected_seq, expected_seq + 10_000)
             if not chunk:
@@ -308,7 +310,8 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
                     why = _check_entry(entry, expected_seq, prev) or _check_feed(entry, inbox_ids)
                     if why:
                         report.broken_at, report.broken_why = expected_seq, why
-                listed[entry.seq] = entry.record_id
+                if entry.record_id is not None:
+                    listed[entry.seq] = entry.record_id
                 prev, expected_seq = entry.hash, entry.seq + 1
                 leaves.append(leaf_of(entry))
                 if entry.step in SEALING_STEPS:
@@ -318,7 +321,9 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
         seals = tx.record_seals()
         origin = f"oncebox:{tx.meta('store_id')}"
         if report.broken_at is None:
-            found = _stored_node_disagrees(tx, leaves) or _seal_off_the_feed(seals, listed)
+            found = _stored_node_disagrees(tx, leaves) or _seal_off_the_feed(
+                seals, listed, len(leaves)
+            )
             if found:
                 report.broken_at, report.broken_why = found
     report.entries = len(leaves)
@@ -426,17 +431,22 @@ def _check_feed(entry: LogEntry, inbox_ids: dict[str, int]) -> str | None:
 
 
 def _seal_off_the_feed(
-    seals: list[tuple[int, int | None]], listed: dict[int, int | None]
+    seals: list[tuple[int, int | None]], listed: dict[int, int], size: int
 ) -> tuple[int, str] | None:
-    """The first record whose seal's position does not list it on the feed, as (that
-    position, why), or None: the feed would skip the record there."""
-    off = [(pos, rid) for rid, pos in seals if pos is not None and listed.get(pos, rid) != rid]
+    """The first record whose seal's position (among the ``size`` entries, all read)
+    does not list it on the feed, as (that position, why), or None: the feed would skip
+    the record there."""
+    off = [
+        (pos, rid)
+        for rid, pos in seals
+        if pos is not None and pos <= size and listed.get(pos) != rid
+    ]
     if not off:
         return None
     position, record_id = min(off)
     return position, (
         f"entry {position} is record {record_id}'s seal, but the feed lists "
-        f"{listed[position] or 'nothing'} there"
+        f"{listed.get(position, 'nothing')} there"
     )
 
 
