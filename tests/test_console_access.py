@@ -316,3 +316,13 @@ def test_one_token_page_shows_every_inbox_a_listing_cuts(served: Served) -> None
     with client(served.url) as http:
         sign_in(http, ops.secret)
         assert http.get(f"/console/tokens/{ids[3]}").status_code == 403
+
+
+def test_a_log_cursor_of_digits_int_cannot_read_is_ignored_not_a_500(served: Served) -> None:
+    # str.isdigit() takes "²" for a digit, int() does not: the page answered 500.
+    secret = served.box.create_token("ops", ["*"], ["operator"]).secret
+    with client(served.url) as http:
+        sign_in(http, secret)
+        for query in ("before=%C2%B2", "after=%C2%B9%C2%B2"):
+            page = http.get(f"/console/log?{query}")
+            assert page.status_code == 200, (query, page.status_code)

@@ -111,7 +111,8 @@ def log_asked(params: Mapping[str, str]) -> LogAsked:
 
     def seq(name: str) -> int | None:
         text = params.get(name, "")
-        return int(text) if text.isdigit() and len(text) < 19 else None
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+        return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
 
     return LogAsked(fields, seq("before"), seq("after"))
 
