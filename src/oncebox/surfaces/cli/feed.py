@@ -13,6 +13,7 @@ from oncebox.engine.feed import PAGE_MAX, FeedPage, Standing
 from oncebox.engine.following import WAIT_MAX
 from oncebox.surfaces.cli.base import Context, cli, default_actor, emit
 from oncebox.surfaces.cli.output import JSON, columns, show
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.views import as_json
 
 CONSUMERS = columns(
@@ -24,8 +25,9 @@ CONSUMERS = columns(
 def _start(value: str) -> str | int:
     if value in ("beginning", "end"):
         return value
-    if value.isdigit():
-        return int(value)
+    position = whole(value)
+    if position is not None:
+        return position
     raise click.BadParameter(f"beginning, end or a log position, not {value!r}")
 
 

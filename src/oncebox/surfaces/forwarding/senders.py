@@ -67,7 +67,7 @@ def retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value[:9])
     try:
         when = email.utils.parsedate_to_datetime(value)

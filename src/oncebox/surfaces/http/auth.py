@@ -54,6 +54,7 @@ from oncebox.engine.tokens import ReplayGuard, Token
 from oncebox.engine.tokens import Scope as TokenScope
 from oncebox.errors import OnceboxError, TokenExpired
 from oncebox.formats import Delivery, Unverified
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http import problems
 from oncebox.surfaces.http.problems import ProblemError
 from oncebox.surfaces.http.senders import Sender, Senders, bound_of, missing_headers, refused
@@ -267,7 +268,7 @@ class Gate:
         declared = headers.get("content-length", "")
         try:
             scope[SIGNING_KEY] = await senders.begin(
-                inbox, webhook, headers, int(declared) if declared.isdigit() else 0
+                inbox, webhook, headers, whole(declared, 19) or 0
             )
         except ProblemError as exc:
             return exc

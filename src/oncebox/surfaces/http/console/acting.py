@@ -21,6 +21,7 @@ from oncebox.engine.tokens import Scope
 from oncebox.errors import OnceboxError
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.choices import RESOLUTIONS
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.console import letters
 from oncebox.surfaces.http.console.html import BASE, HEADERS
 from oncebox.surfaces.http.console.session import Actor, Served, refused
@@ -58,10 +59,10 @@ def letters_banner(box: Oncebox, who: Session, request: Request) -> tuple[str | 
     query's words): a replay's outcome, an archive, a bulk call's counts."""
     params = request.query_params
     for name in ("replayed", "archived"):
-        done = params.get(name, "")
-        if not (done.isdigit() and len(done) < 19):
+        done = whole(params.get(name, ""))
+        if done is None:
             continue
-        found = box.get_dead_letter(int(done))
+        found = box.get_dead_letter(done)
         if found is None or not who.token.covers(found[0]):
             return None, "ok"
         letter = found[1]
@@ -76,7 +77,7 @@ def letters_banner(box: Oncebox, who: Session, request: Request) -> tuple[str | 
         by = letter.replayed_by or "-"
         return f"Dead letter #{letter.id} replayed by {by}: {letter.replay_verdict}.", "ok"
     action, count, failed = params.get("done", ""), params.get("count", ""), params.get("failed")
-    if action in letters.BULK and count.isdigit() and (failed or "0").isdigit():
+    if action in letters.BULK and whole(count) is not None and whole(failed or "0") is not None:
         said = f"Bulk {action}: {count} dead letter(s) acted on"
         more = (
             " A run takes at most 500: preview again to see what is left."
@@ -102,9 +103,9 @@ async def replay(letter_id: int, form: Actor, svc: Served) -> Response:
     except ValueError as exc:
         return refused(who, str(exc), 422)
     token = fields.get("lease_token", "").strip()
-    if token and not (token.isdigit() and len(token) < 19):
+    lease = whole(token)
+    if token and lease is None:
         return refused(who, "A lease token is a whole number.", 422)
-    lease = int(token) if token else None
     try:
         await run_in_threadpool(
             lambda: svc.box.replay(letter_id, who.token.name, lease, note, body=body, key=key)

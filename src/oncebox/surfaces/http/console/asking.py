@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.views import parse_when
 
 FIELD_MAX = 1024  # characters kept of any one field
@@ -32,5 +33,4 @@ def times_of(fields: Mapping[str, str], problems: list[str]) -> dict[str, float 
 
 def after_of(fields: Mapping[str, str]) -> int:
     """The cursor to page on from: a position, or 0 for the first page."""
-    after = fields.get("after", "")
-    return int(after) if after.isdigit() and len(after) < 19 else 0
+    return whole(fields.get("after", "")) or 0

@@ -20,6 +20,7 @@ from oncebox.engine.forwarding import Standing
 from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.errors import NotFound
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.console import asking
 from oncebox.surfaces.http.console.html import BASE, content_text, render
 from oncebox.surfaces.views import iso
@@ -221,14 +222,14 @@ def deliveries(
 def deliveries_banner(box: Oncebox, who: Session, params: Mapping[str, str]) -> str | None:
     """What the retry before did: one forward's state read back from the store, or the
     count a bulk retry answered."""
-    one = params.get("retried", "")
-    if one.isdigit() and len(one) < 19:
-        forward = shown_forward(box, who, int(one))
+    one = whole(params.get("retried", ""))
+    if one is not None:
+        forward = shown_forward(box, who, one)
         if forward is not None:
             f = forward[0]
             return f"Forward #{f.id} sent again: {f.status}, next attempt {iso(f.next_at)}."
     done = params.get("retried_all", "")
-    if done.isdigit() and len(done) < 19:
+    if whole(done) is not None:
         return f"{done} forward(s) sent again, due now on a fresh schedule."
     return None
 

@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from oncebox.engine.attention import Attention, ordered
 from oncebox.engine.box import Oncebox
 from oncebox.engine.sessions import Session
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.console.html import ENV, render
 from oncebox.surfaces.views import iso
 
@@ -189,8 +190,8 @@ def asked(params: Any) -> Asked:
     """The chart's range and the refresh period from the URL; an unknown range is said
     with the known ones (and the default shown)."""
     chosen = params.get("range", DEFAULT_RANGE)
-    every = params.get("every", "")
-    seconds = min(600, max(2, int(every))) if every.isdigit() and len(every) < 6 else EVERY
+    every = whole(params.get("every", ""), 5)
+    seconds = EVERY if every is None else min(600, max(2, every))
     inbox = params.get("inbox", "")[:200]
     if chosen not in RANGES:
         known = ", ".join(RANGES)

@@ -17,6 +17,7 @@ from oncebox.engine.sessions import Session
 from oncebox.engine.tokens import Scope
 from oncebox.engine.views import LISTED
 from oncebox.errors import UnknownValue
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.console.html import BASE, render
 
 WORK_ROWS = 500  # keys shown in review, and dirty, per inbox
@@ -110,9 +111,7 @@ def log_asked(params: Mapping[str, str]) -> LogAsked:
     fields = {name: params.get(name, "").strip()[:200] for name in LOG_FILTERS}
 
     def seq(name: str) -> int | None:
-        text = params.get(name, "")
-        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
-        return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
+        return whole(params.get(name, ""))
 
     return LogAsked(fields, seq("before"), seq("after"))
 

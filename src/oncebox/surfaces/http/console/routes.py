@@ -21,6 +21,7 @@ from oncebox.engine.sessions import SESSION_SECONDS, Session
 from oncebox.errors import OnceboxError, ReadTimedOut
 from oncebox.surfaces import letters as shared
 from oncebox.surfaces.choices import RESOLUTIONS
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.auth import SignInRefused, sign_in
 from oncebox.surfaces.http.console import (
     acting,
@@ -149,14 +150,15 @@ async def triage_page(inbox: str, who: Viewer, svc: Served) -> Response:
 async def quarantine_page(request: Request, who: Viewer, svc: Served) -> Response:
     banner, kind = None, "ok"
     params = request.query_params
-    done = params.get("resolved", "")
-    if done.isdigit() and len(done) < 19:
-        found = await run_in_threadpool(svc.box.get_quarantine, int(done))
+    done = whole(params.get("resolved", ""))
+    if done is not None:
+        found = await run_in_threadpool(svc.box.get_quarantine, done)
         if found is not None and who.token.covers(found[0]):
             row = found[1]
             banner = f"Quarantine #{row.id} resolved: {row.status}, by {row.resolved_by or '-'}."
     count, failed = params.get("count", ""), params.get("failed", "0")
-    if params.get("bulk_done") in RESOLUTIONS and count.isdigit() and failed.isdigit():
+    counted = whole(count) is not None and whole(failed) is not None
+    if params.get("bulk_done") in RESOLUTIONS and counted:
         banner = f"Bulk {params['bulk_done']}: {count} conflict(s) resolved"
         banner, kind = (
             (f"{banner}; {failed} failed.", "bad") if failed != "0" else (banner + ".", "ok")

@@ -15,6 +15,7 @@ from starlette.responses import StreamingResponse
 from oncebox.engine.feed import PAGE_MAX, FeedPage
 from oncebox.engine.following import WAIT_MAX
 from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces.digits import whole
 from oncebox.surfaces.http.access import InboxName, Served
 from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import FeedEntryOut, FeedPageOut
@@ -87,7 +88,8 @@ async def feed(
 
     if EVENT_STREAM in request.headers.get("accept", ""):
         resumed = request.headers.get("last-event-id", "")
-        start = int(resumed) if resumed.isdigit() and len(resumed) < 19 else after
+        resumed_at = whole(resumed)
+        start = after if resumed_at is None else resumed_at
         return StreamingResponse(
             _events(read, svc.news, start, request, live), media_type=EVENT_STREAM,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
