@@ -13,6 +13,7 @@ from conftest import INBOXES, SESSION, BoxFactory
 from helpers import frame
 from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.engine import sealing
+from oncebox.engine.log import SEAL_PATIENCE
 from oncebox.engine.sealing import Sealer, StaleSealer
 from oncebox.errors import InvalidOperation
 
@@ -42,7 +43,8 @@ def test_a_live_sealer_owns_the_log_and_ingest_never_waits(
     sealer.acquire()
     decision = box.ingest("ussd", frame(*SESSION[0]))
     assert decision.may_ack and decision.log_position is None, "left to the sealer"
-    assert box.verify().uncovered == [decision.record_id]
+    waiting = box.verify()  # on its way, not a broken log
+    assert waiting.queued == [decision.record_id] and waiting.uncovered == [] and waiting.ok
     assert sealer.seal() == 1
     assert box.verify().ok
     sealer.release()
@@ -56,7 +58,7 @@ def test_a_dead_sealer_leaves_its_work_to_the_next(
     Sealer(box.store, "doomed", ttl=5).acquire()  # and never seals again
     for item in SESSION:
         box.ingest("ussd", frame(*item))
-    assert len(box.verify().uncovered) == 3
+    assert len(box.verify().queued) == 3
     clock.advance(6)
     box.seal()
     report = box.verify()
@@ -142,3 +144,21 @@ def test_one_seal_over_a_record_and_its_revision_keeps_the_first_position(
         assert positions[first.record_id] == accepted[3]  # what seal() says is what is stored
         [record] = [r for r in box.records("queue") if r.id == first.record_id]
         assert record.log_seq == accepted[3]
+
+
+def test_a_seal_queued_past_its_patience_is_uncovered(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    """A live sealer that never seals (wedged, its lease renewed) must not hide its
+    queue: a record whose seal waited past SEAL_PATIENCE is uncovered, and verify fails."""
+    box = make_box(USSD)
+    sealer = Sealer(box.store, "wedged", ttl=3600)
+    sealer.acquire()
+    decision = box.ingest("ussd", frame(*SESSION[0]))
+    clock.advance(SEAL_PATIENCE - 1)
+    assert box.verify().queued == [decision.record_id] and box.verify().ok
+    clock.advance(2)
+    stuck = box.verify()
+    assert stuck.uncovered == [decision.record_id] and stuck.queued == [] and not stuck.ok
+    assert sealer.seal() == 1
+    assert box.verify().ok and box.verify().uncovered == box.verify().queued == []

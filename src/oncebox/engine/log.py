@@ -28,6 +28,10 @@ from oncebox.store.base import Chain, Events, Store
 
 GENESIS = "GENESIS"
 SEALING_STEPS = ("accept", "recover")
+# Seconds a record's queued seal may wait before verify calls the record uncovered: a
+# dedicated sealer (or the next writer) seals the queue within its lease's 30 s, so one
+# younger than this is on its way, and one older is stuck (run recover).
+SEAL_PATIENCE = 60.0
 BATCH = 1000
 
 
@@ -246,7 +250,9 @@ def record_state(
 @dataclass
 class Verification:
     """What :func:`verify` found. ``ok`` only when the chain is intact, every record is
-    covered and (when given) the checkpoint matches."""
+    covered or ``queued`` (its seal waits in the queue, accepted less than
+    :data:`SEAL_PATIENCE` ago: a live store is not a broken one) and (when given) the
+    checkpoint matches."""
 
     entries: int = 0
     head: str = GENESIS
@@ -254,6 +260,7 @@ class Verification:
     broken_at: int | None = None
     broken_why: str | None = None
     uncovered: list[int] = field(default_factory=list)
+    queued: list[int] = field(default_factory=list)
     checkpoint_ok: bool | None = None
     checkpoint_why: str | None = None
 
@@ -270,6 +277,7 @@ class Verification:
             "broken_at": self.broken_at,
             "broken_why": self.broken_why,
             "uncovered_records": self.uncovered,
+            "queued_records": self.queued,
             "checkpoint_ok": self.checkpoint_ok,
             "checkpoint_why": self.checkpoint_why,
         }
@@ -319,6 +327,8 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
                 if against is not None and len(leaves) == against.tree_size:
                     prefix_root = merkle.root_of(leaves)
         seals = tx.record_seals()
+        now = tx.now()
+        waiting = {rid for rid, seen in tx.queued_seals() if now - seen < SEAL_PATIENCE}
         origin = f"oncebox:{tx.meta('store_id')}"
         if report.broken_at is None:
             found = _stored_node_disagrees(tx, leaves) or _seal_off_the_feed(
@@ -329,9 +339,9 @@ def verify(store: Store, against: Checkpoint | None = None) -> Verification:
     report.entries = len(leaves)
     report.head = prev
     report.root = merkle.root_of(leaves).hex()
-    report.uncovered = [
-        record_id for record_id, position in seals if position is None or record_id not in covered
-    ]
+    missing = [rid for rid, position in seals if position is None or rid not in covered]
+    report.queued = [rid for rid in missing if rid in waiting]
+    report.uncovered = [rid for rid in missing if rid not in waiting]
     if against is not None:
         if against.tree_size == 0:
             prefix_root = merkle.EMPTY_ROOT

@@ -48,6 +48,10 @@ class Chain(Protocol):
         """(record id, log position) of every record, for a full verification."""
         ...
 
+    def queued_seals(self) -> list[tuple[int, float]]:
+        """(record id, when it was accepted) of every record whose seal is queued."""
+        ...
+
     def get_record(self, record_id: int) -> Record | None: ...
 
 

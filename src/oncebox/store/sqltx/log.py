@@ -56,6 +56,9 @@ class SealQueueSql(SqlBase):
     def record_seals(self) -> list[tuple[int, int | None]]:
         return [(int(i), s) for i, s in self._all("record_seals")]
 
+    def queued_seals(self) -> list[tuple[int, float]]:
+        return [(int(i), float(t)) for i, t in self._all("queued_seals")]
+
     def last_pending_id(self) -> int:
         return int(self._one("last_pending_id")[0])
 

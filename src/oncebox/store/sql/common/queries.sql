@@ -303,6 +303,11 @@ ORDER BY id LIMIT CAST(? AS INTEGER);
 -- name: log_pending_count
 SELECT count(*) FROM log_pending;
 
+-- name: queued_seals
+-- Records whose seal waits in the queue, with when each was accepted, for verify.
+SELECT p.record_id, r.first_seen FROM log_pending p JOIN records r ON r.id = p.record_id
+WHERE p.record_id IS NOT NULL;
+
 -- name: last_pending_id
 SELECT coalesce(max(id), 0) FROM log_pending;
 

@@ -183,11 +183,14 @@ def verification(result: dict[str, Any]) -> Verified:
         if broken is None
         else f"broken at entry {broken}: {result.get('broken_why') or 'no reason given'}"
     )
+    queued = result.get("queued_records") or []
     covered = (
         "every one"
         if not uncovered
         else f"{len(uncovered)} not covered: " + ", ".join(map(str, uncovered[:20]))
     )
+    if queued:
+        covered += f"; {len(queued)} with a seal queued, on its way"
     facts: list[Fact] = [
         ("entries replayed", result.get("entries", 0), "text"),
         ("chain head", result.get("head"), "code"),
