@@ -148,3 +148,46 @@ def test_bulk_resolve_by_identity_prefix_keeps_or_accepts(make_box: BoxFactory) 
     assert run.count == 2 and {item.outcome for item in run.items} == {"kept"}
     assert box.conflicts_matching("ussd")[0] == 1
     assert _bulk_entries(box)[-1]["action"] == "resolve:keep" and box.verify().ok
+
+
+def test_a_replayed_dead_letter_takes_no_second_correction_nor_reopens(
+    make_box: BoxFactory,
+) -> None:
+    """A replayed dead letter's delivery is decided: corrected again (by a second
+    operator at once, say), it would make a second record of one arrival, so that is
+    refused; replayed as kept and refused again, it stays replayed, never open again."""
+    box = make_box()
+    letter_id = box.ingest("ussd", Delivery(BAD, key="a-1")).dead_letter_id or 0
+    good = make_frame(1, "K1", "MED", 3, 86).encode()
+    first = box.replay(letter_id, actor="ops", note="fixed", body=good)
+    assert str(first.verdict) == "accepted"
+    other = make_frame(1, "K1", "MED", 5, 86).encode()
+    with pytest.raises(InvalidOperation, match="replayed already"):
+        box.replay(letter_id, actor="ops2", note="fixed again", body=other, key="a-2")
+    again = box.replay(letter_id, actor="ops2")  # as kept: a resend, refused again
+    assert (str(again.verdict), again.reason) == ("rejected", "bad_checksum")
+    [letter] = box.dead_letters("ussd")
+    assert (letter.status, letter.replayed_by, letter.replay_verdict, letter.attempts) == (
+        "replayed", "ops", "accepted", 2
+    )  # fmt: skip
+    box.archive(letter_id, "ops", "done with")  # put aside, it is still decided
+    with pytest.raises(InvalidOperation, match="replayed already"):
+        box.replay(letter_id, actor="ops2", note="fixed again", body=other, key="a-2")
+    assert box.stats("ussd")["records"] == 1 and box.triage("ussd")["headcount"] == 3
+
+
+def test_a_line_of_a_replayed_dead_letter_refused_leaves_it_replayed(
+    make_box: BoxFactory,
+) -> None:
+    """An export's line naming a dead letter closed by a corrected replay is refused
+    again (it carries the bytes kept): one attempt more, never open again."""
+    box = make_box()
+    letter_id = box.ingest("ussd", Delivery(BAD, key="a-1")).dead_letter_id or 0
+    [line] = list(letters.lines(box, ["ussd"], letters.Query(), 100, []))
+    good = make_frame(1, "K1", "MED", 3, 86).encode()
+    box.replay(letter_id, actor="ops", note="fixed", body=good)
+    [again] = box.ingest_batch("ussd", [delivery_from_line("ussd-h1", line)])
+    assert (str(again.verdict), again.reason) == ("rejected", "bad_checksum")
+    [letter] = box.dead_letters("ussd")
+    assert (letter.status, letter.replay_verdict, letter.attempts) == ("replayed", "accepted", 2)
+    assert box.dead_letters("ussd", status="open") == []

@@ -230,6 +230,7 @@ def _events(
     events: list[LogEvent] = []
     first_rows: set[int] = set()
     tried: dict[int, int] = {}  # dead letter id -> its deliveries again so far in the batch
+    decided: set[int] = set()  # dead letters an earlier delivery again decided (replayed)
     for index, outcome in enumerate(walk.outcomes):
         if outcome.verdict is _ACCEPTED:
             record = walk.records[outcome.row]
@@ -248,6 +249,10 @@ def _events(
             tried[letter.id] = before + 1
             if before:
                 letter = dataclasses.replace(letter, attempts=letter.attempts + before)
+                if letter.id in decided:  # replayed by that attempt: not opened again
+                    letter = dataclasses.replace(letter, replayed_at=now)
+            if settled.verdict is not Verdict.REJECTED:
+                decided.add(letter.id)
             events.append(replay.settle(tx, name, letter, outcome.item, settled, now, again))
     return events
 

@@ -83,12 +83,12 @@ class Operators(ABC):
         key: str | None = None,
     ) -> Decision:
         """Deliver a dead letter again, after a sender or configuration fix: decided now,
-        like any delivery. Decided, it closes as ``replayed``; refused again, the same
-        dead letter counts one attempt more (no new dead letter, no refusal counted
-        again). ``body`` (and ``key``) correct what it kept: the operator's fix, with a
-        note saying why; the log keeps the old and new SHA-256. Without a correction only
-        a dead letter kept whole can be replayed; ``lease_token`` is for a fenced inbox's
-        (dead letters keep no token)."""
+        like any delivery. Decided, it closes as ``replayed`` (and takes no correction
+        after); refused again, the same dead letter counts one attempt more (no new dead
+        letter, no refusal counted again). ``body`` (and ``key``) correct what it kept:
+        the operator's fix, with a note saying why; the log keeps the old and new
+        SHA-256. Without a correction only a dead letter kept whole can be replayed;
+        ``lease_token`` is for a fenced inbox's (dead letters keep no token)."""
         check_note(note, required=body is not None or key is not None)
         how = Replay(actor, note, "replay")
 
@@ -96,6 +96,15 @@ class Operators(ABC):
             letter = tx.get_dead_letter(letter_id)
             if letter is None:
                 raise NotFound(f"no dead letter {letter_id}")
+            if letter.replayed_at is not None and (body is not None or key is not None):
+                # Its delivery is decided (archived since or not): again as it was kept, it
+                # is a resend; corrected otherwise, it would be a second record of one
+                # arrival (two operators correcting it at once, say).
+                raise InvalidOperation(
+                    f"dead letter {letter_id} was replayed already ({letter.replay_verdict}, "
+                    f"by {letter.replayed_by or 'an unnamed actor'}): its delivery is "
+                    f"decided, so it takes no correction"
+                )
             active = self._by_id(letter.inbox_id)
             delivery = corrected(letter, body, key)
             delivery = replace(delivery, lease_token=lease_token, dead_letter=letter_id)

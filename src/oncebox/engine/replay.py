@@ -137,8 +137,10 @@ def settle(
     """Close ``letter`` or count one attempt more on it, as ``outcome`` says; its log
     event (appended with the batch's own)."""
     if outcome.verdict is Verdict.REJECTED:
-        # Fenced out (stale token, expired lease): nothing was decided, it stays as it was.
-        tx.mark_refused_again(letter.id, outcome.reason, now, outcome.reason not in UNSTORED)
+        # Fenced out (stale token, expired lease): nothing was decided, it stays as it was;
+        # nor does one replayed (corrected) already open again: its delivery is decided.
+        reopen = outcome.reason not in UNSTORED and letter.replayed_at is None
+        tx.mark_refused_again(letter.id, outcome.reason, now, reopen)
     else:
         tx.mark_replayed(letter.id, now, replay.actor, replay_verdict(*outcome[:2]))
     state: dict[str, Any] = {
