@@ -132,6 +132,13 @@ async def archive(letter_id: int, form: Actor, svc: Served) -> Response:
     return _back(letters.filtered(_filters(fields), archived=str(letter_id))[len(BASE) :])
 
 
+def _most(fields: Mapping[str, str]) -> int:
+    """How many the preview counted (at most :data:`BULK_MOST`): the confirm button acts
+    on that many, so what arrived since the preview waits for the next one."""
+    most = fields.get("most", "")
+    return int(most) if most.isdigit() and 1 <= int(most) <= BULK_MOST else BULK_MOST
+
+
 def _failed(run: BulkRun) -> int:
     return sum(i.outcome == "failed" or i.outcome.startswith("rejected") for i in run.items)
 
@@ -150,13 +157,14 @@ async def bulk(form: Actor, svc: Served) -> Response:
         return refused(who, "; ".join(ask.problems), 422)
     try:
         note = _note(fields, needed=action == "archive")
-        run = await run_in_threadpool(_bulk, svc.box, who, ask, action, note)
+        most = _most(fields)
+        run = await run_in_threadpool(_bulk, svc.box, who, ask, action, note, most)
     except ValueError as exc:
         return refused(who, str(exc), 422)
     except OnceboxError as exc:
         return refused(who, f"Not done: {exc}", 409)
     counts = {"done": action, "count": str(run.count), "failed": str(_failed(run))}
-    if run.next_after is not None:
+    if run.next_after is not None and most == BULK_MOST:
         counts["more"] = "1"
     return _back(letters.filtered(kept)[len(BASE) :] + _joined(kept, counts))
 
@@ -167,27 +175,30 @@ def _joined(kept: Mapping[str, str], more: Mapping[str, str]) -> str:
     )
 
 
-def _bulk(box: Oncebox, who: Session, ask: letters.Asked, action: str, note: str | None) -> BulkRun:
+def _bulk(
+    box: Oncebox, who: Session, ask: letters.Asked, action: str, note: str | None, most: int
+) -> BulkRun:
     chosen = shared.checked(box, ask.inboxes, ask.query)
     if action == "replay":
-        return box.bulk_replay(ask.inboxes, chosen, who.token.name, note, BULK_MOST)
-    return box.bulk_archive(ask.inboxes, chosen, who.token.name, note or "", BULK_MOST)
+        return box.bulk_replay(ask.inboxes, chosen, who.token.name, note, most)
+    return box.bulk_archive(ask.inboxes, chosen, who.token.name, note or "", most)
 
 
 @router.post("/quarantine/bulk")
 async def resolve_many(form: Actor, svc: Served) -> Response:
     """Keep (or accept) every open conflict of one inbox whose identity starts with a
-    prefix, as the quarantine page's preview showed them."""
+    prefix, as the quarantine page's preview showed them (as many as it counted)."""
     who, fields = form.who, form.fields
     inbox, action = fields.get("inbox", ""), fields.get("action", "")
     prefix = fields.get("prefix", "").strip()[:1024] or None
     if action not in RESOLUTIONS or not who.token.allows(Scope.OPERATOR, inbox):
         return refused(who, "Choose one of your inboxes and keep or accept.", 422)
+    most = _most(fields)
     try:
         note = _note(fields, needed=True) or ""
         run = await run_in_threadpool(
             lambda: svc.box.bulk_resolve(
-                inbox, action, note, who.token.name, prefix=prefix, limit=BULK_MOST
+                inbox, action, note, who.token.name, prefix=prefix, limit=most
             )
         )
     except ValueError as exc:
