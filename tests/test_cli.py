@@ -171,3 +171,26 @@ def test_demo_json_is_deterministic_and_tells_both_stories(tmp_path: Path) -> No
     ]
     human = run(tmp_path, "demo").stdout.decode()
     assert "headcount 23 (without dedup it would be 46)" in human
+
+
+def test_an_id_beyond_64_bits_is_a_usage_error_not_an_internal_one(tmp_path: Path) -> None:
+    """Ids and pages of the operator commands are 64-bit in both stores: a larger one is
+    refused like any other bad value (exit 2), never an internal error (exit 70)."""
+    run(tmp_path, "ingest", "ussd", stdin=frames_ndjson([("a-1", "H1|1|K1|MED|3|86|#00")]))
+    huge = str(2**63)
+    cases = [
+        ("dead-letters", "--after", huge),
+        ("dead-letters", "show", huge),
+        ("dead-letters", "replay", huge),
+        ("dead-letters", "archive", huge, "--note", "x"),
+        ("dead-letters", "bulk", "archive", "--inbox", "ussd", "--note", "x", "--after", huge),
+        ("quarantine", "list", "--after", huge),
+        ("quarantine", "show", huge),
+        ("quarantine", "resolve", huge, "keep", "--note", "x"),
+        ("quarantine", "bulk-resolve", "ussd", "keep", "--note", "x", "--after", huge),
+    ]
+    for args in cases:
+        result = run(tmp_path, *args, ok=False)
+        err = result.stderr.decode()
+        assert result.returncode == 2, (args, err)
+        assert "internal error" not in err and str(2**63 - 1) in err, (args, err)

@@ -19,8 +19,13 @@ import oncebox
 from oncebox.engine.config import load_config
 from oncebox.surfaces import listing
 from oncebox.surfaces.cli.lazy import LazyGroup
+from oncebox.surfaces.lines import INT64_MAX
 
 DEFAULT_DB = "sqlite:///oncebox.db"
+# Ids, pages and tokens are 64-bit in both stores: a larger one is a usage error (exit 2),
+# not an overflow deep in the store's driver (an internal error).
+ROW_ID = click.IntRange(1, INT64_MAX)
+AFTER = click.IntRange(0, INT64_MAX)
 
 
 def default_actor() -> str:

@@ -13,7 +13,7 @@ from oncebox.domain.bulk import BulkRun
 from oncebox.engine.operators import BULK_MOST
 from oncebox.surfaces import letters
 from oncebox.surfaces.choices import RESOLUTIONS
-from oncebox.surfaces.cli.base import ACTOR, Context, emit, fail
+from oncebox.surfaces.cli.base import ACTOR, AFTER, Context, emit, fail
 from oncebox.surfaces.cli.letters import REFUSED_AGAIN, When, dead_letters
 from oncebox.surfaces.cli.views import quarantine
 from oncebox.surfaces.views import as_json
@@ -37,7 +37,7 @@ def _filters(command: Any) -> Any:
             click.option("--since", type=When(), help="Received at or after."),
             click.option("--until", type=When(), help="Received before."),
             click.option("--search", metavar="TEXT", help="Only those whose kept head holds TEXT."),
-            click.option("--after", default=0, type=click.IntRange(0), help="Ids after this."),
+            click.option("--after", default=0, type=AFTER, help="Ids after this."),
         ]
     ):
         command = option(command)
@@ -122,7 +122,7 @@ def bulk_archive(
 @click.option("--identity-prefix", help="Only conflicts whose identity starts with this.")
 @click.option("--since", type=When(), help="First seen at or after.")
 @click.option("--until", type=When(), help="First seen before.")
-@click.option("--after", default=0, type=click.IntRange(0), help="Ids after this.")
+@click.option("--after", default=0, type=AFTER, help="Ids after this.")
 @click.option("--note", required=True, help="Why; kept on each row and in the log.")
 @LIMIT
 @YES

@@ -10,7 +10,7 @@ import click
 from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import letters, listing
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, emit_pages, fail
+from oncebox.surfaces.cli.base import ACTOR, AFTER, ROW_ID, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 from oncebox.surfaces.views import as_json, parse_when
 
@@ -42,7 +42,7 @@ class When(click.ParamType[float]):
 @click.option("--since", type=When(), help="Received at or after (2030-01-15T08:00Z).")
 @click.option("--until", type=When(), help="Received before.")
 @click.option("--search", metavar="TEXT", help="Only those whose kept head holds TEXT.")
-@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--after", default=0, type=AFTER, help="Page on: ids after this.")
 @click.option("--status", help="Only those open, replayed or archived.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @click.option(
@@ -112,7 +112,7 @@ def dead_letters(
 
 
 @dead_letters.command("show")
-@click.argument("letter_id", type=click.IntRange(1))
+@click.argument("letter_id", type=ROW_ID)
 @JSON
 @click.pass_obj
 def letter_show(obj: Context, letter_id: int) -> None:
@@ -127,9 +127,9 @@ REFUSED_AGAIN = 3  # the exit status of a replay refused again (the dead letter 
 
 
 @dead_letters.command("replay")
-@click.argument("letter_id", type=click.IntRange(1))
+@click.argument("letter_id", type=ROW_ID)
 @click.option("--note", help="Why it is replayed; kept in the log (needed with a correction).")
-@click.option("--lease-token", type=click.IntRange(0), help="For a lease-fenced inbox.")
+@click.option("--lease-token", type=AFTER, help="For a lease-fenced inbox.")
 @click.option(
     "--body-file",
     type=click.File("rb"),
@@ -167,7 +167,7 @@ def replay(
 
 
 @dead_letters.command("archive")
-@click.argument("letter_id", type=click.IntRange(1))
+@click.argument("letter_id", type=ROW_ID)
 @click.option("--note", required=True, help="Why it is put aside; kept on it and in the log.")
 @ACTOR
 @click.pass_obj

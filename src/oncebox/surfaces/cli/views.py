@@ -12,7 +12,7 @@ from oncebox.domain import QuarantineStatus
 from oncebox.formats import codec_settings
 from oncebox.surfaces import listing
 from oncebox.surfaces.choices import RESOLUTIONS, STATUSES, status_filter
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.surfaces.cli.base import ACTOR, AFTER, ROW_ID, Context, cli, emit, fail
 from oncebox.surfaces.cli.conflicts import diff_json, show_conflict
 from oncebox.surfaces.cli.output import JSON, columns, duration, show, show_pages, table, wants_json
 from oncebox.surfaces.diffing import field_changes
@@ -119,7 +119,7 @@ def quarantine() -> None:
     default=QuarantineStatus.OPEN.value,
     show_default=True,
 )
-@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--after", default=0, type=AFTER, help="Page on: ids after this.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @JSON
 @click.pass_obj
@@ -134,7 +134,7 @@ def quarantine_list(obj: Context, inbox: str | None, status: str, after: int, li
 
 
 @quarantine.command("show")
-@click.argument("quarantine_id", type=click.IntRange(1))
+@click.argument("quarantine_id", type=ROW_ID)
 @JSON
 @click.pass_obj
 def quarantine_show(obj: Context, quarantine_id: int) -> None:
@@ -152,7 +152,7 @@ def quarantine_show(obj: Context, quarantine_id: int) -> None:
 
 
 @quarantine.command("resolve")
-@click.argument("quarantine_id", type=int)
+@click.argument("quarantine_id", type=ROW_ID)
 @click.argument("action", type=click.Choice(RESOLUTIONS))
 @click.option("--note", required=True, help="Why; kept with the resolution.")
 @ACTOR
