@@ -353,6 +353,28 @@ def test_accepting_after_the_original_was_evicted_is_refused(
     assert box.resolve(decision.quarantine_id, "keep", "too late").status == "kept"
 
 
+def test_accepting_onto_a_new_record_of_the_same_identity_is_refused(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    """A conflict left open past its record's tombstone: a new record of the identity is
+    not the one it conflicted with, so accepting it would overwrite newer content."""
+    spec = InboxSpec("ussd", codec="ussd-h1", apply="triage", retention="30d", tombstones="90d")
+    box = make_box([spec])
+    box.ingest("ussd", frame("rec1", make_frame(1, "Kakuma1", "MED", 3, 86)))
+    opened = box.ingest("ussd", frame("rec1", make_frame(1, "Kakuma1", "MED", 5, 86)))
+    assert opened.quarantine_id is not None
+    clock.advance(91 * DAY)
+    box.evict("ussd")  # the record and then its tombstone
+    fresh = box.ingest("ussd", frame("rec1", make_frame(1, "Kakuma1", "MED", 9, 86)))
+    assert str(fresh.verdict) == "accepted"
+    with pytest.raises(oncebox.InvalidOperation, match="evicted"):
+        box.resolve(opened.quarantine_id, "accept", "the newer count")
+    record = box.record("ussd", "rec1")
+    assert record is not None and record.content == make_frame(1, "Kakuma1", "MED", 9, 86).encode()
+    assert box.triage("ussd")["headcount"] == 12  # 3 (kept past eviction) and the new 9
+    assert box.resolve(opened.quarantine_id, "keep", "too late").status == "kept"
+
+
 # -- concurrency -----------------------------------------------------------------------
 
 

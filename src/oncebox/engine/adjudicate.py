@@ -60,7 +60,9 @@ def resolve(
     else:
         stored = tx.find_records(inbox.row.id, [row.ident]).get(row.ident)
         record = tx.get_record(stored[0]) if stored is not None else None  # by its id
-        if record is None or record.is_tombstone:
+        # Past its tombstone's horizon, the identity may have a new record: not the one
+        # this newcomer conflicted with, whose newer content accepting would overwrite.
+        if record is None or record.is_tombstone or record.id != row.record_id:
             raise InvalidOperation(
                 f"quarantine {row.id}: the original record was evicted by retention, so "
                 f"there is nothing to revise; keep it instead"
