@@ -14,6 +14,7 @@ writers cannot write is answered by the model, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from json.encoder import encode_basestring
 from operator import attrgetter
 from types import NoneType, UnionType
@@ -117,8 +118,11 @@ async def deliver_batch(
     are decided all the same."""
     codec = svc.box.inbox(inbox).codec.name
     media = request.headers.get("content-type", NDJSON).split(";")[0].strip().lower()
+    # Closing a dead letter is an operator's action: a line naming one from any other
+    # token is decided as any delivery.
+    closes = who.token.has(TokenScope.OPERATOR)
     decisions, answer = await run_in_threadpool(
-        decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit
+        decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit, closes
     )
     if answer is None:  # a value batch_json does not write: the response model's turn
         return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
@@ -126,10 +130,17 @@ async def deliver_batch(
 
 
 def decide_body(
-    box: Oncebox, inbox: str, codec: str, media: str, body: bytes, limit: int
+    box: Oncebox,
+    inbox: str,
+    codec: str,
+    media: str,
+    body: bytes,
+    limit: int,
+    closes: bool,
 ) -> tuple[list[Decision], bytes | None]:
     """In a worker thread: the body's lines, their decisions, and the answer's bytes
-    (None where :func:`batch_json` cannot write them)."""
+    (None where :func:`batch_json` cannot write them). ``closes``: a line naming a dead
+    letter delivers it again (the caller may replay); else that name is ignored."""
     if media == "application/json":
         try:
             lines = split_json_array(body)
@@ -141,7 +152,12 @@ def decide_body(
         raise ProblemError(
             413, "too-many", f"{len(lines)} deliveries; a batch holds at most {limit}"
         )
-    decisions = box.ingest_all(inbox, [delivery_from_line(codec, line) for line in lines])
+    deliveries = [delivery_from_line(codec, line) for line in lines]
+    if not closes:
+        deliveries = [
+            d if d.dead_letter is None else replace(d, dead_letter=None) for d in deliveries
+        ]
+    decisions = box.ingest_all(inbox, deliveries)
     return decisions, batch_json(decisions)
 
 
