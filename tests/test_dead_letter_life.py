@@ -191,3 +191,26 @@ def test_a_line_of_a_replayed_dead_letter_refused_leaves_it_replayed(
     [letter] = box.dead_letters("ussd")
     assert (letter.status, letter.replay_verdict, letter.attempts) == ("replayed", "accepted", 2)
     assert box.dead_letters("ussd", status="open") == []
+
+
+def test_a_bulk_archive_racing_one_archive_says_that_one_failed(
+    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of the chosen dead letters archived by another operator between the bulk
+    call's choice and its transaction: that item fails (archived already), the others
+    are archived, as the answer's items promise, not the whole call refused."""
+    box = make_box()
+    ids = [box.ingest("ussd", Delivery(BAD, key=f"r{i}-{i}")).dead_letter_id for i in range(3)]
+    chosen = type(box)._choose
+
+    def choose_then_race(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        found = chosen(self, *args, **kwargs)
+        box.archive(ids[1] or 0, "ana", "seen to")  # meanwhile, at another desk
+        return found
+
+    monkeypatch.setattr(type(box), "_choose", choose_then_race)
+    run = box.bulk_archive(["ussd"], box.letter_filter(["ussd"]), "ops", "sender retired")
+    assert [(i.id, i.outcome) for i in run.items] == [
+        (ids[0], "archived"), (ids[1], "failed"), (ids[2], "archived")
+    ]  # fmt: skip
+    assert [d.archived_by for d in box.dead_letters("ussd")] == ["ops", "ana", "ops"]

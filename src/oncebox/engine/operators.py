@@ -227,7 +227,11 @@ class Operators(ABC):
                 if letter.status == LetterStatus.ARCHIVED:
                     items.append(BulkItem(letter.id, name, "failed", "archived already"))
                     continue
-                _archive(tx, letter.id, actor, note, now)
+                try:
+                    _archive(tx, letter.id, actor, note, now)
+                except InvalidOperation:  # by another operator since it was chosen
+                    items.append(BulkItem(letter.id, name, "failed", "archived already"))
+                    continue
                 items.append(BulkItem(letter.id, name, "archived"))
             return self._log_bulk(
                 tx, "archive", inboxes, filters, chosen, items, actor, note, limit
