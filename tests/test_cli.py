@@ -188,6 +188,12 @@ def test_an_id_beyond_64_bits_is_a_usage_error_not_an_internal_one(tmp_path: Pat
         ("quarantine", "show", huge),
         ("quarantine", "resolve", huge, "keep", "--note", "x"),
         ("quarantine", "bulk-resolve", "ussd", "keep", "--note", "x", "--after", huge),
+        ("records", "ussd", "--after", huge),
+        ("record", huge),
+        ("forwarding", "deliveries", "hook", "--after", huge),
+        ("forwarding", "show", huge),
+        ("forwarding", "retry", huge),
+        ("token", "list", "--after", huge),
     ]
     for args in cases:
         result = run(tmp_path, *args, ok=False)

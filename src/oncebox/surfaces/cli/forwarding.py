@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from oncebox.domain.forwarding import ForwardFilter, ForwardStatus
-from oncebox.surfaces.cli.base import ACTOR, Context, cli, emit, fail
+from oncebox.surfaces.cli.base import ACTOR, AFTER, ROW_ID, Context, cli, emit, fail
 from oncebox.surfaces.cli.letters import When
 from oncebox.surfaces.cli.output import JSON, columns, panel, show, table, wants_json
 from oncebox.surfaces.forwarding.shown import forward_json, standing_json
@@ -112,7 +112,7 @@ def forwarding_list(obj: Context) -> None:
 @click.option("--status", type=click.Choice(STATUSES), help="Only these.")
 @click.option("--since", type=When(), help="Accepted at or after (2030-01-15T08:00Z).")
 @click.option("--until", type=When(), help="Accepted before.")
-@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--after", default=0, type=AFTER, help="Page on: ids after this.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1000))
 @JSON
 @click.pass_obj
@@ -134,7 +134,7 @@ def forwarding_deliveries(
 
 
 @forwarding.command("show")
-@click.argument("forward_id", type=click.IntRange(1))
+@click.argument("forward_id", type=ROW_ID)
 @JSON
 @click.pass_obj
 def forwarding_show(obj: Context, forward_id: int) -> None:
@@ -169,7 +169,7 @@ def forwarding_resume(obj: Context, destination: str, actor: str) -> None:
 
 
 @forwarding.command("retry")
-@click.argument("forward_id", type=click.IntRange(1))
+@click.argument("forward_id", type=ROW_ID)
 @ACTOR
 @click.pass_obj
 def forwarding_retry(obj: Context, forward_id: int, actor: str) -> None:

@@ -12,7 +12,7 @@ from oncebox.engine.finding import ORDERS, Order
 from oncebox.engine.reads import search_term
 from oncebox.errors import InvalidOperation
 from oncebox.surfaces import records
-from oncebox.surfaces.cli.base import Context, cli, fail
+from oncebox.surfaces.cli.base import AFTER, ROW_ID, Context, cli, fail
 from oncebox.surfaces.cli.letters import When
 from oncebox.surfaces.cli.output import JSON, columns, panel, show, show_pages, table, wants_json
 
@@ -43,7 +43,7 @@ TIMELINE = columns(
 @click.option("--since", type=When(), help="First seen at or after (2030-01-15T08:00Z).")
 @click.option("--until", type=When(), help="First seen before.")
 @click.option("--search", metavar="TEXT", help="Only those whose content holds TEXT.")
-@click.option("--after", default=0, type=click.IntRange(0), help="Page on: after this id.")
+@click.option("--after", default=0, type=AFTER, help="Page on: after this id.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @click.option(
     "--order", type=click.Choice(ORDERS), default=Order.NEWEST.value, show_default=True,
@@ -83,7 +83,7 @@ def records_list(
 
 
 @cli.command("record")
-@click.argument("record_id", type=click.IntRange(1))
+@click.argument("record_id", type=ROW_ID)
 @JSON
 @click.pass_obj
 def record(obj: Context, record_id: int) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from oncebox.surfaces import listing
-from oncebox.surfaces.cli.base import Context, cli, emit, fail
+from oncebox.surfaces.cli.base import AFTER, Context, cli, emit, fail
 from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 
 TOKENS = columns("id", "name", "inboxes", "scopes", "hmac", ("created", "created_at"),
@@ -51,7 +51,7 @@ def token_create(
 
 
 @token.command("list")
-@click.option("--after", default=0, type=click.IntRange(0), help="Page on: ids after this.")
+@click.option("--after", default=0, type=AFTER, help="Page on: ids after this.")
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
 @JSON
 @click.pass_obj
