@@ -22,7 +22,7 @@ import redis
 
 import oncebox
 from conftest import INBOXES, SESSION, BoxFactory
-from oncebox import InboxSpec
+from oncebox import Delivery, InboxSpec
 from oncebox.engine import crashpoints
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.surfaces.consume import StreamConsumer, Summary, delivery_from_entry
@@ -120,6 +120,20 @@ def test_entry_forms_map_to_deliveries() -> None:
     ):
         d = delivery_from_entry("ussd-h1", "5-3", fields)
         assert d.key is None and d.lease_token is None and b"=" in d.body
+
+
+def test_an_entry_naming_a_dead_letter_is_decided_as_any_delivery(make_box: BoxFactory) -> None:
+    """Whoever can add to the stream is a sender: a line naming a dead letter (as an
+    export's line does) does not close it, which is an operator's replay."""
+    box = make_box()
+    letter_id = box.ingest("ussd", Delivery(b"H1|1|K1|MED|3|86|#00", key="a-1")).dead_letter_id
+    line = json.dumps({"frame_id": "rec1-1", "frame": SESSION[0][1], "dead_letter": letter_id})
+    entry = delivery_from_entry("ussd-h1", "5-4", {b"line": line.encode()})
+    assert entry.dead_letter is None
+    [decision] = box.ingest_all("ussd", [entry])
+    assert str(decision.verdict) == "accepted"
+    [letter] = box.dead_letters("ussd")
+    assert (letter.status, letter.attempts) == ("open", 0)
 
 
 # -- one consumer ---------------------------------------------------------------------------

@@ -103,7 +103,9 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
     line = fields.get(b"line")
     if line is not None:
         delivery = delivery_from_line(codec, line)
-        return replace(delivery, delivery_id=delivery.delivery_id or entry_id)
+        # Whoever adds to the stream is a sender: a line's dead letter is not closed from
+        # here (an operator's replay), the line is decided as any delivery.
+        return replace(delivery, delivery_id=delivery.delivery_id or entry_id, dead_letter=None)
     body = fields.get(b"body")
     facts = _facts(fields)
     if body is None or facts is None:
