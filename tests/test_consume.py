@@ -122,21 +122,26 @@ def test_entry_forms_map_to_deliveries() -> None:
         assert d.key is None and d.lease_token is None and b"=" in d.body
 
 
-def test_an_entry_naming_a_dead_letter_is_decided_as_any_delivery(make_box: BoxFactory) -> None:
-    """Whoever can add to the stream is a sender: a line naming a dead letter (as an
-    export's line does) does not close it, which is an operator's replay."""
+@pytest.mark.slow
+def test_an_entry_correcting_a_dead_letter_is_decided_as_any_delivery(
+    make_box: BoxFactory, redis_server: RedisServer, client: redis.Redis, stream: str
+) -> None:
+    """Whoever adds to the stream is a sender: a line re-delivering what a dead letter
+    kept (an export's line) counts on it, but other bytes in its name (a correction,
+    an operator's replay) are decided as any delivery and leave it as it was."""
     box = make_box()
-    letter_id = box.ingest("ussd", Delivery(b"H1|1|K1|MED|3|86|#00", key="a-1")).dead_letter_id
-    line = json.dumps({"frame_id": "rec1-1", "frame": SESSION[0][1], "dead_letter": letter_id})
-    entry = delivery_from_entry("ussd-h1", "5-4", {b"line": line.encode()})
-    assert entry.dead_letter is None
-    [decision] = box.ingest_all("ussd", [entry])
-    assert str(decision.verdict) == "accepted"
-    [letter] = box.dead_letters("ussd")
-    assert (letter.status, letter.attempts) == ("open", 0)
-
-
-# -- one consumer ---------------------------------------------------------------------------
+    bad = "H1|1|K1|MED|3|86|#00"
+    letter_id = box.ingest("ussd", Delivery(bad.encode(), key="a-1")).dead_letter_id
+    other = {"frame_id": "rec1", "frame": SESSION[0][1], "dead_letter": letter_id}
+    kept = {"frame_id": "a-1", "frame": bad, "dead_letter": letter_id}
+    for line in (other, kept):
+        client.xadd(stream, {"line": json.dumps(line)})
+    consumer = StreamConsumer(box, redis_server.url, stream, "g", "c1", "ussd")
+    summary = consumer.run_once()
+    consumer.close()
+    assert summary.verdicts == {"accepted": 1, "rejected": 1}
+    [letter] = box.dead_letters("ussd")  # no new one: the kept line counted on it
+    assert (letter.id, letter.status, letter.attempts) == (letter_id, "open", 1)
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
-"""Closing a dead letter is an operator's action over HTTP: a batch line naming one
-(``"dead_letter": ID``, as a dead letters' export writes them) closes it only for a token
-with the operator scope. A sender's write token delivering such a line has it decided as
-any delivery, so it cannot put a dead letter out of the operators' sight by sending other
-bytes in its name. Both backends."""
+"""Correcting a dead letter is an operator's replay: a batch line naming one
+(``"dead_letter": ID``, as a dead letters' export writes them) with other bytes than it
+kept closes it only for a token with the operator scope. From a sender's write token
+such a line is decided as any delivery, so the sender cannot put a dead letter out of
+the operators' sight by sending other bytes in its name; the export's own line (what the
+dead letter kept) still counts on it. Both backends."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _post(served: Served, secret: str, line: bytes) -> dict[str, object]:
     return dict(decision)
 
 
-def test_a_write_token_cannot_close_a_dead_letter_by_naming_it(served: Served) -> None:
+def test_a_write_token_cannot_close_a_dead_letter_with_other_bytes(served: Served) -> None:
     box = served.box
     letter_id = box.ingest("ussd", Delivery(BAD, key="a-1")).dead_letter_id or 0
     sender = box.create_token("gateway", ["ussd"], ["write"]).secret
@@ -42,6 +43,11 @@ def test_a_write_token_cannot_close_a_dead_letter_by_naming_it(served: Served) -
     [letter] = box.dead_letters("ussd")
     assert (letter.status, letter.attempts, letter.replayed_at) == ("open", 0, None)
     assert [e.step for e in box.log_entries()].count("replay") == 0
+    # The export's own line, what it kept, from the same token: refused again, on it.
+    kept = {"frame_id": "a-1", "frame": BAD.decode(), "dead_letter": letter_id}
+    assert _post(served, sender, json.dumps(kept).encode())["reason"] == "bad_checksum"
+    [letter] = box.dead_letters("ussd")
+    assert (letter.status, letter.attempts) == ("open", 1)
     # An operator's token feeding the export's line back closes it, as documented.
     operator = box.create_token("desk", ["ussd"], ["write", "operator"]).secret
     _post(served, operator, _line(letter_id, "a-1", 1))

@@ -46,6 +46,7 @@ from oncebox.engine.box import Oncebox
 from oncebox.errors import ApplyError, StorageError
 from oncebox.formats import Delivery, Unreadable
 from oncebox.logtext import escaped
+from oncebox.surfaces import letters
 from oncebox.surfaces.lines import INT64_MAX, delivery_from_line
 
 if TYPE_CHECKING:
@@ -103,9 +104,7 @@ def delivery_from_entry(codec: str, entry_id: str, fields: Mapping[bytes, bytes]
     line = fields.get(b"line")
     if line is not None:
         delivery = delivery_from_line(codec, line)
-        # Whoever adds to the stream is a sender: a line's dead letter is not closed from
-        # here (an operator's replay), the line is decided as any delivery.
-        return replace(delivery, delivery_id=delivery.delivery_id or entry_id, dead_letter=None)
+        return replace(delivery, delivery_id=delivery.delivery_id or entry_id)
     body = fields.get(b"body")
     facts = _facts(fields)
     if body is None or facts is None:
@@ -345,6 +344,9 @@ class StreamConsumer:
             summary.deleted = len(gone)
             self.redis.xack(self.stream, self.group, *gone)
         deliveries = [delivery_from_entry(self.codec, eid, fields) for eid, fields in live]
+        # Whoever adds to the stream is a sender: a line re-delivering a dead letter may
+        # name it, one correcting it (an operator's replay) is decided as any delivery.
+        deliveries = letters.resent_only(self.box, self.inbox, deliveries)
         decisions = self._ingest(deliveries)
         acks: list[str] = []
         for (entry_id, _), decision in zip(live, decisions, strict=True):

@@ -11,6 +11,7 @@ carry, has no line and is left out (:func:`line_of` says why).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -19,7 +20,8 @@ from oncebox.engine.box import Oncebox
 from oncebox.engine.reads import search_term
 from oncebox.engine.replay import kept_in_part, replayable
 from oncebox.engine.views import LISTED
-from oncebox.errors import InvalidOperation
+from oncebox.errors import InvalidOperation, OnceboxError
+from oncebox.formats import Delivery
 from oncebox.surfaces.lines import line_for
 from oncebox.surfaces.paging import pages_after
 
@@ -144,3 +146,25 @@ def lines(
             if sent >= limit:
                 return
         after = batch[-1][1].id
+
+
+def resent_only(box: Oncebox, inbox: str, deliveries: Sequence[Delivery]) -> list[Delivery]:
+    """``deliveries`` as a sender may deliver them: each naming a dead letter keeps that
+    name only where it re-delivers what the dead letter kept (its bytes and key), as an
+    export's line fed back does. Other bytes in a dead letter's name are a correction,
+    an operator's replay: from a sender they are decided as any delivery, and the dead
+    letter is left as it was."""
+    return [
+        d if d.dead_letter is None or _resends(box, inbox, d) else replace(d, dead_letter=None)
+        for d in deliveries
+    ]
+
+
+def _resends(box: Oncebox, inbox: str, delivery: Delivery) -> bool:
+    try:
+        found = box.get_dead_letter(delivery.dead_letter or 0)
+    except OnceboxError:  # of an inbox this process does not declare
+        return False
+    if found is None or found[0] != inbox or found[1].key != delivery.key:
+        return False
+    return found[1].sha256 == hashlib.sha256(delivery.body).hexdigest()

@@ -14,7 +14,6 @@ writers cannot write is answered by the model, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from json.encoder import encode_basestring
 from operator import attrgetter
 from types import NoneType, UnionType
@@ -27,6 +26,7 @@ from starlette.responses import Response
 from oncebox.domain import Decision, Verdict
 from oncebox.engine.box import Oncebox
 from oncebox.engine.tokens import Scope as TokenScope
+from oncebox.surfaces import letters
 from oncebox.surfaces.http.access import InboxName, Served
 from oncebox.surfaces.http.auth import Authed, needs
 from oncebox.surfaces.http.models import BatchOut, DecisionOut
@@ -118,11 +118,10 @@ async def deliver_batch(
     are decided all the same."""
     codec = svc.box.inbox(inbox).codec.name
     media = request.headers.get("content-type", NDJSON).split(";")[0].strip().lower()
-    # Closing a dead letter is an operator's action: a line naming one from any other
-    # token is decided as any delivery.
-    closes = who.token.has(TokenScope.OPERATOR)
+    # Closing a dead letter with other bytes than it kept is an operator's replay.
+    corrects = who.token.has(TokenScope.OPERATOR)
     decisions, answer = await run_in_threadpool(
-        decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit, closes
+        decide_body, svc.box, inbox, codec, media, who.body, svc.batch_limit, corrects
     )
     if answer is None:  # a value batch_json does not write: the response model's turn
         return BatchOut(decisions=[DecisionOut(**d.to_dict()) for d in decisions])
@@ -136,11 +135,12 @@ def decide_body(
     media: str,
     body: bytes,
     limit: int,
-    closes: bool,
+    corrects: bool,
 ) -> tuple[list[Decision], bytes | None]:
     """In a worker thread: the body's lines, their decisions, and the answer's bytes
-    (None where :func:`batch_json` cannot write them). ``closes``: a line naming a dead
-    letter delivers it again (the caller may replay); else that name is ignored."""
+    (None where :func:`batch_json` cannot write them). ``corrects``: a line naming a dead
+    letter delivers it again whatever its bytes (the caller may replay); else only one
+    that re-delivers what the dead letter kept does (:func:`letters.resent_only`)."""
     if media == "application/json":
         try:
             lines = split_json_array(body)
@@ -153,10 +153,8 @@ def decide_body(
             413, "too-many", f"{len(lines)} deliveries; a batch holds at most {limit}"
         )
     deliveries = [delivery_from_line(codec, line) for line in lines]
-    if not closes:
-        deliveries = [
-            d if d.dead_letter is None else replace(d, dead_letter=None) for d in deliveries
-        ]
+    if not corrects:
+        deliveries = letters.resent_only(box, inbox, deliveries)
     decisions = box.ingest_all(inbox, deliveries)
     return decisions, batch_json(decisions)
 
