@@ -66,10 +66,16 @@ def letters_banner(box: Oncebox, who: Session, request: Request) -> tuple[str | 
         if found is None or not who.token.covers(found[0]):
             return None, "ok"
         letter = found[1]
-        if letter.status == "open":
+        # Replayed already, then replayed again and refused: it stays replayed, and the
+        # refusal, after the replay, is what this form did.
+        again = letter.replayed_at is not None and (letter.last_tried or 0) > letter.replayed_at
+        if letter.status == "open" or (name == "replayed" and again):
+            stays = (
+                "open" if letter.status == "open" else f"{letter.status} ({letter.replay_verdict})"
+            )
             return (
                 f"Dead letter #{letter.id} was refused again: {letter.last_reason} "
-                f"(attempt {letter.attempts}); it stays open.",
+                f"(attempt {letter.attempts}); it stays {stays}.",
                 "bad",
             )
         if letter.status == "archived":
