@@ -141,8 +141,8 @@ async def archive(letter_id: int, form: Actor, svc: Served) -> Response:
 def _most(fields: Mapping[str, str]) -> int:
     """How many the preview counted (at most :data:`BULK_MOST`): the confirm button acts
     on that many, so what arrived since the preview waits for the next one."""
-    most = fields.get("most", "")
-    return int(most) if most.isdigit() and 1 <= int(most) <= BULK_MOST else BULK_MOST
+    most = whole(fields.get("most", ""))
+    return most if most is not None and 1 <= most <= BULK_MOST else BULK_MOST
 
 
 def _failed(run: BulkRun) -> int:
