@@ -38,5 +38,7 @@ class BulkRun:
         Doc("More may match: run again with after set to this; null when none are left."),
     ]
     log_position: Annotated[
-        int | None, Doc("The log entry that records this call, once sealed.")
+        int | None,
+        Doc("The log entry that records this call: null for now (the entry is sealed "
+            "after the call; not given back yet)."),
     ] = None
