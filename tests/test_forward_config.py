@@ -97,6 +97,13 @@ def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
         ({"kind": "smtp"}, "kind must be one of"),
         ({}, "url is required"),
         ({"url": "ftp://x/h"}, "url must be a http or https URL"),
+        # URLs the parser or the client cannot take: refused here, not a ValueError here
+        # or an endless retry of every forward later.
+        ({"url": "http://[::1/h"}, "url must be a http or https URL"),
+        ({"url": "http://x:99999/h"}, "url must be a http or https URL"),
+        ({"url": "http://x:port/h"}, "url must be a http or https URL"),
+        ({"kind": "redis-stream", "url": "redis://:pw@[x", "stream": "s"},
+         "url must be a redis or rediss or unix URL"),
         ({"url": "http://x/h", "stream": "s"}, "unknown key(s) stream"),
         ({"kind": "redis-stream", "url": "redis://x"}, "stream must name"),
         ({"kind": "python", "call": "nocolon"}, 'call must name a function as "module:function"'),

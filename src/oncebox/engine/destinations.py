@@ -179,7 +179,12 @@ def _destination(
 def _url(value: Any, schemes: tuple[str, ...]) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"url is required ({' or '.join(schemes)})")
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # a port out of range, or not a number, raises here
+    except ValueError as exc:
+        # Not shown: a URL that cannot be parsed cannot have its password hidden either.
+        raise ConfigError(f"url must be a {' or '.join(schemes)} URL ({exc})") from None
     if parts.scheme not in schemes or not (parts.netloc or parts.scheme == "unix"):
         raise ConfigError(
             f"url must be a {' or '.join(schemes)} URL, not {_without_password(value)!r}"
