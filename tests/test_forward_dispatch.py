@@ -4,7 +4,9 @@ through one Lua step, and a Python function outside any store transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -206,3 +208,50 @@ def test_a_stream_gets_each_revision_once_however_often_it_is_sent(
         assert client.xlen(stream) == 4
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def trickling(answer: bytes, gap: float) -> Iterator[str]:
+    """A receiver that reads a request and answers it a byte every ``gap`` seconds, until
+    its answer is out or the client hangs up; yields its URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    hung_up = threading.Event()
+
+    def answer_slowly() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in answer:
+                if hung_up.wait(gap):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=answer_slowly, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hooks"
+    finally:
+        hung_up.set()
+        thread.join(10)
+        listener.close()
+
+
+def test_an_answer_trickling_in_past_the_timeout_is_a_timed_out_attempt(
+    make_box: BoxFactory,
+) -> None:
+    # `timeout` is how long one attempt may take (docs/forwarding.md), and a claim's lease
+    # (twice it, plus 10 s) is sized to outlast it. A receiver that answers a byte at a
+    # time, each within the timeout, kept the attempt out for as long as it liked: past
+    # the lease, when another dispatcher claims and sends the forward again.
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    with trickling(answer, gap=0.05) as url:  # about 3 s in all, against a 0.5 s timeout
+        box = make_box([keyed({"ledger": {"url": url, "timeout": "0.5s",
+                                          "retry": ["0s", "1h"]}})])  # fmt: skip
+        ingest(box, 1)
+        assert dispatch(box) == {"retry": 1}
+    [forward] = box.forwards()
+    assert forward.status is ForwardStatus.FAILED
+    assert forward.last_error == "timed out after 0.5s"

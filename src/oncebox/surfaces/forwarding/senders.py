@@ -116,18 +116,21 @@ class HttpSender:
         headers = headers_for(claim, self.signer, time.time())
         start = time.monotonic()
         try:
-            async with self.client.stream(
-                "POST", self.url, content=claim.body, headers=headers
-            ) as got:
-                answer = b""
-                async for chunk in got.aiter_raw():
-                    answer += chunk
-                    if len(answer) >= ANSWER_HEAD:
-                        break
-                waited = retry_after(got.headers.get("retry-after"), time.time())
-                return Sent(claim, got.status_code, time.monotonic() - start,
-                            answer[:ANSWER_HEAD], retry_after=waited)  # fmt: skip
-        except httpx.TimeoutException:
+            # httpx's timeout bounds each connect, write and read alone: a receiver that
+            # answers a byte at a time would keep the attempt out past the claim's lease.
+            async with asyncio.timeout(self.timeout):
+                async with self.client.stream(
+                    "POST", self.url, content=claim.body, headers=headers
+                ) as got:
+                    answer = b""
+                    async for chunk in got.aiter_raw():
+                        answer += chunk
+                        if len(answer) >= ANSWER_HEAD:
+                            break
+                    waited = retry_after(got.headers.get("retry-after"), time.time())
+                    return Sent(claim, got.status_code, time.monotonic() - start,
+                                answer[:ANSWER_HEAD], retry_after=waited)  # fmt: skip
+        except (httpx.TimeoutException, TimeoutError):
             error = f"timed out after {self.timeout:g}s"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
