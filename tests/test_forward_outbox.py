@@ -280,3 +280,49 @@ def test_every_listing_path_finds_what_a_filter_over_all_of_them_finds(
                 assert box.forwards(chosen, after=after) == expected[1:]
     assert [f.revision for f, _ in box.forwards_of(2)] == [1, 2]
     assert [f.record_id for f, _ in box.forwards_of(4)] == [4]
+
+
+def test_a_pause_is_kept_when_a_dispatcher_wrote_the_circuit_it_had_read_before(
+    pg_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL writes in READ COMMITTED: a claim (moving an open circuit to half-open)
+    # and a settle (counting a failure) read the destination's state, then wrote all of
+    # it back. An operator's pause committed in between was overwritten with the state
+    # read before it: the log said paused, the destination was not, and kept sending.
+    import threading
+
+    import oncebox
+    from oncebox.store.sqltx.forwarding import ForwardingSql
+
+    box = oncebox.open(pg_url, inboxes=[InboxSpec("ussd", codec="ussd-h1", forward=hooks(
+        retry=["0s"] * 5, circuit_failures=1, circuit_cooldown="30s"))], clock=clock)  # fmt: skip
+    read = ForwardingSql.destination_state
+    operator: list[str] = []  # the action to commit right after a dispatcher's read
+
+    def racing(tx: ForwardingSql, name: str) -> Any:
+        state = read(tx, name)
+        if operator:
+            act = {"pause": box.pause_destination, "resume": box.resume_destination}
+            done = threading.Thread(target=act[operator.pop()], args=(name, "ops"))
+            done.start()
+            done.join()
+        return state
+
+    monkeypatch.setattr(ForwardingSql, "destination_state", racing)
+    try:
+        box.ingest_batch("ussd", [frame(1), frame(2)])
+        [first] = box.claim_forwards("ledger", "d1", 1)
+        box.settle_forwards("ledger", [sent(first, 503)], "d1")
+        assert box.forwarding()[0].circuit == "open"
+        clock.advance(31)
+        operator.append("pause")  # while the claim reads the circuit, to take its probe
+        [probe] = box.claim_forwards("ledger", "d1", 10)
+        assert box.forwarding()[0].circuit == "paused"
+        box.resume_destination("ledger", "ops")
+        operator.append("pause")  # while the settle reads the circuit, to close it
+        box.settle_forwards("ledger", [sent(probe, 200)], "d1")
+        [standing] = box.forwarding()
+        assert standing.circuit == "paused" and standing.state.circuit == "closed"
+        assert box.claim_forwards("ledger", "d1", 10) == []
+    finally:
+        box.close()

@@ -164,7 +164,7 @@ class Forwarding(ABC):
             state = replace(
                 state, paused_at=now if paused else None, paused_by=actor if paused else None
             )
-            tx.put_destination_state(state)
+            tx.put_pause(state)
             step = "forward_pause" if paused else "forward_resume"
             log.event(tx, step, {"destination": name, "actor": actor})
             return state

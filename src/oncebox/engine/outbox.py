@@ -114,7 +114,7 @@ def claim(
         if state.open_until is not None and now < state.open_until:
             return []  # open and cooling down, or half-open with its probe out
         limit = 1  # the probe: its answer closes the circuit or opens it again
-        tx.put_destination_state(
+        tx.put_circuit(
             replace(state, circuit=Circuit.HALF_OPEN.value, open_until=now + destination.lease)
         )
     found: list[Claim] = []
@@ -321,7 +321,7 @@ def breaker(
         else:
             state = replace(state, failures=state.failures + 1)
     if state != before:
-        tx.put_destination_state(state)
+        tx.put_circuit(state)
 
 
 def _inbox_of(attempts: Sequence[Attempt], tx: Outbox) -> int:

@@ -56,7 +56,14 @@ class Outbox(Clock, Protocol):
 
     def destination_states(self) -> list[DestinationState]: ...
 
-    def put_destination_state(self, state: DestinationState) -> None: ...
+    def put_pause(self, state: DestinationState) -> None:
+        """Write whether the destination is paused, and by whom; nothing of its circuit."""
+        ...
+
+    def put_circuit(self, state: DestinationState) -> None:
+        """Write the destination's circuit; nothing of an operator's pause (each is
+        written alone, so neither overwrites the other from a state read before it)."""
+        ...
 
     def count_forward_outcomes(
         self, destination: str, hour: int, counts: Mapping[str, int]

@@ -86,12 +86,13 @@ class ForwardingSql(SqlBase):
     def destination_states(self) -> list[DestinationState]:
         return self._rows("destinations_all", (), DestinationState)
 
-    def put_destination_state(self, state: DestinationState) -> None:
-        self._run(
-            "destination_put",
-            (state.inbox_id, state.name, state.paused_at, state.paused_by, state.circuit,
-             state.failures, state.open_until),
-        )  # fmt: skip
+    def put_pause(self, state: DestinationState) -> None:
+        self._run("destination_pause", (state.inbox_id, state.name, state.paused_at,
+                                        state.paused_by))  # fmt: skip
+
+    def put_circuit(self, state: DestinationState) -> None:
+        self._run("destination_circuit", (state.inbox_id, state.name, state.circuit,
+                                          state.failures, state.open_until))  # fmt: skip
 
     def count_forward_outcomes(
         self, destination: str, hour: int, counts: Mapping[str, int]

@@ -590,13 +590,21 @@ FROM forward_destinations WHERE name = ?;
 SELECT inbox_id, name, paused_at, paused_by, circuit, failures, open_until
 FROM forward_destinations ORDER BY name;
 
--- name: destination_put
-INSERT INTO forward_destinations (inbox_id, name, paused_at, paused_by, circuit, failures,
-                                  open_until)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+-- name: destination_pause
+-- An operator's pause or resume; the circuit's columns are the dispatchers', left alone
+-- (on PostgreSQL a dispatcher may be writing them from a state read before this).
+INSERT INTO forward_destinations (inbox_id, name, paused_at, paused_by)
+VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO UPDATE
 SET inbox_id = excluded.inbox_id, paused_at = excluded.paused_at,
-    paused_by = excluded.paused_by, circuit = excluded.circuit,
+    paused_by = excluded.paused_by;
+
+-- name: destination_circuit
+-- The circuit as a claim or a settle left it; an operator's pause is left alone.
+INSERT INTO forward_destinations (inbox_id, name, circuit, failures, open_until)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE
+SET inbox_id = excluded.inbox_id, circuit = excluded.circuit,
     failures = excluded.failures, open_until = excluded.open_until;
 
 -- name: forward_count
