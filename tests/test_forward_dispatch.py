@@ -148,6 +148,28 @@ def test_retry_after_is_read_as_seconds_or_a_date() -> None:
     assert retry_after("120", 0.0) == 120.0
     assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
     assert retry_after("soon", 0.0) is None and retry_after(None, 0.0) is None
+    # Digits to str.isdigit that are not ASCII digits are malformed: ignored, not raised.
+    assert retry_after("\u00b2", 0.0) is None and retry_after("\u0663", 0.0) is None
+
+
+def test_a_malformed_retry_after_does_not_turn_an_answer_into_a_failure(
+    make_box: BoxFactory,
+) -> None:
+    # A 200 with `Retry-After: ²` (a digit to str.isdigit, not to float) raised in the
+    # sender: the delivery was kept as a failed attempt and sent again, and a refusal (a
+    # 4xx, dead at once) was retried on the schedule.
+    receiver = Receiver(lambda n: (200 if n == 1 else 410, {"Retry-After": "\u00b2"}))
+    with serving(receiver.app) as base:
+        box = make_box([keyed({"ledger": {"url": f"{base}/hooks", "sign": {"secret": SECRET},
+                                          "retry": ["0s"] * 3}})])  # fmt: skip
+        ingest(box, 1)
+        assert dispatch(box) == {"delivered": 1}
+        ingest(box, 2)
+        assert dispatch(box) == {"dead": 1}
+    assert len(receiver.requests) == 2
+    assert [(f.status, f.last_status) for f in box.forwards()] == [
+        (ForwardStatus.DELIVERED, 200), (ForwardStatus.DEAD, 410),
+    ]  # fmt: skip
 
 
 def test_a_python_destination_is_called_outside_the_store(make_box: BoxFactory) -> None:

@@ -67,7 +67,11 @@ def retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     value = value.strip()
+<<<<<<< HEAD
     if value.isascii() and value.isdigit():
+=======
+    if value.isascii() and value.isdigit():  # "²" is a digit to isdigit, not to float
+>>>>>>> 1790526 (forwarding: a Retry-After of a non-ASCII digit is ignored, not raised)
         return float(value[:9])
     try:
         when = email.utils.parsedate_to_datetime(value)
