@@ -20,7 +20,7 @@ from conftest import BoxFactory
 from forward_receiver import SECRET, Receiver
 from httpserver import serving
 from oncebox import Delivery, InboxSpec, Oncebox
-from oncebox.domain.forwarding import ForwardStatus
+from oncebox.domain.forwarding import ForwardFilter, ForwardStatus
 from oncebox.surfaces.forwarding.dispatcher import Dispatcher
 from oncebox.surfaces.forwarding.senders import StreamSender, retry_after
 from redisserver import MISSING, RedisServer
@@ -277,3 +277,43 @@ def test_an_answer_trickling_in_past_the_timeout_is_a_timed_out_attempt(
     [forward] = box.forwards()
     assert forward.status is ForwardStatus.FAILED
     assert forward.last_error == "timed out after 0.5s"
+
+
+def test_python_calls_that_hang_hold_up_neither_the_store_nor_other_destinations(
+    make_box: BoxFactory,
+) -> None:
+    # A call past its `timeout` is reported failed while its thread may run on. The calls
+    # ran on asyncio's default executor, min(32, CPUs + 4) threads, which the dispatcher's
+    # own claims and settles share: once that many calls hung, nothing more was claimed
+    # or settled, for any destination, until they returned.
+    receiver = Receiver()
+    forward_sink.released.clear()
+    finished = threading.Event()
+    outcomes: dict[str, int] = {}
+    with serving(receiver.app) as base:
+        box = make_box([keyed({
+            "stuck": {"kind": "python", "call": "forward_sink:stall", "timeout": "0.2s",
+                      "max_in_flight": 64, "retry": ["0s", "1h"]},
+            "ledger": {"url": f"{base}/hooks", "sign": {"secret": SECRET}},
+        })])  # fmt: skip
+        ingest(box, 40)  # more calls than the default executor has threads, on any machine
+
+        def run() -> None:
+            outcomes.update(dispatch(box))
+            finished.set()
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            finished.wait(60)  # generous: a busy machine, never a wait on a fixed store
+            settled_while_hung = finished.is_set()
+        finally:
+            forward_sink.released.set()
+            thread.join(60)
+    assert settled_while_hung
+    assert outcomes == {"retry": 40, "delivered": 40}
+    assert len(receiver.requests) == 40
+    stuck = box.forwards(ForwardFilter("stuck"))
+    assert {(f.status, f.last_error) for f in stuck} == {
+        (ForwardStatus.FAILED, "timed out after 0.2s")
+    }

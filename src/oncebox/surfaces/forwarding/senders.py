@@ -24,6 +24,7 @@ import importlib
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -193,6 +194,12 @@ class CallSender:
         assert destination.call is not None
         self.call = resolve_call(destination.call)
         self.timeout = destination.timeout
+        # The destination's own threads, not asyncio's default executor: the dispatcher's
+        # claims and settles run there, and calls that hang past the timeout would
+        # otherwise take its every thread and stop all forwarding of the process.
+        self.threads = ThreadPoolExecutor(
+            destination.max_in_flight, thread_name_prefix=f"oncebox-call-{destination.name}"
+        )
 
     async def send(self, claim: Claim) -> Sent:
         start = time.monotonic()
@@ -200,7 +207,8 @@ class CallSender:
         try:
             # Outside any store transaction, in a thread of its own: a function that runs
             # past the timeout is reported failed (and retried) though it may still finish.
-            await asyncio.wait_for(asyncio.to_thread(self.call, event), self.timeout)
+            called = asyncio.get_running_loop().run_in_executor(self.threads, self.call, event)
+            await asyncio.wait_for(called, self.timeout)
         except TimeoutError:
             return Sent(claim, None, time.monotonic() - start,
                         error=f"timed out after {self.timeout:g}s", taken=False)  # fmt: skip
@@ -210,4 +218,5 @@ class CallSender:
         return Sent(claim, None, time.monotonic() - start, taken=True)
 
     async def close(self) -> None:
-        return None
+        # Calls still running past their timeout are not waited for (nor any not begun).
+        self.threads.shutdown(wait=False, cancel_futures=True)
