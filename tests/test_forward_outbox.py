@@ -326,3 +326,25 @@ def test_a_pause_is_kept_when_a_dispatcher_wrote_the_circuit_it_had_read_before(
         assert box.claim_forwards("ledger", "d1", 10) == []
     finally:
         box.close()
+
+
+def test_a_forward_whose_record_was_evicted_before_it_was_sent_is_dead_in_the_log(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # Every dead forward is an outbound dead letter with a `forward_dead` entry in the
+    # log (docs/forwarding.md); one whose record retention dropped first became dead
+    # without one.
+    box = forwarding_box(make_box)
+    box.pause_destination("ledger")  # nothing goes out before retention runs
+    box.ingest("ussd", frame(1))
+    clock.advance(31 * 86400)
+    box.evict("ussd")
+    box.resume_destination("ledger")
+    assert box.claim_forwards("ledger", "d1", 10) == []  # nothing left to send
+    [dead] = box.forwards(ForwardFilter("ledger", ForwardStatus.DEAD))
+    logged = [json.loads(e.state) for e in box.log_entries() if e.step == "forward_dead"]
+    assert logged == [{
+        "destination": "ledger", "forward": dead.id, "record": 1, "revision": 1,
+        "attempts": 0, "error": "the record was evicted by retention before it was sent",
+    }]  # fmt: skip
+    assert box.forwarding()[0].dead == 1

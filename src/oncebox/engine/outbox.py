@@ -140,6 +140,8 @@ def claim(
         ]  # fmt: skip
         tx.settle_forwards(dead)
         tx.drop_claims([(f.inbox_id, f.id) for f in dead])
+        for forward in dead:  # dead as any other: an outbound dead letter, in the log
+            _log_dead(tx, forward, forward.last_error or "dead")
     return found
 
 
@@ -286,15 +288,19 @@ def settle(
         tx.drop_claims([(f.inbox_id, f.id) for f in settled])
     tx.add_attempts(attempts)
     for forward, why in dead:
-        log.event(tx, "forward_dead", {
-            "destination": forward.destination, "forward": forward.id,
-            "record": forward.record_id, "revision": forward.revision,
-            "attempts": forward.attempts, "error": why[:200],
-        })  # fmt: skip
+        _log_dead(tx, forward, why)
     counts = Counter(a.outcome.value for a in attempts)
     tx.count_forward_outcomes(destination.name, int(now // HOUR), counts)
     breaker(tx, destination, attempts, now)
     return attempts
+
+
+def _log_dead(tx: OutboxTx, forward: Forward, why: str) -> None:
+    log.event(tx, "forward_dead", {
+        "destination": forward.destination, "forward": forward.id,
+        "record": forward.record_id, "revision": forward.revision,
+        "attempts": forward.attempts, "error": why[:200],
+    })  # fmt: skip
 
 
 def breaker(
