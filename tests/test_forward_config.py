@@ -186,3 +186,24 @@ def test_a_password_in_an_http_destination_url_is_never_shown(tmp_path: Path) ->
         "payments", {"ledger": {"url": "https://sk_4eC39@ledger.example/"}}
     )
     assert keyed.describe()["url"] == "https://***@ledger.example/"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0?password=hunter4", "redis://127.0.0.1:6379/0?password=***"),
+        ("unix:///run/redis.sock?db=0&password=hunter4&x=1",
+         "unix:///run/redis.sock?db=0&password=***&x=1"),
+    ],
+)
+def test_a_password_in_a_redis_urls_query_is_never_shown(url: str, shown: str) -> None:
+    # redis-py takes `password` from the query as well (for a unix socket, the usual
+    # place): it was shown whole by `describe`, so by `oncebox inboxes`, the console and
+    # GET /v1/forwarding to any read token, and in a refusal of the URL.
+    [audit] = parse_destinations(
+        "payments", {"audit": {"kind": "redis-stream", "url": url, "stream": "s"}}, env={}
+    )
+    assert audit.url == url and audit.describe()["url"] == shown
+    with pytest.raises(ConfigError) as refused:
+        parse_destinations("payments", {"ledger": {"url": url}}, env={})
+    assert "hunter4" not in str(refused.value) and "password=***" in str(refused.value)

@@ -37,6 +37,7 @@ _CALL = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _RATE = re.compile(r"(\d+(?:\.\d+)?)\s*/\s*(s|m|h)")
 _ZERO = re.compile(r"0+(?:\.0*)?\s*[smhdw]?")
 _PER = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*", re.IGNORECASE)
 _COMMON = {"kind", "timeout", "max_in_flight", "rate", "ordered", "retry", "retry_on",
            "circuit_failures", "circuit_cooldown"}  # fmt: skip
 _KEYS = {
@@ -193,8 +194,13 @@ def _url(value: Any, schemes: tuple[str, ...]) -> str:
 
 
 def _without_password(url: str) -> str:
-    """A URL as shown: a password in it (a Redis URL's) replaced by ``***``."""
+    """A URL as shown: a password in it (a Redis URL's) replaced by ``***``, and so is a
+    ``password`` in its query, which redis-py takes as well (a unix socket's usual)."""
     parts = urlsplit(url)
+    if _QUERY_PASSWORD.search(parts.query):
+        masked = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+        url = url.replace(f"?{parts.query}", f"?{masked}", 1)
+        parts = urlsplit(url)
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
@@ -205,9 +211,10 @@ def _without_credentials(url: str) -> str:
     """An http URL as shown. The dispatcher's client sends a URL's user and password as
     basic auth, so both are a credential for the receiver: a password is replaced by
     ``***``, and so is a user given alone (a key sent as the user name)."""
+    url = _without_password(url)
     parts = urlsplit(url)
     if parts.password is not None or parts.username is None:
-        return _without_password(url)
+        return url
     netloc = "***@" + parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=netloc).geturl()
 
