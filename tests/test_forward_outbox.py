@@ -348,3 +348,52 @@ def test_a_forward_whose_record_was_evicted_before_it_was_sent_is_dead_in_the_lo
         "attempts": 0, "error": "the record was evicted by retention before it was sent",
     }]  # fmt: skip
     assert box.forwarding()[0].dead == 1
+
+
+def test_a_forward_is_claimed_only_once_its_revision_is_durable(pg_url: str) -> None:
+    # On PostgreSQL a batch (and an operator's resolution) commits without waiting for
+    # its flush, and is made durable by its seal's commit right after. A dispatcher that
+    # claimed in between sent a revision a server crash could still take back: the
+    # sender's resend is then a new record, with a new idempotency key, and the
+    # destination applies the same delivery twice. The feed waits for the seal; so must
+    # a claim.
+    import oncebox
+    from oncebox.engine import outbox
+
+    spec = InboxSpec("k", codec="keyed", forward=hooks())
+    box = oncebox.open(pg_url, inboxes=[spec])
+    other = oncebox.open(pg_url, inboxes=[spec])  # another process's dispatcher
+    real = box.store.atomic
+    # What the other claimed between each commit and its seal (what earlier writes made
+    # durable may go then, not what this one wrote).
+    between: list[set[tuple[str | None, int]]] = []
+
+    def claim(tx: Any) -> list[Claim]:  # as claim_forwards, without the seal it runs after
+        ledger = other.destination("ledger")
+        return outbox.claim(tx, ledger, "k", other._store_id(), "d2", 10, tx.now())
+
+    def atomic(work: Any, durable: bool = True) -> Any:
+        result = real(work, durable)
+        if not durable:  # the decision committed, its seal not yet
+            claimed = other.store.atomic(claim)
+            between.append({(c.entry.identity, c.forward.revision) for c in claimed})
+        return result
+
+    try:
+        box.store.atomic = atomic  # type: ignore[method-assign]
+        box.ingest_batch("k", [Delivery(b"a1", key="a"), Delivery(b"b1", key="b")])
+        assert len(between) == 1 and not between[0] & {("a", 1), ("b", 1)}
+        conflict = box.ingest_batch("k", [Delivery(b"a2", key="a"), Delivery(b"c1", key="c")])
+        assert len(between) == 2 and ("c", 1) not in between[1]
+        assert conflict[0].quarantine_id is not None
+        box.resolve(conflict[0].quarantine_id, "accept", "a's second version")
+        assert len(between) == 3 and ("a", 2) not in between[2]
+        box.store.atomic = real  # type: ignore[method-assign]
+        after = other.claim_forwards("ledger", "d2", 10)
+        claimed = [k for found in between for k in found]
+        claimed += [(c.entry.identity, c.forward.revision) for c in after]
+        assert sorted(claimed) == [("a", 1), ("a", 2), ("b", 1), ("c", 1)]  # each once
+    finally:
+        box.store.atomic = real  # type: ignore[method-assign]
+        other.close()
+        box.close()

@@ -511,7 +511,10 @@ SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::t
 -- What may be claimed of a destination now: unfinished, due, and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
 -- head of each key (its oldest unfinished forward), so a failing head holds its key only.
--- SKIP LOCKED: a row another dispatcher is claiming right now is left to it.
+-- SKIP LOCKED: a row another dispatcher is claiming right now is left to it. Only a
+-- sealed revision (its seal no longer in log_pending): a batch's decision commits without
+-- its flush, and only its seal's durable commit makes it durable; sent before, a crash
+-- could take back what the destination was given (engine/durability.py).
 SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
        o.attempts, o.schedule_at, o.next_at, o.created_at, o.updated_at, o.last_status,
        o.last_error, o.finished_at
@@ -521,6 +524,9 @@ LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
 WHERE o.destination = %(destination)s AND o.status IN ('pending', 'failed')
   AND o.next_at <= %(now)s
   AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < %(now)s)
+  AND NOT EXISTS (
+        SELECT 1 FROM log_pending q
+        WHERE q.record_id = o.record_id AND q.revision = o.revision)
   AND (NOT %(ordered)s OR NOT EXISTS (
         SELECT 1 FROM forwards p
         WHERE p.destination = o.destination AND p.order_key = o.order_key
