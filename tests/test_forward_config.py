@@ -102,8 +102,10 @@ def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
         ({"url": "http://[::1/h"}, "url must be a http or https URL"),
         ({"url": "http://x:99999/h"}, "url must be a http or https URL"),
         ({"url": "http://x:port/h"}, "url must be a http or https URL"),
-        ({"kind": "redis-stream", "url": "redis://:pw@[x", "stream": "s"},
-         "url must be a redis or rediss or unix URL"),
+        (
+            {"kind": "redis-stream", "url": "redis://:pw@[x", "stream": "s"},
+            "url must be a redis or rediss or unix URL",
+        ),
         ({"url": "http://x/h", "stream": "s"}, "unknown key(s) stream"),
         ({"kind": "redis-stream", "url": "redis://x"}, "stream must name"),
         ({"kind": "python", "call": "nocolon"}, 'call must name a function as "module:function"'),
@@ -192,8 +194,10 @@ def test_a_password_in_an_http_destination_url_is_never_shown(tmp_path: Path) ->
     ("url", "shown"),
     [
         ("redis://127.0.0.1:6379/0?password=hunter4", "redis://127.0.0.1:6379/0?password=***"),
-        ("unix:///run/redis.sock?db=0&password=hunter4&x=1",
-         "unix:///run/redis.sock?db=0&password=***&x=1"),
+        (
+            "unix:///run/redis.sock?db=0&password=hunter4&x=1",
+            "unix:///run/redis.sock?db=0&password=***&x=1",
+        ),
     ],
 )
 def test_a_password_in_a_redis_urls_query_is_never_shown(url: str, shown: str) -> None:

@@ -370,7 +370,8 @@ def test_a_forward_is_claimed_only_once_its_revision_is_durable(pg_url: str) -> 
 
     def claim(tx: Any) -> list[Claim]:  # as claim_forwards, without the seal it runs after
         ledger = other.destination("ledger")
-        return outbox.claim(tx, ledger, "k", other._store_id(), "d2", 10, tx.now())
+        inbox_id = other.inbox("k").row.id
+        return outbox.claim(tx, ledger, "k", inbox_id, other._store_id(), "d2", 10, tx.now())
 
     def atomic(work: Any, durable: bool = True) -> Any:
         result = real(work, durable)
@@ -397,3 +398,22 @@ def test_a_forward_is_claimed_only_once_its_revision_is_durable(pg_url: str) -> 
         box.store.atomic = real  # type: ignore[method-assign]
         other.close()
         box.close()
+
+
+def test_a_destination_moved_to_another_inbox_is_not_sent_the_first_inboxs_records(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # A destination is known by its name alone; claims asked for the name alone. Moved
+    # from inbox a to inbox b in the configuration, it was sent a's forwards still owed,
+    # a's content under b's name: one inbox's records crossing to another's receiver.
+    import oncebox
+
+    before = [InboxSpec("a", codec="keyed", forward=hooks()), InboxSpec("b", codec="keyed")]
+    with oncebox.open(shared_url, inboxes=before, clock=clock) as box:
+        box.ingest("a", b"a's own", key="k")
+    after = [InboxSpec("a", codec="keyed"), InboxSpec("b", codec="keyed", forward=hooks())]
+    with oncebox.open(shared_url, inboxes=after, clock=clock) as box:
+        assert box.claim_forwards("ledger", "d1", 10) == []
+        box.ingest("b", b"b's own", key="k")
+        [claim] = box.claim_forwards("ledger", "d1", 10)
+        assert json.loads(claim.body)["content"] == {"text": "b's own"}

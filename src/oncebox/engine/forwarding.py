@@ -223,16 +223,20 @@ class Forwarding(ABC):
     def forwards_due(self, name: str) -> bool:
         """Whether any of the destination's forwards is due now (read only: what an idle
         dispatcher looks at before it claims)."""
+        inbox_id = self._inboxes[self.destination(name).inbox].row.id
         with self.store.reading() as tx:
-            return tx.forward_due(name, tx.now())
+            return tx.forward_due(name, inbox_id, tx.now())
 
     def claim_forwards(self, name: str, holder: str, limit: int) -> list[outbox.Claim]:
         """Up to ``limit`` of a destination's due forwards, each claimed by ``holder``
         under a lease of the one fence (what a dispatcher sends next)."""
         dest, store_id = self.destination(name), self._store_id()
-        return self.write(
-            lambda tx: outbox.claim(tx, dest, dest.inbox, store_id, holder, limit, tx.now())
-        )
+        inbox_id = self._inboxes[dest.inbox].row.id
+
+        def claim(tx: Tx) -> list[outbox.Claim]:
+            return outbox.claim(tx, dest, dest.inbox, inbox_id, store_id, holder, limit, tx.now())
+
+        return self.write(claim)
 
     def settle_forwards(
         self,

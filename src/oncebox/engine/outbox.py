@@ -99,6 +99,7 @@ def claim(
     tx: OutboxTx,
     destination: Destination,
     inbox: str,
+    inbox_id: int,
     store_id: str,
     holder: str,
     limit: int,
@@ -106,7 +107,9 @@ def claim(
 ) -> list[Claim]:
     """Up to ``limit`` of the destination's due forwards, each under a new lease held by
     ``holder`` for :attr:`Destination.lease` seconds; none while the destination is
-    paused or its circuit open (one, as the probe, once it may probe)."""
+    paused or its circuit open (one, as the probe, once it may probe). Only its inbox's
+    (``inbox``, ``inbox_id``): a name the configuration moved to another inbox is not
+    sent what the first one still owed."""
     state = tx.destination_state(destination.name)
     if state is not None and state.paused_at is not None:
         return []
@@ -119,7 +122,7 @@ def claim(
         )
     found: list[Claim] = []
     gone: list[Forward] = []
-    for row in tx.due_forwards(destination.name, now, limit, destination.ordered):
+    for row in tx.due_forwards(destination.name, inbox_id, now, limit, destination.ordered):
         try:
             lease = fence.take(tx, resource(row), holder, destination.lease, now)
         except fence.LeaseHeld:

@@ -23,15 +23,16 @@ class Outbox(Clock, Protocol):
         ...
 
     def due_forwards(
-        self, destination: str, now: float, limit: int, ordered: bool
+        self, destination: str, inbox_id: int, now: float, limit: int, ordered: bool
     ) -> list[Forward]:
-        """A destination's forwards that may be claimed now, the earliest due first
-        (under ``ordered``, only each key's head); rows another transaction is claiming
-        right now are skipped."""
+        """A destination's forwards of its inbox that may be claimed now, the earliest
+        due first (under ``ordered``, only each key's head); rows another transaction is
+        claiming right now are skipped."""
         ...
 
-    def forward_due(self, destination: str, now: float) -> bool:
-        """Whether any of the destination's unfinished forwards is due (claimed or not)."""
+    def forward_due(self, destination: str, inbox_id: int, now: float) -> bool:
+        """Whether any of the destination's unfinished forwards of its inbox is due
+        (claimed or not)."""
         ...
 
     def get_forward(self, forward_id: int) -> Forward | None: ...

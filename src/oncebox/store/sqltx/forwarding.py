@@ -26,13 +26,14 @@ class ForwardingSql(SqlBase):
         self._many("forwards_queue", rows)
 
     def due_forwards(
-        self, destination: str, now: float, limit: int, ordered: bool
+        self, destination: str, inbox_id: int, now: float, limit: int, ordered: bool
     ) -> list[Forward]:
-        params = {"destination": destination, "now": now, "limit": limit, "ordered": ordered}
+        params = {"destination": destination, "inbox": inbox_id, "now": now, "limit": limit,
+                  "ordered": ordered}  # fmt: skip
         return [_status(row) for row in self._rows("forwards_due", params, Forward)]
 
-    def forward_due(self, destination: str, now: float) -> bool:
-        return self._one("forward_due", (destination, now)) is not None
+    def forward_due(self, destination: str, inbox_id: int, now: float) -> bool:
+        return self._one("forward_due", (destination, inbox_id, now)) is not None
 
     def get_forward(self, forward_id: int) -> Forward | None:
         row = self._row("forward_get", (forward_id,), Forward)

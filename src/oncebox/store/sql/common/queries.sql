@@ -542,7 +542,8 @@ ORDER BY id LIMIT :limit;
 -- Whether any of a destination's forwards is due (claimed ones too): read before a claim,
 -- so an idle dispatcher writes nothing.
 SELECT 1 FROM forwards
-WHERE destination = ? AND status IN ('pending', 'failed') AND next_at <= ? LIMIT 1;
+WHERE destination = ? AND inbox_id = ? AND status IN ('pending', 'failed') AND next_at <= ?
+LIMIT 1;
 
 -- name: forward_get
 SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,

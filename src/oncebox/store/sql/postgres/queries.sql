@@ -508,7 +508,8 @@ SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::t
                      %b::float8[], %b::float8[], %b::float8[]);
 
 -- name: forwards_due
--- What may be claimed of a destination now: unfinished, due, and under no live lease
+-- What may be claimed of a destination now: its inbox's (a name moved to another inbox
+-- is not sent the first one's), unfinished, due, and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
 -- head of each key (its oldest unfinished forward), so a failing head holds its key only.
 -- SKIP LOCKED: a row another dispatcher is claiming right now is left to it. Only a
@@ -521,8 +522,8 @@ SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.
 FROM forwards o
 LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
                    AND f.name = o.id::text
-WHERE o.destination = %(destination)s AND o.status IN ('pending', 'failed')
-  AND o.next_at <= %(now)s
+WHERE o.destination = %(destination)s AND o.inbox_id = %(inbox)s
+  AND o.status IN ('pending', 'failed') AND o.next_at <= %(now)s
   AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < %(now)s)
   AND NOT EXISTS (
         SELECT 1 FROM log_pending q

@@ -323,7 +323,8 @@ INSERT INTO forwards (inbox_id, destination, record_id, revision, order_key, nex
 VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: forwards_due
--- What may be claimed of a destination now: unfinished, due, and under no live lease
+-- What may be claimed of a destination now: its inbox's (a name moved to another inbox
+-- is not sent the first one's), unfinished, due, and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
 -- head of each key (its oldest unfinished forward), so a failing head holds its key only.
 SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
@@ -332,8 +333,8 @@ SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.
 FROM forwards o
 LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
                    AND f.name = CAST(o.id AS TEXT)
-WHERE o.destination = :destination AND o.status IN ('pending', 'failed')
-  AND o.next_at <= :now
+WHERE o.destination = :destination AND o.inbox_id = :inbox
+  AND o.status IN ('pending', 'failed') AND o.next_at <= :now
   AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < :now)
   AND (NOT :ordered OR NOT EXISTS (
         SELECT 1 FROM forwards p
