@@ -417,3 +417,63 @@ def test_a_destination_moved_to_another_inbox_is_not_sent_the_first_inboxs_recor
         box.ingest("b", b"b's own", key="k")
         [claim] = box.claim_forwards("ledger", "d1", 10)
         assert json.loads(claim.body)["content"] == {"text": "b's own"}
+
+
+def test_an_operators_retry_does_not_undo_a_delivery_settled_meanwhile(
+    pg_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL writes in READ COMMITTED: an operator's retry read the forward, then
+    # wrote it back due now from what it had read. A dispatcher's delivery settled in
+    # between was overwritten: the forward was failed again, with one attempt fewer than
+    # it had made, and sent again.
+    import threading
+    import time
+
+    import psycopg
+
+    import oncebox
+    from oncebox.store.sqltx.forwarding import ForwardingSql
+
+    spec = InboxSpec("ussd", codec="ussd-h1", forward=hooks(retry=["0s", "1h", "1h"]))
+    box = oncebox.open(pg_url, inboxes=[spec], clock=clock)
+    write = ForwardingSql.settle_forwards
+    armed: list[bool] = []
+
+    def racing(tx: ForwardingSql, forwards: Sequence[Any]) -> None:
+        if armed:  # the operator's write: first let the dispatcher's settle land
+            armed.clear()
+            settling = threading.Thread(
+                target=box.settle_forwards, args=("ledger", [sent(second, 200)], "d1")
+            )
+            settling.start()
+            deadline = time.monotonic() + 60  # generous: never a wait on a fixed store
+            with psycopg.connect(pg_url, autocommit=True) as watch:
+                while settling.is_alive():  # done, or waiting for the operator's lock
+                    assert time.monotonic() < deadline
+                    waiting = watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).fetchone()
+                    if waiting and waiting[0]:
+                        break
+                    time.sleep(0.01)
+            threads.append(settling)
+        write(tx, forwards)
+
+    threads: list[threading.Thread] = []
+    try:
+        box.ingest("ussd", frame(1))
+        [first] = box.claim_forwards("ledger", "d1", 10)
+        box.settle_forwards("ledger", [sent(first, 503)], "d1")
+        clock.advance(2 * 3600)
+        [second] = box.claim_forwards("ledger", "d1", 10)  # the second attempt is out
+        monkeypatch.setattr(ForwardingSql, "settle_forwards", racing)
+        armed.append(True)
+        box.retry_forward(first.forward.id, actor="ops")  # while it is out
+        for thread in threads:
+            thread.join(60)
+        assert threads and not armed
+        [forward] = box.forwards()
+        assert (forward.status, forward.attempts) == (ForwardStatus.DELIVERED, 2)
+    finally:
+        box.close()

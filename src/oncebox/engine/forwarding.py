@@ -175,7 +175,7 @@ class Forwarding(ABC):
         """Send a dead forward (or a retrying one) again now, on a fresh schedule."""
 
         def again(tx: Tx) -> Forward:
-            found = tx.get_forward(forward_id)
+            found = tx.get_forward(forward_id, lock=True)  # a settle may be writing it
             if found is None:
                 raise NotFound(f"no forward {forward_id}")
             if found.status is ForwardStatus.DELIVERED:
@@ -204,19 +204,19 @@ class Forwarding(ABC):
         total, after = 0, 0
         while True:
 
-            def page(tx: Tx, start: int = after) -> tuple[int, int]:
+            def page(tx: Tx, start: int = after) -> tuple[int, int, int]:
                 rows = tx.list_forwards(chosen, start, RETRY_PAGE)
-                if rows:
-                    _revive(tx, rows, tx.now())
+                revived = _revive(tx, rows, tx.now()) if rows else []
+                if revived:  # (one delivered since the listing is not among them)
                     log.event(tx, "forward_retry", {
                         **{k: str(v) for k, v in shown.items()}, "actor": actor,
-                        "forwards": [row.id for row in rows],
+                        "forwards": [row.id for row in revived],
                     })  # fmt: skip
-                return len(rows), rows[-1].id if rows else start
+                return len(rows), len(revived), rows[-1].id if rows else start
 
-            done, after = self.write(page)
+            listed, done, after = self.write(page)
             total += done
-            if done < RETRY_PAGE:
+            if listed < RETRY_PAGE:
                 return total
 
     # -- dispatchers -----------------------------------------------------------------------
@@ -251,12 +251,14 @@ class Forwarding(ABC):
 
 
 def _revive(tx: Tx, rows: Sequence[Forward], now: float) -> list[Forward]:
-    """Forwards due now on a fresh schedule (their attempts so far kept)."""
+    """Forwards due now on a fresh schedule (their attempts so far kept). Each is read
+    again, held: an attempt settled since the listing (a delivery) is not written over."""
+    held = [tx.get_forward(row.id, lock=True) for row in rows]
     revived = [
         replace(row, status=ForwardStatus.FAILED if row.attempts else ForwardStatus.PENDING,
                 schedule_at=row.attempts, next_at=now, updated_at=now, finished_at=None)
-        for row in rows
-        if row.status in (*UNFINISHED, ForwardStatus.DEAD)
+        for row in held
+        if row is not None and row.status in (*UNFINISHED, ForwardStatus.DEAD)
     ]  # fmt: skip
     tx.settle_forwards(revived)
     return revived

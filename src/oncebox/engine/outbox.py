@@ -248,7 +248,7 @@ def settle(
     dead: list[tuple[Forward, str]] = []
     for sent in results:
         held = sent.claim
-        row = tx.get_forward(held.forward.id)
+        row = tx.get_forward(held.forward.id, lock=True)  # an operator's retry may be writing
         lease = fence.held(tx, resource(held.forward))
         refused = fence.refused(lease, held.token, now)
         answer = sent.answer[:ANSWER_HEAD] if sent.answer is not None else None

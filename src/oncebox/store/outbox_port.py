@@ -35,7 +35,10 @@ class Outbox(Clock, Protocol):
         (claimed or not)."""
         ...
 
-    def get_forward(self, forward_id: int) -> Forward | None: ...
+    def get_forward(self, forward_id: int, lock: bool = False) -> Forward | None:
+        """A forward; with ``lock``, held until the transaction ends (one read to be
+        written back, so no other writer's change in between is written over)."""
+        ...
 
     def forward_revision(self, record_id: int, revision: int) -> FeedEntry | None:
         """What a forward carries: the revision whole (its ``position`` left 0)."""

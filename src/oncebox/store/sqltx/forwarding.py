@@ -35,8 +35,9 @@ class ForwardingSql(SqlBase):
     def forward_due(self, destination: str, inbox_id: int, now: float) -> bool:
         return self._one("forward_due", (destination, inbox_id, now)) is not None
 
-    def get_forward(self, forward_id: int) -> Forward | None:
-        row = self._row("forward_get", (forward_id,), Forward)
+    def get_forward(self, forward_id: int, lock: bool = False) -> Forward | None:
+        name = "forward_get_for_update" if lock else "forward_get"
+        row = self._row(name, (forward_id,), Forward)
         return _status(row) if row is not None else None
 
     def forward_revision(self, record_id: int, revision: int) -> FeedEntry | None:

@@ -500,6 +500,13 @@ WHERE step IN ('evict', 'replay')
       ARRAY(SELECT value::bigint FROM json_array_elements_text(%(records)s::json)))
 ORDER BY seq LIMIT %(limit)s;
 
+-- name: forward_get_for_update
+-- A forward read to be written back (an attempt settled, an operator's retry): held until
+-- the commit, so neither writes over what the other committed after its read.
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards WHERE id = %s FOR UPDATE;
+
 -- name: forwards_queue
 -- columnar; one row per revision and destination, in the deciding transaction.
 INSERT INTO forwards (inbox_id, destination, record_id, revision, order_key, next_at,

@@ -316,6 +316,12 @@ WHERE step IN ('evict', 'replay')
       IN (SELECT value FROM json_each(:records))
 ORDER BY seq LIMIT :limit;
 
+-- name: forward_get_for_update
+-- BEGIN IMMEDIATE already holds the database's one write lock.
+SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
+       schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
+FROM forwards WHERE id = ?;
+
 -- name: forwards_queue
 -- One row per revision and destination, in the deciding transaction.
 INSERT INTO forwards (inbox_id, destination, record_id, revision, order_key, next_at,
