@@ -68,15 +68,7 @@ def retry_after(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     value = value.strip()
-<<<<<<< HEAD
-<<<<<<< HEAD
     if value.isascii() and value.isdigit():
-=======
-    if value.isascii() and value.isdigit():  # "²" is a digit to isdigit, not to float
->>>>>>> 1790526 (forwarding: a Retry-After of a non-ASCII digit is ignored, not raised)
-=======
-    if value.isascii() and value.isdigit():
->>>>>>> 0f9ccb6 (forwarding: the Retry-After line as main fixed it meanwhile (the same change); its changelog entry is main's)
         return float(value[:9])
     try:
         when = email.utils.parsedate_to_datetime(value)
