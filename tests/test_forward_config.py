@@ -208,6 +208,7 @@ def test_a_password_in_a_redis_urls_query_is_never_shown(url: str, shown: str) -
         "payments", {"audit": {"kind": "redis-stream", "url": url, "stream": "s"}}, env={}
     )
     assert audit.url == url and audit.describe()["url"] == shown
+    assert "hunter4" not in repr(audit)  # a traceback's or a log's repr shows none either
     with pytest.raises(ConfigError) as refused:
         parse_destinations("payments", {"ledger": {"url": url}}, env={})
     assert "hunter4" not in str(refused.value) and "password=***" in str(refused.value)

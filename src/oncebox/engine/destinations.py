@@ -55,7 +55,7 @@ class Destination:
     name: str
     inbox: str
     kind: str = "http"
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # may hold a password: see describe
     stream: str | None = None
     call: str | None = None
     secret: bytes | None = field(default=None, repr=False)  # Standard Webhooks key
