@@ -15,6 +15,7 @@ that none of it was decided.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 import shutil
@@ -31,11 +32,13 @@ import httpx
 import pytest
 
 import oncebox
+from clirun import oncebox_here
 from conftest import INBOXES, fresh_database
 from helpers import event_body
 from oncebox import InboxSpec, Oncebox
 from oncebox.engine.tokens import sign
 from oncebox.formats.webhooks import sign_standard_webhooks, standard_secret
+from oncebox.surfaces.lines import bounded_lines
 from redisserver import MISSING, RedisServer
 from serveproc import serving
 
@@ -128,6 +131,36 @@ def test_oncebox_ingest_keeps_a_line_over_its_bound_without_holding_it(tmp_path:
         assert "over the" in letter.detail
     finally:
         box.close()
+
+
+def test_a_line_going_on_past_carriage_returns_at_its_bound_is_one_line(tmp_path: Path) -> None:
+    """A line read in pieces of its bound (and two) whose first piece ended in carriage
+    returns just past the bound was taken as ended there: the line over the bound was
+    split in two deliveries, each decided (two decision lines for one input line, two
+    records from a line that is no event). It is one line over its bound; a line
+    that only ends in carriage returns there is still one whole line."""
+    first = padded(65_536, "n-1")  # json-event's bound exactly
+    whole = first + b"\r\r" + event_body("n-2")
+    source = tmp_path / "lines.ndjson"
+    source.write_bytes(whole + b"\n" + event_body("n-3") + b"\n")
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    ran = oncebox_here(tmp_path, "--db", url, "ingest", "listing", str(source))
+    assert ran.returncode == 0, ran.stderr
+    decided = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert [(d["verdict"], d["reason"]) for d in decided] == [
+        ("rejected", "too_large"),
+        ("accepted", None),
+    ]
+    assert decided[1]["identity"].endswith('"n-3"]')
+    box = oncebox.open(url)
+    try:
+        assert kept(box, "listing") == [letter_of(whole)]
+    finally:
+        box.close()
+    # Carriage returns alone after the bound, then the newline or the end: one line.
+    for ending in (b"\r\r\r\n", b"\r\r\r"):
+        [line] = bounded_lines(io.BytesIO(b"abcd" + ending), 4)
+        assert isinstance(line, bytes) and line.rstrip(b"\r\n") == b"abcd"
 
 
 # -- the Redis consumer --------------------------------------------------------------------------

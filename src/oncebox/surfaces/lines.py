@@ -83,24 +83,32 @@ def bounded_lines(stream: IO[bytes], bound: int) -> Iterator[bytes | Overflow]:
         line = stream.readline(bound + 2)
         if not line:
             return
-        if len(line.rstrip(b"\r\n")) <= bound:
+        # A piece that filled the read without its newline may have stopped inside the
+        # line: CRs at its end leave it within the bound only if the line ends with them.
+        ended = line.endswith(b"\n") or len(line) < bound + 2
+        if ended and len(line.rstrip(b"\r\n")) <= bound:
             yield line
             continue
-        # Over the bound: trailing CRs are held back until the line goes on or ends,
-        # so that what is kept is the line as rstrip(b"\r\n") would give it.
-        overflow, held = Overflow(), b""
+        # Over the bound: trailing CRs are held back (counted) until the line goes on or
+        # ends, so that what is kept is the line as rstrip(b"\r\n") would give it.
+        first, overflow, held = line, Overflow(), 0
         while True:
             ended = line.endswith(b"\n")
-            text = held + (line[:-1] if ended else line)
-            stripped = text.rstrip(b"\r")
-            overflow.update(stripped)
-            held = text[len(stripped) :]
+            piece = line[:-1] if ended else line
+            stripped = piece.rstrip(b"\r")
+            if stripped:
+                for start in range(0, held, bound + 2):
+                    overflow.update(b"\r" * min(bound + 2, held - start))
+                overflow.update(stripped)
+                held = 0
+            held += len(piece) - len(stripped)
             if ended:
                 break
             line = stream.readline(bound + 2)
             if not line:
                 break
-        yield overflow
+        # Only CRs after a first piece within the bound: that was the whole line.
+        yield first.rstrip(b"\r\n") + b"\n" if overflow.length <= bound else overflow
 
 
 def oversize_line(codec: Codec, overflow: Overflow) -> Oversize:
