@@ -163,6 +163,18 @@ def test_a_line_going_on_past_carriage_returns_at_its_bound_is_one_line(tmp_path
         assert isinstance(line, bytes) and line.rstrip(b"\r\n") == b"abcd"
 
 
+def test_a_blank_line_over_the_bound_is_skipped_as_any_blank_line(tmp_path: Path) -> None:
+    """``oncebox ingest`` skips a blank line (it carries nothing): no decision line. One
+    of whitespace past the bound was a ``too_large`` dead letter instead, a decision
+    line more than the lines that carry deliveries."""
+    source = tmp_path / "lines.ndjson"
+    source.write_bytes(b" \t" * 40_000 + b"\r\n" + event_body("n-1") + b"\n\n")
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    ran = oncebox_here(tmp_path, "--db", url, "ingest", "listing", str(source))
+    assert ran.returncode == 0, ran.stderr
+    assert [json.loads(line)["verdict"] for line in ran.stdout.splitlines()] == ["accepted"]
+
+
 # -- the Redis consumer --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def redis_url() -> Iterator[str]:

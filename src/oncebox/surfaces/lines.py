@@ -78,7 +78,7 @@ def line_bound(codec: Codec) -> int:
 def bounded_lines(stream: IO[bytes], bound: int) -> Iterator[bytes | Overflow]:
     """The stream's lines (each with its newline, as iterating the stream gives them);
     a line over ``bound`` bytes (its newline aside) as the :class:`Overflow` of it,
-    read in pieces of at most ``bound + 2`` bytes."""
+    read in pieces of at most ``bound + 2`` bytes, or a bare newline where it is blank."""
     while True:
         line = stream.readline(bound + 2)
         if not line:
@@ -91,10 +91,11 @@ def bounded_lines(stream: IO[bytes], bound: int) -> Iterator[bytes | Overflow]:
             continue
         # Over the bound: trailing CRs are held back (counted) until the line goes on or
         # ends, so that what is kept is the line as rstrip(b"\r\n") would give it.
-        first, overflow, held = line, Overflow(), 0
+        first, overflow, held, blank = line, Overflow(), 0, True
         while True:
             ended = line.endswith(b"\n")
             piece = line[:-1] if ended else line
+            blank = blank and not piece.strip()
             stripped = piece.rstrip(b"\r")
             if stripped:
                 for start in range(0, held, bound + 2):
@@ -107,8 +108,12 @@ def bounded_lines(stream: IO[bytes], bound: int) -> Iterator[bytes | Overflow]:
             line = stream.readline(bound + 2)
             if not line:
                 break
-        # Only CRs after a first piece within the bound: that was the whole line.
-        yield first.rstrip(b"\r\n") + b"\n" if overflow.length <= bound else overflow
+        # Only CRs after a first piece within the bound: that was the whole line. A blank
+        # line is no delivery, however long (the caller skips it).
+        if blank or overflow.length <= bound:
+            yield b"\n" if blank else first.rstrip(b"\r\n") + b"\n"
+        else:
+            yield overflow
 
 
 def oversize_line(codec: Codec, overflow: Overflow) -> Oversize:
