@@ -30,6 +30,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import oncebox
 from clirun import oncebox_here
@@ -37,6 +39,7 @@ from conftest import INBOXES, fresh_database
 from helpers import event_body
 from oncebox import InboxSpec, Oncebox
 from oncebox.engine.tokens import sign
+from oncebox.formats import Overflow
 from oncebox.formats.webhooks import sign_standard_webhooks, standard_secret
 from oncebox.surfaces.lines import bounded_lines
 from redisserver import MISSING, RedisServer
@@ -173,6 +176,30 @@ def test_a_blank_line_over_the_bound_is_skipped_as_any_blank_line(tmp_path: Path
     ran = oncebox_here(tmp_path, "--db", url, "ingest", "listing", str(source))
     assert ran.returncode == 0, ran.stderr
     assert [json.loads(line)["verdict"] for line in ran.stdout.splitlines()] == ["accepted"]
+
+
+@settings(max_examples=400)
+@given(st.binary(max_size=40).map(lambda b: bytes(b"ab \r\n"[x % 5] for x in b)),
+       st.integers(1, 6))  # fmt: skip
+def test_bounded_lines_are_the_lines_as_splitting_gives_them(data: bytes, bound: int) -> None:
+    """Each line as ``data.split(b"\n")`` gives it, CRs at its end aside: within the bound
+    whole, over it an Overflow of all of it, blank (whitespace only) a blank line."""
+    wanted: list[tuple[Any, ...]] = []
+    for line in data.split(b"\n")[: -1 if data.endswith(b"\n") or not data else None]:
+        text = line.rstrip(b"\r")
+        if not line.strip():
+            wanted.append(("blank",))
+        elif len(text) <= bound:
+            wanted.append(("line", text))
+        else:
+            wanted.append(("over", len(text), hashlib.sha256(text).hexdigest()))
+    got: list[tuple[Any, ...]] = []
+    for item in bounded_lines(io.BytesIO(data), bound):
+        if isinstance(item, Overflow):
+            got.append(("over", item.length, item.delivery().sha256))
+        else:
+            got.append(("line", item.rstrip(b"\r\n")) if item.strip() else ("blank",))
+    assert got == wanted
 
 
 # -- the Redis consumer --------------------------------------------------------------------------
