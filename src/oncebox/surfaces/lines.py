@@ -25,7 +25,8 @@ pieces, keeping its first 64 KiB and the length and SHA-256 of all of it
 A line that is JSON but cannot be read (nested deeper than 20, a duplicate member, a
 lone surrogate escape, NaN) or whose key or facts no store can hold as text (a NUL) is
 an :class:`~oncebox.formats.Unreadable` delivery: a ``bad_format`` dead letter of the
-raw line, whatever the codec. :func:`delivery_from_line` never raises, so one hostile
+raw line, whatever the codec (a bare-form line is the body: its codec refuses it, for
+the reader's own reason). :func:`delivery_from_line` never raises, so one hostile
 line cannot fail the batch it came in; the other lines are decided as usual.
 
 :func:`line_for` goes the other way (a dead letter downloaded as a line): the line that
