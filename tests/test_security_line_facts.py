@@ -106,3 +106,20 @@ def test_the_line_adapter_at_its_bounds(members: dict[str, object]) -> None:
     every codec: a key field of one codec (frame_id) is a mere member to the others."""
     for codec in ("ussd-h1", "feed", "keyed", "custom"):
         assert_read_as_it_must_be(codec, {"frame": "b", "payload": "b", "body": "b", **members})
+
+
+NOT_TEXT = {"an object": {"a": 1}, "an array": ["1"], "true": True, "false": False}
+
+
+@pytest.mark.parametrize("value", NOT_TEXT.values(), ids=NOT_TEXT)
+def test_a_key_or_fact_that_is_no_string_nor_number_is_unreadable(value: object) -> None:
+    """A key or fact is text (a number counts as its spelling). An object, an array or a
+    boolean was written as Python writes it (``{'a': '1'}``, ``True``): a key spelled
+    by no sender, the same for ``{"a": 1}`` and ``{"a": "1"}``, so two messages shared
+    one identity (a conflict quarantined). Such a line cannot be read."""
+    for codec in ("ussd-h1", "feed", "keyed", "custom"):
+        for name in (KEY_FIELD.get(codec, "key"), *FACTS):
+            envelope = {"frame": "b", "payload": "b", "body": "b", name: value}
+            line = json.dumps(envelope).encode()
+            delivery = delivery_from_line(codec, line)
+            assert type(delivery) is Unreadable and delivery.body == line, (codec, name)

@@ -118,6 +118,17 @@ def test_a_hostile_line_is_its_own_dead_letter(make_box: BoxFactory, inbox: str)
         assert_dead_lettered(box, inbox, decisions, line, name)
 
 
+def test_keys_that_are_no_text_never_share_an_identity(make_box: BoxFactory) -> None:
+    """``{"a": 1}`` and ``{"a": "1"}`` as a line's key were both read as the key
+    ``{'a': '1'}``: the second message a conflict with the first. Each is unreadable."""
+    box = make_box(ALL)
+    lines = [b'{"body":"x","key":{"a":1}}', b'{"body":"y","key":{"a":"1"}}']
+    decisions = box.ingest_batch("keyed", [delivery_from_line("keyed", x) for x in lines])
+    assert [(d.verdict, d.reason) for d in decisions] == [(Verdict.REJECTED, "bad_format")] * 2
+    assert box.quarantined("keyed", status=None) == []
+    assert box.record("keyed", "{'a': '1'}") is None
+
+
 # -- every surface ------------------------------------------------------------------------------
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Oncebox, httpx.Client]]:

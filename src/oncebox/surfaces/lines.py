@@ -23,7 +23,8 @@ pieces, keeping its first 64 KiB and the length and SHA-256 of all of it
 :class:`~oncebox.formats.Oversize`, a ``too_large`` dead letter whatever the codec.
 
 A line that is JSON but cannot be read (nested deeper than 20, a duplicate member, a
-lone surrogate escape, NaN) or whose key or facts no store can hold as text (a NUL) is
+lone surrogate escape, NaN) or whose key or facts are no text (an object, an array, a
+boolean: a number is its spelling) or none a store can hold as text (a NUL) is
 an :class:`~oncebox.formats.Unreadable` delivery: a ``bad_format`` dead letter of the
 raw line, whatever the codec (a bare-form line is the body: its codec refuses it, for
 the reader's own reason). :func:`delivery_from_line` never raises, so one hostile
@@ -150,6 +151,11 @@ def delivery_from_line(codec: str, line: bytes) -> Delivery:
         return Delivery(body=line)
     key = envelope.get(key_field or "key")
     texts = {"key": key, **{name: envelope.get(name) for name in _FACTS}}
+    if not all(value is None or isinstance(value, str) for value in texts.values()):
+        # An object, array or boolean has no spelling a sender gave (str() writes Python's:
+        # {"a": 1} and {"a": "1"} would both be the key "{'a': '1'}"). A number is a
+        # JsonNumber, its spelling.
+        return Unreadable(body=line, detail="the line's key or a fact is not a string or number")
     facts = {name: str(value) for name, value in texts.items() if value is not None}
     if any("\x00" in value for value in facts.values()):
         # PostgreSQL cannot hold a NUL in text: storing it would fail the whole batch.
