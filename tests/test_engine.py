@@ -250,6 +250,22 @@ def test_a_broken_user_codec_dead_letters_instead_of_losing(make_box: BoxFactory
     assert len(box.dead_letters("b")) == 1
 
 
+@pytest.mark.parametrize("bound", ["100", 0, -5, 1.5, None, True])
+def test_a_user_codec_without_a_byte_bound_is_refused_when_registered(bound: object) -> None:
+    # Registered as it was, every ingest into its inbox raised a TypeError to the caller.
+    @dataclass
+    class Unbounded:
+        name: str = "unbounded"
+        identity: str = "key"
+        max_bytes: object = bound
+
+        def decode(self, delivery: Delivery) -> Decoded:
+            return Decoded(content=delivery.body, key="k")
+
+    with pytest.raises(ConfigError, match="max_bytes"):
+        oncebox.register(Unbounded())  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     "version,unsafe",
     [

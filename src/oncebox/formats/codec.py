@@ -172,6 +172,9 @@ def register(codec: Codec) -> Codec:
     """Make a codec available to inboxes by its name."""
     if codec.identity not in ("content", "key"):
         raise ConfigError(f"codec {codec.name!r}: identity must be 'content' or 'key'")
+    bound = getattr(codec, "max_bytes", None)
+    if type(bound) is not int or bound < 1:  # else every ingest fails on it, not here
+        raise ConfigError(f"codec {codec.name!r}: max_bytes must be a positive int, not {bound!r}")
     _REGISTRY[codec.name] = codec
     return codec
 
