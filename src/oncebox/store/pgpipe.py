@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
-from oncebox.errors import RetryTransaction
+from oncebox.errors import RetryTransaction, StorageError
 from oncebox.store import pgfold
 from oncebox.store.pgarrays import columns
 from oncebox.store.pgscalars import compact
@@ -56,6 +57,13 @@ def _first(cursor: psycopg.Cursor[Any]) -> float:
     return float(row[0])
 
 
+IDLE, INERROR = TransactionStatus.IDLE, TransactionStatus.INERROR
+ENDED = (
+    "the apply step's SQL ended the transaction (COMMIT or ROLLBACK): a step runs inside "
+    "the store's transaction and must not end it"
+)
+
+
 class PipelinedTx(SqlTx):
     """One transaction's primitives over one connection, pipelined where ``pipeline``."""
 
@@ -79,6 +87,9 @@ class PipelinedTx(SqlTx):
         # Whether SQL of a user's own ran: it may have SET something for the whole
         # session, which the store undoes once the transaction ends (RESET ALL).
         self.users_sql = False
+        self.ended = False  # SQL of a user's own ended the transaction (see execute)
+        self._guarded = False  # the step guard is set (queries.sql: step_guard_table)
+        self.guards = True  # whether to set it: not in a read (READ ONLY makes no table)
 
     def _settle(self) -> None:
         """Send what was held back to go with the next statement (see PostgresTx)."""
@@ -223,6 +234,11 @@ class PipelinedTx(SqlTx):
 
     def before_commit(self) -> None:
         """Check what must hold before the commit (one turn, only where something must)."""
+        if self.ended:  # a step that caught ENDED and carried on: its work is not whole
+            raise StorageError(ENDED)
+        if self._guarded and self._conn.info.transaction_status != INERROR:
+            # (A failed transaction's COMMIT is answered ROLLBACK: nothing to lift.)
+            self._send("step_guard_lift")
         self._settle()
         for cursor, rows, why in self._expected:
             if self._answered(cursor) != rows:
@@ -244,9 +260,23 @@ class PipelinedTx(SqlTx):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._settle()
         self.users_sql = True
+        if self.guards and not self._guarded:  # a COMMIT of its own fails (step_guard_table)
+            self._send("step_guard_table")
+            self._send("step_guard_set")
+            self._guarded = True
         if not params:
             self._apart(sql)
-        cur = self._ready(self._conn.execute(sql, params))
+        try:
+            cur = self._ready(self._conn.execute(sql, params))
+        finally:
+            # A ROLLBACK of its own, or a COMMIT (refused by the guard, which rolls it all
+            # back): what follows would run, and commit, statement by statement (the
+            # connection is in autocommit), and the store's COMMIT would be answered as
+            # done. SQLite's commit hook refuses it; here it fails the step, and the
+            # transaction's own commit fails too if the step carried on (before_commit).
+            self.ended = self.ended or self._conn.info.transaction_status == IDLE
+        if self.ended:
+            raise StorageError(ENDED)
         return [tuple(row) for row in cur.fetchall()] if cur.description else []
 
     def script(self, sql: str) -> None:

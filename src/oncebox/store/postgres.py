@@ -195,6 +195,7 @@ class PostgresStore:
             with self._begun(pool or self._pool, begin) as conn:
                 try:
                     tx = self._tx(conn)
+                    tx.guards = not reading
                     yield tx
                     tx.before_commit()
                 except BaseException:

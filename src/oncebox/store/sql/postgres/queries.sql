@@ -541,3 +541,19 @@ WHERE o.destination = %(destination)s AND o.inbox_id = %(inbox)s
           AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id))
 ORDER BY o.next_at, o.id LIMIT %(limit)s
 FOR UPDATE OF o SKIP LOCKED;
+
+-- name: step_guard_table
+-- Held by a transaction while SQL of a user's own runs in it: a row whose deferred
+-- foreign key is broken until the store's own commit mends it (step_guard_lift), so a
+-- COMMIT the user's SQL sends fails and rolls everything back instead of committing half
+-- a transaction. The connection's own table (temporary), made once per session.
+CREATE TEMP TABLE IF NOT EXISTS oncebox_step_guard (
+  id int PRIMARY KEY,
+  parent int REFERENCES oncebox_step_guard (id) DEFERRABLE INITIALLY DEFERRED
+);
+
+-- name: step_guard_set
+INSERT INTO pg_temp.oncebox_step_guard VALUES (1, 0);
+
+-- name: step_guard_lift
+DELETE FROM pg_temp.oncebox_step_guard;
