@@ -268,3 +268,44 @@ def test_a_key_claimed_while_the_search_read_it_is_passed_over(
     monkeypatch.setattr(generation, "next_claimable", searched)
     ticket = worker(box, worker="second").begin_refresh()
     assert ticket is not None and tuple(ticket.key) == tuple(OTHER)
+
+
+def test_a_read_that_fails_after_its_claim_ran_out_still_counts(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    """A read that hangs until the reader gives up (the CLI's default timeout is as long
+    as its claim) fails after the claim ran out. Nobody took the key over meanwhile, so
+    the failure is this worker's: it must back off and count towards review. It was
+    dropped as someone else's: the key was due again at once, never backed off and never
+    went to review, asking the remote again and again without end."""
+    box.ingest("listing", event_body("n-1"))
+
+    def hanging(key: WorkKey) -> ReadResult:
+        clock.advance(31)  # past the claim
+        raise TimeoutError("no answer in 30 s")
+
+    recon = box.reconciler(
+        "listing", hanging, claim_ttl=30, max_failures=2, backoff=Backoff(base=10, rng=lambda: 1.0)
+    )
+    assert recon.refresh_once() is Outcome.FAILED
+    first = row(box)
+    assert first.failures == 1 and first.next_attempt == clock.now + 10
+    assert recon.refresh_once() is Outcome.IDLE, "backing off"
+    clock.advance(10)
+    assert recon.refresh_once() is Outcome.FAILED
+    [waiting] = recon.review()
+    assert waiting.failures == 2 and "no answer" in waiting.last_error
+
+
+def test_a_failure_after_another_worker_took_the_key_over_is_not_counted(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    box.ingest("listing", event_body("n-1"))
+    slow, fast = worker(box, worker="slow", claim_ttl=30), worker(box, worker="fast")
+    held = slow.begin_refresh()
+    assert held is not None
+    clock.advance(31)
+    taken = fast.begin_refresh()
+    assert taken is not None
+    slow.fail(held, "TimeoutError: late")
+    assert row(box).failures == 0 and row(box).claimed_by == "fast"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from oncebox.domain import Preview, WorkItem
+from oncebox.domain import STALE_TOKEN, Preview, WorkItem
 from oncebox.engine import fence, log
 from oncebox.engine.documents import document_text
 from oncebox.engine.ingest import ActiveInbox
@@ -262,8 +262,11 @@ class Reconciler:
             row = work.get(tx, self.inbox_id, ticket.key, lock=True)
             now = tx.now()
             lease = fence.held(tx, work.resource(self.inbox_id, ticket.key))
-            if row is None or fence.refused(lease, ticket.token, now) is not None:
+            if row is None or fence.refused(lease, ticket.token, now) == STALE_TOKEN:
                 return 0  # the claim is someone else's now; their attempt counts, not ours
+            # A claim that ran out but that nobody took over is still this attempt's: a read
+            # that hangs past it (a reader's timeout as long as the claim) counts, backs
+            # off and goes to review, instead of being asked again at once without end.
             fence.release(tx, lease, ticket.token, now)
             failures = row.failures + 1
             review = failures >= self.max_failures
