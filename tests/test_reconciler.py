@@ -309,3 +309,19 @@ def test_a_failure_after_another_worker_took_the_key_over_is_not_counted(
     assert taken is not None
     slow.fail(held, "TimeoutError: late")
     assert row(box).failures == 0 and row(box).claimed_by == "fast"
+
+
+@pytest.mark.parametrize("options", [{"claim_ttl": 0}, {"max_failures": 0}])
+def test_run_workers_refuses_bad_options_instead_of_doing_nothing(
+    box: Oncebox, options: dict[str, Any]
+) -> None:
+    """Each worker thread made its reconciler outside the guard that hands a thread's
+    error back: a bad option killed every thread with a traceback on stderr and
+    run_workers returned no outcomes, so ``oncebox reconcile --claim-ttl 0`` refreshed
+    nothing and exited 0."""
+    from oncebox.engine.reconciler import run_workers
+
+    box.ingest("listing", event_body("n-1"))
+    with pytest.raises(InvalidOperation):
+        run_workers(box, "listing", reading(), workers=2, once=True, **options)
+    assert row(box).dirty

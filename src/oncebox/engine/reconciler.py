@@ -367,10 +367,15 @@ def run_workers(
     lock = threading.Lock()
     errors: list[BaseException] = []
 
+    # Made here, before any thread starts: a bad option is the caller's error, raised,
+    # not a traceback in each thread and no outcome at all.
+    made = [
+        Reconciler(box, inbox, reader, worker=f"{default_worker_name()}-{n}", **options)
+        for n in range(workers)
+    ]
+
     def run_one(number: int) -> None:
-        worker = Reconciler(
-            box, inbox, reader, worker=f"{default_worker_name()}-{number}", **options
-        )
+        worker = made[number]
         try:
             while not stop.is_set():
                 outcome = worker.refresh_once()
