@@ -325,3 +325,28 @@ def test_run_workers_refuses_bad_options_instead_of_doing_nothing(
     with pytest.raises(InvalidOperation):
         run_workers(box, "listing", reading(), workers=2, once=True, **options)
     assert row(box).dirty
+
+
+def test_a_read_that_always_outlasts_its_claim_backs_off_and_goes_to_review(
+    box: Oncebox, clock: ManualClock
+) -> None:
+    """A read that succeeds but only after its claim ran out is refused (the fence);
+    nobody else took the key, so it was due again at once: the same slow read, refused
+    again, without end, never backing off and never in review for an operator to see
+    that the claim is shorter than the reads."""
+    box.ingest("listing", event_body("n-1"))
+
+    def slow(key: WorkKey) -> ReadResult:
+        clock.advance(31)
+        return ReadResult(key, {"status": "ACTIVE"})
+
+    recon = box.reconciler(
+        "listing", slow, claim_ttl=30, max_failures=2, backoff=Backoff(base=10, rng=lambda: 1.0)
+    )
+    assert recon.refresh_once() is Outcome.FAILED
+    assert row(box).failures == 1 and "claim" in row(box).last_error
+    assert recon.refresh_once() is Outcome.IDLE, "backing off"
+    clock.advance(10)
+    assert recon.refresh_once() is Outcome.FAILED
+    [waiting] = recon.review()
+    assert waiting.document is None and waiting.dirty

@@ -255,15 +255,16 @@ class Reconciler:
 
         return self.box.write(settle)
 
-    def fail(self, ticket: Ticket, error: str) -> None:
-        """A read failed: back off, or send the key to operator review."""
+    def fail(self, ticket: Ticket, error: str) -> bool:
+        """A read failed: back off, or send the key to operator review. False if the
+        failure was not counted: another worker holds the key now."""
 
-        def count(tx: WorkTx) -> int:
+        def count(tx: WorkTx) -> int | None:
             row = work.get(tx, self.inbox_id, ticket.key, lock=True)
             now = tx.now()
             lease = fence.held(tx, work.resource(self.inbox_id, ticket.key))
             if row is None or fence.refused(lease, ticket.token, now) == STALE_TOKEN:
-                return 0  # the claim is someone else's now; their attempt counts, not ours
+                return None  # the claim is someone else's now; their attempt counts, not ours
             # A claim that ran out but that nobody took over is still this attempt's: a read
             # that hangs past it (a reader's timeout as long as the claim) counts, backs
             # off and goes to review, instead of being asked again at once without end.
@@ -293,6 +294,8 @@ class Reconciler:
             return failures if review else 0
 
         reviewed_after = self.box.write(count)
+        if reviewed_after is None:
+            return False
         if reviewed_after:
             # The key's repr escapes what is not printable already; the reader's error
             # may quote what the remote sent.
@@ -303,6 +306,7 @@ class Reconciler:
                 reviewed_after,
                 escaped(error[:200]),
             )
+        return True
 
     def refresh_once(self) -> Outcome:
         """Claim one due key, read it outside any transaction, and complete it."""
@@ -323,6 +327,12 @@ class Reconciler:
             return Outcome.FAILED
         if completion is Completion.APPLIED:
             return Outcome.APPLIED
+        if completion is Completion.STALE and self.fail(
+            ticket, f"the read outlasted its claim ({self.claim_ttl:g} s): its result was refused"
+        ):
+            # Nobody took the key over: a read slower than the claim would otherwise be
+            # asked again at once, and refused again, without end.
+            return Outcome.FAILED
         return Outcome.SUPERSEDED
 
     # -- operators -----------------------------------------------------------------------
