@@ -59,8 +59,8 @@ def _first(cursor: psycopg.Cursor[Any]) -> float:
 
 IDLE, INERROR = TransactionStatus.IDLE, TransactionStatus.INERROR
 ENDED = (
-    "the apply step's SQL ended the transaction (COMMIT or ROLLBACK): a step runs inside "
-    "the store's transaction and must not end it"
+    "the apply step's SQL ended the transaction (a COMMIT or ROLLBACK of its own): a step "
+    "runs inside the store's transaction and must not end it"
 )
 
 
@@ -234,11 +234,16 @@ class PipelinedTx(SqlTx):
 
     def before_commit(self) -> None:
         """Check what must hold before the commit (one turn, only where something must)."""
-        if self.ended:  # a step that caught ENDED and carried on: its work is not whole
+        # The guard is lifted unless the transaction failed (its COMMIT is answered
+        # ROLLBACK: nothing to lift); none to lift means a ROLLBACK AND CHAIN threw the
+        # work before it away. Ended: a step that caught ENDED and carried on.
+        if self.ended or (
+            self._guarded
+            and self._conn.info.transaction_status != INERROR
+            and self._answered(self._send("step_guard_lift")) != 1
+        ):
+            self.ended = True
             raise StorageError(ENDED)
-        if self._guarded and self._conn.info.transaction_status != INERROR:
-            # (A failed transaction's COMMIT is answered ROLLBACK: nothing to lift.)
-            self._send("step_guard_lift")
         self._settle()
         for cursor, rows, why in self._expected:
             if self._answered(cursor) != rows:

@@ -556,4 +556,6 @@ CREATE TEMP TABLE IF NOT EXISTS oncebox_step_guard (
 INSERT INTO pg_temp.oncebox_step_guard VALUES (1, 0);
 
 -- name: step_guard_lift
+-- One row lifted; none: a ROLLBACK AND CHAIN of the user's own threw the work before it
+-- away (and the guard with it).
 DELETE FROM pg_temp.oncebox_step_guard;
