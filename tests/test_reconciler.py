@@ -239,6 +239,15 @@ def test_backoff_is_capped_and_jittered() -> None:
     assert backoff.delay(3) == 3.0
 
 
+def test_backoff_stays_capped_however_many_failures() -> None:
+    """2.0 ** 1025 overflows a float: with ``max_failures`` above 1,025 (review that
+    practically never comes), the key's 1,026th failure raised OverflowError inside the
+    transaction that counts it, killing the worker, and every worker after it."""
+    backoff = Backoff(base=1, cap=300, rng=lambda: 1.0)
+    assert backoff.delay(1026) == 300.0
+    assert backoff.delay(10**9) == 300.0
+
+
 def test_completions_are_log_entries_and_the_log_verifies(box: Oncebox) -> None:
     box.ingest("listing", event_body("n-1"))
     box.ingest("listing", event_body("n-2", sku="SKU-2"))

@@ -127,7 +127,9 @@ class Backoff:
     rng: Callable[[], float] = field(default=random.random)
 
     def delay(self, failures: int) -> float:
-        ceiling = min(self.cap, self.base * 2.0 ** max(0, failures - 1))
+        # The exponent held under a float's range (2.0 ** 1024 raises OverflowError): far
+        # past any cap, so the ceiling is the cap all the same.
+        ceiling = min(self.cap, self.base * 2.0 ** min(1023, max(0, failures - 1)))
         return ceiling / 2 + self.rng() * ceiling / 2
 
 
