@@ -11,6 +11,7 @@ from conftest import BoxFactory
 from oncebox import ManualClock
 from oncebox.domain import EXPIRED_LEASE, SEALER, STALE_TOKEN, Fenced, LeaseState, Resource
 from oncebox.engine import fence
+from oncebox.errors import InvalidOperation
 
 NOW = 1_800_000_000.0
 leases = st.builds(
@@ -110,3 +111,17 @@ def test_superseding_fences_the_holder_without_taking_it(make_box: BoxFactory) -
     current = box.store.atomic(lambda tx: fence.held(tx, SEALER))
     assert fence.refused(current, held.token, now) == STALE_TOKEN
     assert not fence.live(current, now)
+
+
+@pytest.mark.parametrize("ttl", [float("inf"), float("nan"), 0.0, -1.0])
+def test_a_lease_runs_out_some_time(make_box: BoxFactory, ttl: float) -> None:
+    """``box.lease(..., float("inf"))`` handed out a lease that never ran out (so only a
+    newer lease could ever fence its holder) and wrote ``"expires_at":Infinity`` into the
+    log, which is not JSON; ``oncebox lease --ttl forever`` was refused, the library not.
+    A reconciler's ``claim_ttl`` likewise: a worker that died held its key for good."""
+    box = make_box()
+    with pytest.raises(InvalidOperation, match="ttl"):
+        box.lease("feed", "S1", ttl)
+    with pytest.raises(InvalidOperation, match="ttl"):
+        box.reconciler("listing", claim_ttl=ttl)
+    assert [e.step for e in box.log_entries()].count("lease") == 0

@@ -20,6 +20,8 @@ the transaction ends, so no new lease can slip in between a check and what it ad
 
 from __future__ import annotations
 
+import math
+
 from oncebox.domain import EXPIRED_LEASE, STALE_TOKEN, LeaseState, Resource
 from oncebox.errors import InvalidOperation
 from oncebox.store.base import FencePort
@@ -63,8 +65,8 @@ def grant(
 ) -> LeaseState:
     """A new lease on ``resource`` until ``now + ttl``: the next token, which fences
     every older one."""
-    if not ttl > 0:
-        raise InvalidOperation(f"a lease needs a positive ttl, not {ttl}")
+    if not 0 < ttl < math.inf:  # one that never runs out is no lease (nor JSON, logged)
+        raise InvalidOperation(f"a lease needs a positive ttl, and a finite one, not {ttl}")
     lease = LeaseState(*resource, tx.next_token(), holder, now, now + ttl)
     tx.put_lease(lease)
     return lease

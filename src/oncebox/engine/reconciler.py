@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import random
 import socket
@@ -151,8 +152,8 @@ class Reconciler:
         max_failures: int = 5,
         backoff: Backoff | None = None,
     ) -> None:
-        if claim_ttl <= 0:
-            raise InvalidOperation("claim_ttl must be positive")
+        if not 0 < claim_ttl < math.inf:  # a worker that died would hold its key for good
+            raise InvalidOperation(f"claim_ttl must be positive and finite, not {claim_ttl}")
         if max_failures < 1:
             raise InvalidOperation("max_failures must be at least 1")
         self.box = box
