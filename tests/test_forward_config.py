@@ -114,6 +114,8 @@ def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
         ({"url": "http://x/h", "retry": []}, "retry is a list of 1 to 64 delays"),
         ({"url": "http://x/h", "retry": ["soon"]}, "retry: not a duration"),
         ({"url": "http://x/h", "timeout": "0s"}, "timeout must be longer than 0"),
+        # A claim's lease is twice the timeout: the fence takes no lease that never ends.
+        ({"url": "http://x/h", "timeout": float("inf")}, "timeout must be finite"),
         ({"url": "http://x/h", "max_in_flight": 0}, "max_in_flight must be a whole number"),
         ({"url": "http://x/h", "retry_on": [500]}, "retry_on is a list of 4xx"),
         ({"url": "http://x/h", "sign": {"secret_env": "NOT_SET_ANYWHERE"}}, "is not set"),

@@ -10,6 +10,7 @@ every error.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -160,6 +161,8 @@ def _destination(
         options["secret"], options["secret_source"] = _sign(table["sign"], env)
     if "timeout" in table:
         options["timeout"] = _positive(table["timeout"], "timeout")
+        if options["timeout"] == math.inf:  # a claim's lease (twice it) must run out
+            raise ConfigError("timeout must be finite")
     if "max_in_flight" in table:
         options["max_in_flight"] = _whole(table["max_in_flight"], "max_in_flight", IN_FLIGHT_MAX)
     if "rate" in table:
