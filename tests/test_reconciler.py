@@ -19,7 +19,7 @@ from oncebox.engine.reconciler import (
     WorkKey,
 )
 from oncebox.engine.steps import generation
-from oncebox.errors import InvalidDocument, InvalidOperation, WrongKey
+from oncebox.errors import InvalidDocument, InvalidOperation, NotFound, WrongKey
 
 PRIMARY = WorkKey("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
 OTHER = WorkKey("SELLER-A", "SKU-2", "ATVPDKIKX0DER")
@@ -359,3 +359,18 @@ def test_a_read_that_always_outlasts_its_claim_backs_off_and_goes_to_review(
     assert recon.refresh_once() is Outcome.FAILED
     [waiting] = recon.review()
     assert waiting.document is None and waiting.dirty
+
+
+def test_a_key_or_scope_that_is_not_text_is_answered_not_a_traceback(box: Oncebox) -> None:
+    """A lone surrogate (what a command line's undecodable byte becomes) in a work key
+    or a lease's scope reached the store, which cannot encode it: UnicodeEncodeError
+    (``oncebox work show``: "internal error"). No key or scope holds one."""
+    odd = ("\udcff", "SKU-1", "ATVPDKIKX0DER")
+    assert box.work_key("listing", odd) is None
+    recon = worker(box)
+    with pytest.raises(InvalidOperation, match="not in review"):
+        recon.retry(odd)
+    with pytest.raises(NotFound):
+        recon.begin_refresh(odd)
+    with pytest.raises(InvalidOperation, match="scope"):
+        box.release("feed", "\udcff", 1)

@@ -83,6 +83,7 @@ def issue(tx: Fencing, inbox_id: int, inbox: str, scope: str, ttl: float, now: f
 
 
 def release(tx: Fencing, inbox_id: int, inbox: str, scope: str, token: int, now: float) -> None:
+    check_scope(scope)  # one no lease can be on (a lone surrogate the store cannot hold)
     current = fence.held(tx, scope_of(inbox_id, scope))
     if not fence.release(tx, current, token, now):
         raise InvalidOperation(

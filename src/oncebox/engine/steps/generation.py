@@ -116,8 +116,20 @@ def page(
     return tx.rows(_q(tx, "list_work_keys"), params, WorkItem)
 
 
+def _text(key: WorkKey) -> bool:
+    """Whether a store can hold ``key``: a lone surrogate (a command line's undecodable
+    byte) is not text, and no key holds one (the step's fields are checked)."""
+    try:
+        "".join(key).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def get(tx: StepTx, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
     """A work key; ``lock`` holds it against other writers until the transaction ends."""
+    if not _text(key):
+        return None
     name = (
         "work_key_for_update"
         if lock and "work_key_for_update" in _SQL[tx.dialect]
@@ -164,6 +176,8 @@ def record_failure(
 
 def retry(tx: StepTx, inbox_id: int, key: WorkKey) -> bool:
     """Send a key back from review; False if it was not in review."""
+    if not _text(key):
+        return False
     return tx.run(_q(tx, "retry_work"), (inbox_id, *key)) > 0
 
 
