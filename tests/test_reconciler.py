@@ -364,13 +364,14 @@ def test_a_read_that_always_outlasts_its_claim_backs_off_and_goes_to_review(
 def test_a_key_or_scope_that_is_not_text_is_answered_not_a_traceback(box: Oncebox) -> None:
     """A lone surrogate (what a command line's undecodable byte becomes) in a work key
     or a lease's scope reached the store, which cannot encode it: UnicodeEncodeError
-    (``oncebox work show``: "internal error"). No key or scope holds one."""
-    odd = ("\udcff", "SKU-1", "ATVPDKIKX0DER")
-    assert box.work_key("listing", odd) is None
+    (``oncebox work show``: "internal error"); a NUL, which PostgreSQL's text cannot
+    hold, a StorageError there ("the store failed"). No key or scope holds either."""
     recon = worker(box)
-    with pytest.raises(InvalidOperation, match="not in review"):
-        recon.retry(odd)
-    with pytest.raises(NotFound):
-        recon.begin_refresh(odd)
-    with pytest.raises(InvalidOperation, match="scope"):
-        box.release("feed", "\udcff", 1)
+    for odd in [("\udcff", "SKU-1", "ATVPDKIKX0DER"), ("SELLER-A\x00", "SKU-1", "M")]:
+        assert box.work_key("listing", odd) is None
+        with pytest.raises(InvalidOperation, match="not in review"):
+            recon.retry(odd)
+        with pytest.raises(NotFound):
+            recon.begin_refresh(odd)
+        with pytest.raises(InvalidOperation, match="scope"):
+            box.release("feed", odd[0], 1)

@@ -118,12 +118,14 @@ def page(
 
 def _text(key: WorkKey) -> bool:
     """Whether a store can hold ``key``: a lone surrogate (a command line's undecodable
-    byte) is not text, and no key holds one (the step's fields are checked)."""
+    byte) is not text, and PostgreSQL's text holds no NUL; no key holds either (the
+    step's fields are checked), so such a key is not there rather than a store error."""
+    joined = "".join(key)
     try:
-        "".join(key).encode("utf-8")
+        joined.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return True
+    return "\x00" not in joined
 
 
 def get(tx: StepTx, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
