@@ -375,3 +375,15 @@ def test_a_key_or_scope_that_is_not_text_is_answered_not_a_traceback(box: Oncebo
             recon.begin_refresh(odd)
         with pytest.raises(InvalidOperation, match="scope"):
             box.release("feed", odd[0], 1)
+
+
+def test_a_page_after_a_key_that_is_not_text_is_refused_clearly(box: Oncebox) -> None:
+    """``GET .../work?after_seller_id=%00`` (or a lone surrogate in ``after``) reached the
+    store: on PostgreSQL a StorageError ("the store failed", a 503), on SQLite a
+    UnicodeEncodeError for the surrogate. A page cannot start after a key no store holds."""
+    from oncebox.errors import InvalidQuery
+
+    box.ingest("listing", event_body("n-1"))
+    for after in [("a\x00", "b", "c"), ("\udcff", "b", "c")]:
+        with pytest.raises(InvalidQuery):
+            box.work_keys("listing", after=after)

@@ -36,7 +36,7 @@ from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.steps import generation as work
 from oncebox.engine.steps import triage
 from oncebox.engine.views import listed, read_cut, shown, to_read
-from oncebox.errors import InvalidOperation, ReadTimedOut
+from oncebox.errors import InvalidOperation, InvalidQuery, ReadTimedOut
 from oncebox.store.base import Store
 
 SEARCH_BYTES = 256  # the longest search term, in bytes (UTF-8)
@@ -311,6 +311,8 @@ class Reads(ABC):
         """Work keys in key order after ``after`` (every one: ``limit`` None), only the
         dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
         inbox_id = self.inbox(inbox).row.id
+        if after is not None and not work.storable(after):
+            raise InvalidQuery("a work key holds no NUL character or lone surrogate")
         with self.store.scanning() as tx:
             rows = work.page(
                 tx, inbox_id, _ALL if limit is None else limit, after, dirty=dirty,

@@ -116,7 +116,7 @@ def page(
     return tx.rows(_q(tx, "list_work_keys"), params, WorkItem)
 
 
-def _text(key: WorkKey) -> bool:
+def storable(key: WorkKey) -> bool:
     """Whether a store can hold ``key``: a lone surrogate (a command line's undecodable
     byte) is not text, and PostgreSQL's text holds no NUL; no key holds either (the
     step's fields are checked), so such a key is not there rather than a store error."""
@@ -130,7 +130,7 @@ def _text(key: WorkKey) -> bool:
 
 def get(tx: StepTx, inbox_id: int, key: WorkKey, lock: bool = False) -> WorkItem | None:
     """A work key; ``lock`` holds it against other writers until the transaction ends."""
-    if not _text(key):
+    if not storable(key):
         return None
     name = (
         "work_key_for_update"
@@ -178,7 +178,7 @@ def record_failure(
 
 def retry(tx: StepTx, inbox_id: int, key: WorkKey) -> bool:
     """Send a key back from review; False if it was not in review."""
-    if not _text(key):
+    if not storable(key):
         return False
     return tx.run(_q(tx, "retry_work"), (inbox_id, *key)) > 0
 
