@@ -350,6 +350,24 @@ def test_a_forward_whose_record_was_evicted_before_it_was_sent_is_dead_in_the_lo
     assert box.forwarding()[0].dead == 1
 
 
+def test_a_forward_waits_for_its_revision_in_the_log(store_url: str, clock: ManualClock) -> None:
+    """What is handed on is in the log, on either backend: with sealing deferred, a
+    revision accepted and committed is not claimed until its seal."""
+    import oncebox
+
+    box = oncebox.open(store_url, inboxes=[InboxSpec("k", codec="keyed", forward=hooks())],
+                       clock=clock, seal=False)  # fmt: skip
+    try:
+        box.ingest("k", Delivery(b"a1", key="a"))
+        assert box.forwards()[0].status is ForwardStatus.PENDING  # owed, durable
+        assert box.claim_forwards("ledger", "d1", 10) == []  # not in the log yet
+        box.seal()
+        [claim] = box.claim_forwards("ledger", "d1", 10)
+        assert claim.entry.identity == "a" and claim.forward.revision == 1
+    finally:
+        box.close()
+
+
 def test_a_forward_is_claimed_only_once_its_revision_is_durable(pg_url: str) -> None:
     # On PostgreSQL a batch (and an operator's resolution) commits without waiting for
     # its flush, and is made durable by its seal's commit right after. A dispatcher that

@@ -330,7 +330,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: forwards_due
 -- What may be claimed of a destination now: its inbox's (a name moved to another inbox
--- is not sent the first one's), unfinished, due, and under no live lease
+-- is not sent the first one's), unfinished, due, sealed (what is handed on is in the
+-- log: with sealing deferred, a revision waits for its seal), and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
 -- head of each key (its oldest unfinished forward), so a failing head holds its key only.
 SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
@@ -342,6 +343,9 @@ LEFT JOIN fences f ON f.kind = 'forward' AND f.owner = o.inbox_id
 WHERE o.destination = :destination AND o.inbox_id = :inbox
   AND o.status IN ('pending', 'failed') AND o.next_at <= :now
   AND (f.name IS NULL OR f.released_at IS NOT NULL OR f.expires_at < :now)
+  AND NOT EXISTS (
+        SELECT 1 FROM log_pending q
+        WHERE q.record_id = o.record_id AND q.revision = o.revision)
   AND (NOT :ordered OR NOT EXISTS (
         SELECT 1 FROM forwards p
         WHERE p.destination = o.destination AND p.order_key = o.order_key

@@ -229,6 +229,9 @@ CREATE TABLE log_pending (
     revision  INTEGER,           -- the revision it seals
     inbox_id  INTEGER
 );
+-- A forward waits for its revision's seal (forwards_due).
+CREATE INDEX log_pending_revision ON log_pending (record_id, revision)
+WHERE record_id IS NOT NULL;
 
 -- The one fence: the current lease of each resource (kind, owner, name) that one
 -- writer holds at a time, under the one token counter. A new lease replaces the row,
