@@ -19,25 +19,28 @@ import oncebox
 from conftest import BoxFactory
 from oncebox import Delivery, InboxSpec
 
+# PostgreSQL's own spellings too (a syntax error to SQLite, which refuses it anyway).
+CHAINED = ["COMMIT AND CHAIN", "ROLLBACK AND CHAIN"]
+
 
 @pytest.mark.parametrize("caught", [False, True], ids=["raised", "caught"])
-@pytest.mark.parametrize(
-    "statement", ["COMMIT", "ROLLBACK", "COMMIT AND CHAIN", "ROLLBACK AND CHAIN"]
-)
 def test_a_step_that_ends_the_transaction_stores_and_acks_nothing(
-    make_box: BoxFactory, statement: str, caught: bool
+    make_box: BoxFactory, caught: bool
 ) -> None:
+    chosen = [""]
+
     def step(tx: Any, change: Any) -> None:
         tx.execute("SELECT 1")
         try:
-            tx.execute(statement)
+            tx.execute(chosen[0])
         except Exception:
             if not caught:
                 raise
 
     box = make_box([InboxSpec("k", codec="keyed", apply=step)])
-    if "CHAIN" in statement and box.store.dialect != "postgres":
-        pytest.skip("PostgreSQL's own spelling (a syntax error to SQLite)")
-    with pytest.raises(oncebox.OnceboxError):
-        box.ingest("k", Delivery(b"x", key="k-1"))
-    assert box.records("k") == []
+    statements = ["COMMIT", "ROLLBACK", *(CHAINED if box.store.dialect == "postgres" else [])]
+    for n, statement in enumerate(statements):
+        chosen[0] = statement
+        with pytest.raises(oncebox.OnceboxError):
+            box.ingest("k", Delivery(b"x", key=f"k-{n}"))
+        assert box.records("k") == [], statement
