@@ -13,8 +13,8 @@ from conftest import INBOXES, SESSION, BoxFactory
 from helpers import frame
 from oncebox import Delivery, InboxSpec, ManualClock
 from oncebox.engine import sealing
-from oncebox.engine.log import SEAL_PATIENCE
 from oncebox.engine.sealing import Sealer, StaleSealer
+from oncebox.engine.verify import SEAL_PATIENCE
 from oncebox.errors import InvalidOperation
 
 USSD = [InboxSpec("ussd", codec="ussd-h1", apply="triage")]

@@ -28,7 +28,8 @@ from oncebox.domain import (
     Revision,
     WorkItem,
 )
-from oncebox.engine import attention, audit, journal, log, token_listing, tokens
+from oncebox.engine import attention, audit, journal, token_listing, tokens
+from oncebox.engine import verify as verification
 from oncebox.engine.checkpoint import Checkpoint
 from oncebox.engine.checks import check_reason, check_status, unknown
 from oncebox.engine.inboxes import format_duration
@@ -72,8 +73,8 @@ class Reads(ABC):
         with self.store.reading() as tx:
             return tx.list_leases(Fenced.SCOPE, self.inbox(inbox).row.id)
 
-    def verify(self, against: Checkpoint | None = None) -> log.Verification:
-        return log.verify(self.store, against)
+    def verify(self, against: Checkpoint | None = None) -> verification.Verification:
+        return verification.verify(self.store, against)
 
     def checkpoint(self, private_key_pem: bytes | None = None) -> Checkpoint:
         return audit.checkpoint(self.store, private_key_pem)
