@@ -162,3 +162,55 @@ def test_frames_survive_a_reopen(tmp_path: Path) -> None:
     with oncebox.open(url, inboxes=INBOXES) as again:
         assert send_session(again) == ["duplicate"] * 3
         assert again.triage("ussd")["headcount"] == 23
+
+
+def test_a_resend_after_keep_is_a_conflict_again_for_an_operator(
+    box: Oncebox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A closed row does not absorb a later resend of its newcomer: the sender still
+    says something other than the record, so an operator is told again."""
+    send_session(box)
+    newcomer = frame("rec1", make_frame(1, "Kakuma1", "MED", 9, 86))
+    first = box.ingest("ussd", newcomer)
+    assert first.quarantine_id is not None
+    box.resolve(first.quarantine_id, "keep", "typo at the kiosk")
+    with caplog.at_level(logging.WARNING, logger="oncebox"):
+        again = box.ingest("ussd", newcomer)
+    assert str(again.verdict) == "conflict" and again.may_ack
+    assert again.first_quarantine
+    assert again.quarantine_id is not None and again.quarantine_id != first.quarantine_id
+    assert f"quarantine={again.quarantine_id}" in caplog.text
+    [row] = box.quarantined("ussd")
+    assert (row.id, row.seen_count, row.status) == (again.quarantine_id, 1, "open")
+    [kept] = box.quarantined("ussd", status="kept")
+    assert (kept.id, kept.seen_count) == (first.quarantine_id, 1)
+    # Seen again while open, it counts on the open row, as any repeated conflict.
+    assert box.ingest("ussd", newcomer).quarantine_id == again.quarantine_id
+    assert [r.seen_count for r in box.quarantined("ussd")] == [2]
+    assert box.triage("ussd")["headcount"] == 23
+
+
+def test_a_resend_of_an_accepted_newcomer_the_record_moved_past_is_a_conflict_again(
+    box: Oncebox,
+) -> None:
+    """Accepted, then superseded by a later revision: a resend of the first correction
+    disagrees with the record as it now is, and waits for an operator again."""
+    send_session(box)
+    twenty = make_frame(3, "Kakuma2", "WAT", 20, 90)
+    thirty = make_frame(3, "Kakuma2", "WAT", 30, 90)
+    first = box.ingest("ussd", frame("rec3", twenty))
+    assert first.quarantine_id is not None
+    box.resolve(first.quarantine_id, "accept", "site confirmed 20 people")
+    second = box.ingest("ussd", frame("rec3", thirty))
+    assert second.quarantine_id is not None
+    box.resolve(second.quarantine_id, "accept", "site confirmed 30 people")
+    again = box.ingest("ussd", frame("rec3", twenty))
+    assert str(again.verdict) == "conflict" and again.first_quarantine
+    assert again.quarantine_id not in (first.quarantine_id, second.quarantine_id)
+    assert again.revision == 3
+    [row] = box.quarantined("ussd")
+    assert row.id == again.quarantine_id and row.content == twenty.encode()
+    box.resolve(row.id, "accept", "20 after all")
+    record = box.record("ussd", "rec3")
+    assert record is not None and record.revision == 4 and record.content == twenty.encode()
+    assert box.triage("ussd")["headcount"] == 23 - 12 + 20

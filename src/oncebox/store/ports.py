@@ -122,7 +122,8 @@ class Deciding(Clock, Protocol):
     def quarantine(
         self, inbox_id: int, newcomers: Sequence[Newcomer], reason: str, now: float
     ) -> list[tuple[int, bool]]:
-        """Keep each newcomer once, counting repeats; per newcomer (row id, newly kept)."""
+        """Keep each newcomer once while its row is open, counting repeats (a newcomer whose
+        row an operator closed gets a new one); per newcomer (row id, newly kept)."""
         ...
 
     def dead_letter(self, inbox_id: int, letters: Sequence[Letter], now: float) -> list[int]:

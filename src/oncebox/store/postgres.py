@@ -1,8 +1,8 @@
 """The PostgreSQL store, through psycopg 3 and a connection pool.
 
 Why it is safe under many processes on many hosts:
-- Uniqueness lives in constraints (one record per identity, one newcomer per quarantine
-  row, one lease per scope, one claim token per key), so no interleaving of clients can
+- Uniqueness lives in constraints (one record per identity, one open quarantine row per
+  newcomer, one lease per scope, one claim token per key), so no interleaving of clients can
   break I1. A writer that loses a race for an identity waits for the winner's commit
   and then decides again, against the winner's row.
 - Transactions run at READ COMMITTED: each statement sees what committed before it. The

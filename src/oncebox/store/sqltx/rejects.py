@@ -16,6 +16,7 @@ from oncebox.domain import (
     Quarantined,
     Record,
 )
+from oncebox.errors import RetryTransaction
 from oncebox.store.sqltx.base import SqlBase, shape
 
 
@@ -40,6 +41,8 @@ class RejectsSql(SqlBase):
                 kept.append((int(row[0]), True))
             else:
                 again = self._one("quarantine_repeat", (n.times, now, inbox_id, n.ident, n.witness))
+                if again is None:  # its open row was closed meanwhile: decide it again
+                    raise RetryTransaction("a quarantine row was resolved under this batch")
                 kept.append((int(again[0]), False))
         return kept
 

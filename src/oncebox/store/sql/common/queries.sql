@@ -36,17 +36,18 @@ FROM revisions WHERE record_id = ? ORDER BY revision;
 -- Quarantine -------------------------------------------------------------------------
 
 -- name: quarantine_insert
--- DO NOTHING on the one-per-newcomer key: a newcomer already kept returns no row.
+-- DO NOTHING on the one-open-row-per-newcomer index: a newcomer waiting for an operator
+-- returns no row. One an operator closed (kept, accepted) is decided again: a new row.
 INSERT INTO quarantine (inbox_id, ident, identity, record_id, witness, content, fields,
                         reason, first_seen, last_seen, seen_count, device_time, snapshot_id,
                         delivery_id, signature, key)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (inbox_id, ident, witness) DO NOTHING
+ON CONFLICT (inbox_id, ident, witness) WHERE status = 'open' DO NOTHING
 RETURNING id;
 
 -- name: quarantine_repeat
 UPDATE quarantine SET seen_count = seen_count + ?, last_seen = ?
-WHERE inbox_id = ? AND ident = ? AND witness = ?
+WHERE inbox_id = ? AND ident = ? AND witness = ? AND status = 'open'
 RETURNING id;
 
 -- name: get_quarantine

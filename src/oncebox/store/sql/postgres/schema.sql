@@ -233,8 +233,9 @@ CREATE TABLE revisions (
     PRIMARY KEY (record_id, revision)
 );
 
--- Conflicting newcomers: same identity, different content. One row per distinct
--- newcomer; a repeat of it only counts. resolved_by: the actor (an API token's name).
+-- Conflicting newcomers: same identity, different content. One open row per distinct
+-- newcomer; a repeat of it while open only counts, a resend after an operator closed
+-- it opens another. resolved_by: the actor (an API token's name).
 CREATE TABLE quarantine (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     inbox_id    bigint NOT NULL REFERENCES inboxes(id),
@@ -256,9 +257,11 @@ CREATE TABLE quarantine (
     delivery_id text,
     resolved_by text,
     signature   text,
-    key         text,
-    CONSTRAINT quarantine_one_per_newcomer UNIQUE (inbox_id, ident, witness)
+    key         text
 );
+CREATE INDEX quarantine_newcomer ON quarantine (inbox_id, ident, witness);
+CREATE UNIQUE INDEX quarantine_one_open ON quarantine (inbox_id, ident, witness)
+WHERE status = 'open';
 CREATE INDEX quarantine_status ON quarantine (inbox_id, status);
 CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
 WHERE key <> identity;

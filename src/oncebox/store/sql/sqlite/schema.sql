@@ -78,8 +78,9 @@ CREATE TABLE revisions (
     PRIMARY KEY (record_id, revision)
 );
 
--- Conflicting newcomers: same identity, different content. One row per distinct
--- newcomer; a repeat of it only counts. resolved_by: the actor (an API token's name).
+-- Conflicting newcomers: same identity, different content. One open row per distinct
+-- newcomer; a repeat of it while open only counts, a resend after an operator closed
+-- it opens another. resolved_by: the actor (an API token's name).
 CREATE TABLE quarantine (
     id          INTEGER PRIMARY KEY,
     inbox_id    INTEGER NOT NULL REFERENCES inboxes(id),
@@ -101,9 +102,11 @@ CREATE TABLE quarantine (
     delivery_id TEXT,
     resolved_by TEXT,
     signature   TEXT,
-    key         TEXT,
-    UNIQUE (inbox_id, ident, witness)
+    key         TEXT
 );
+CREATE INDEX quarantine_newcomer ON quarantine (inbox_id, ident, witness);
+CREATE UNIQUE INDEX quarantine_one_open ON quarantine (inbox_id, ident, witness)
+WHERE status = 'open';
 CREATE INDEX quarantine_status ON quarantine (inbox_id, status);
 CREATE INDEX quarantine_key ON quarantine (inbox_id, substr(key, 1, 256))
 WHERE key <> identity;
