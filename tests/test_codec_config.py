@@ -77,6 +77,11 @@ def write(tmp_path: Path, text: str) -> Path:
             '[inboxes.a]\ncodec = "keyed"\nwebhook = { scheme = "stripe", secret = "x" }\n',
             "sends no message id",
         ),
+        (  # every signed event would be a missing_key dead letter, retried for days
+            '[inboxes.a]\ncodec = "json"\nidentity = "key"\n'
+            'webhook = { scheme = "stripe", secret = "x" }\n',
+            "sends no message id",
+        ),
         (
             '[inboxes.a]\ncodec = "keyed"\n'
             'webhook = { scheme = "github", secret_env = "NO_SUCH_V" }\n',

@@ -160,6 +160,12 @@ class JsonCodec:
         identified as its scheme says (the sender's message id, or Stripe's ``/id``)."""
         check_settings(self.family, settings, SETTINGS)
         default = webhook.default_identity if webhook is not None else "content"
+        if webhook is not None and default != "key" and settings.get("identity") == "key":
+            # Its key is always None: every signed event would be a missing_key dead letter.
+            raise ConfigError(
+                f"codec json: a {webhook.scheme} webhook sends no message id to key by; "
+                f"identify it by the event's /id (the default) or other JSON Pointers"
+            )
         default_bound = webhook.max_bytes if webhook is not None else json_event.MAX_BYTES
         return JsonCodec(
             identity=settings.get("identity", default),
