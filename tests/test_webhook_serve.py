@@ -267,6 +267,20 @@ def test_bearer_tokens_still_deliver_and_bodies_are_bounded(hooks: Hooks) -> Non
     assert hooks.stored() == before
 
 
+def test_a_bearer_delivery_without_its_key_is_refused_as_on_any_keyed_inbox(
+    hooks: Hooks,
+) -> None:
+    """A token's delivery takes its key from Oncebox-Key, on a webhook inbox as on any
+    other: without one, a 400 that stores nothing, not a dead letter per resend."""
+    bearer = {"Authorization": f"Bearer {hooks.writer}"}
+    before = hooks.stored()
+    for inbox in ("gh", "hooks", "plain"):  # keyed, json by the key; plain: the control
+        refused = hooks.post(inbox, b'{"n": 1}', bearer)
+        assert refused.status_code == 400, (inbox, refused.text)
+        assert refused.json()["type"].endswith("missing-key")
+    assert hooks.stored() == before
+
+
 README = (Path(__file__).parent.parent / "docs" / "webhooks.md").read_text("utf-8")
 
 

@@ -229,8 +229,9 @@ def codec_family(name: str) -> str:
 def needs_key(codec: Codec) -> bool:
     """Whether the codec's identity is the key its transport gives (``Oncebox-Key``, a
     line's ``key``), so that a delivery without one is its sender's misconfiguration.
-    A codec says so with ``needs_key = True``; one whose key comes from the body, or
-    from a verified webhook's message id, does not."""
+    A codec says so with ``needs_key = True``; one whose key comes from the body does
+    not. A webhook sender's verified message id is its key: only a delivery a token
+    sends is asked for ``Oncebox-Key``."""
     return bool(getattr(codec, "needs_key", False))
 
 

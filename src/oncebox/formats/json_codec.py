@@ -139,8 +139,9 @@ class JsonCodec:
 
     @property
     def needs_key(self) -> bool:
-        """Identified by the transport's key (a webhook's verified message id aside)."""
-        return self.mode == "key" and self.webhook is None
+        """Identified by the transport's key: a webhook's verified message id, or the
+        Oncebox-Key of a delivery a token sends (on a webhook inbox too)."""
+        return self.mode == "key"
 
     @property
     def settings(self) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class KeyedCodec:
     identity: IdentityMode = "key"
     max_bytes = MAX_BYTES
     field_names: frozenset[str] = frozenset()  # nothing about the body is read
+    needs_key = True  # a webhook's verified message id, or a token's Oncebox-Key
 
     def __init__(self, webhook: WebhookConfig | None = None) -> None:
         if webhook is not None and webhook.default_identity != "key":
@@ -49,10 +50,6 @@ class KeyedCodec:
         if self.webhook is None:
             return {}
         return {"max_bytes": self.max_bytes, "webhook": self.webhook.describe()}
-
-    @property
-    def needs_key(self) -> bool:
-        return self.webhook is None  # a webhook's verified message id is the key
 
     def configure(self, settings: Mapping[str, Any], webhook: WebhookConfig | None) -> KeyedCodec:
         check_settings(self.name, settings, frozenset())
