@@ -118,6 +118,22 @@ def test_idle_uploads_with_made_up_signatures_are_held_within_the_budget(served:
     assert status == 201
 
 
+def test_a_forged_upload_under_a_real_message_id_does_not_hold_the_real_one_off(
+    served: Served,
+) -> None:
+    """A stranger who knows or guesses a message id (GitHub signs no delivery id) sends
+    a slow upload with a made-up signature under it: the sender's own upload of that
+    message, with its real signature, is taken meanwhile, not answered 503 (which
+    GitHub never retries)."""
+    forged = idle_upload(served, made_up("known-delivery"))
+    try:
+        closed, answer = closed_within(forged, 0.5)
+        assert not closed and status_of(answer) is None, answer[:300]  # being received
+        assert deliver(served, b"the real one", "known-delivery") == 201
+    finally:
+        forged.close()
+
+
 def test_a_head_that_can_be_refused_is_refused_before_its_body(served: Served) -> None:
     stale = int(time.time()) - 3600
     cases = [

@@ -6,9 +6,9 @@ so that the gate, the body reader and the route read one rule:
 
 - from the head (:meth:`Senders.begin`, for the gate): the headers the scheme needs,
   read and checked (their syntax, the signed time against the server clock, a second
-  upload of one message id while the first is still arriving), and room for the body in
-  the worker's budget of unverified bytes; the most body such a request may send is
-  its inbox codec's bound;
+  upload of one message id and signature while the first is still arriving), and room
+  for the body in the worker's budget of unverified bytes; the most body such a request
+  may send is its inbox codec's bound;
 - as the body arrives (:class:`Signing`, for the body reader): the signature computed
   over it, so that a body is never held longer than it takes to arrive, and never past
   the budget;
@@ -223,8 +223,11 @@ class Senders:
         except Unverified as exc:
             self.count(inbox, exc.reason)
             raise refused(exc.reason, exc.detail) from None
+        # An upload in flight is known by its signatures as well as its message id: a
+        # stranger's slow upload under a known id and a made-up signature must not hold
+        # off the sender's own (GitHub retries nothing); a replay of a real one is held.
         verified = head.verified
-        flight = (inbox, verified.key) if verified.key else (inbox, head.prefix, head.given)
+        flight = (inbox, verified.key or head.prefix, head.given)
         if flight in self._flights:
             self.count(inbox, "in_flight")
             raise busy("in_flight", "an upload of this message is still arriving")
