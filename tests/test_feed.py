@@ -144,3 +144,47 @@ def test_a_quiet_inbox_is_read_a_window_at_a_time(
         assert page.next_after > after
         after, reads = page.next_after, reads + 1
     assert found == ["r-1", "r-2"] and reads >= 3
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda box, mine: box.feed("ussd", after="1"), id="feed-after-text"),
+        pytest.param(lambda box, mine: box.feed("ussd", after=1.5), id="feed-after-float"),
+        pytest.param(lambda box, mine: box.feed("ussd", limit="5"), id="feed-limit-text"),
+        pytest.param(lambda box, mine: box.feed("ussd", limit=2.5), id="feed-limit-float"),
+        pytest.param(lambda box, mine: box.feed("ussd", limit=True), id="feed-limit-bool"),
+        pytest.param(lambda box, mine: box.feed("ussd", wait="1"), id="feed-wait-text"),
+        pytest.param(lambda box, mine: box.consumer(5, "ussd"), id="consumer-name-int"),
+        pytest.param(lambda box, mine: mine.lease("w", "5"), id="lease-ttl-text"),
+        pytest.param(lambda box, mine: mine.lease("w", True), id="lease-ttl-bool"),
+        pytest.param(lambda box, mine: mine.lease(5, 30), id="lease-holder-int"),
+        pytest.param(lambda box, mine: mine.lease("w\x00", 30), id="lease-holder-nul"),
+        pytest.param(lambda box, mine: mine.next(limit="5"), id="next-limit-text"),
+        pytest.param(lambda box, mine: mine.next(wait="1"), id="next-wait-text"),
+        pytest.param(lambda box, mine: mine.next(token="1"), id="next-token-text"),
+        pytest.param(lambda box, mine: mine.ack("2"), id="ack-text"),
+        pytest.param(lambda box, mine: mine.ack(1.5), id="ack-float"),
+        pytest.param(lambda box, mine: mine.ack(True), id="ack-bool"),
+        pytest.param(lambda box, mine: mine.ack(-1), id="ack-negative"),
+        pytest.param(lambda box, mine: box.lease("feed", "s", "5"), id="scope-lease-ttl-text"),
+    ],
+)
+def test_a_bad_argument_to_the_feed_or_a_consumer_is_refused_clearly(
+    make_box: BoxFactory, call: object
+) -> None:
+    """A position, a limit, a wait or a ttl of the wrong kind reached a comparison
+    (TypeError), the store (SQLite: "datatype mismatch", a StorageError) or was kept as
+    it was: ``ack(1.5)`` left a cursor of 1.5, ``after=1.5`` read from position 1, an
+    integer holder was kept as the holder. Each is the caller's error, said as one."""
+    box = make_box()
+    box.ingest_batch("ussd", [frame(n) for n in range(1, 4)])
+    mine = box.consumer("desk", "ussd")
+    mine.lease("worker-1", ttl=30)
+    mine.next(limit=10)
+    assert callable(call)
+    with pytest.raises(InvalidOperation):
+        call(box, mine)
+    assert mine.state().position == 0 and isinstance(mine.state().handed_out, int)
+    [standing] = box.consumers()
+    assert standing.lease is not None and standing.lease.holder == "worker-1"

@@ -387,3 +387,27 @@ def test_a_page_after_a_key_that_is_not_text_is_refused_clearly(box: Oncebox) ->
     for after in [("a\x00", "b", "c"), ("\udcff", "b", "c")]:
         with pytest.raises(InvalidQuery):
             box.work_keys("listing", after=after)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda box: box.work_keys("listing", limit=-1), id="keys-negative"),
+        pytest.param(lambda box: box.work_keys("listing", limit="5"), id="keys-text"),
+        pytest.param(lambda box: box.work_keys("listing", limit=1.5), id="keys-float"),
+        pytest.param(lambda box: worker(box).dirty_keys(-1), id="dirty-negative"),
+        pytest.param(lambda box: worker(box).review(-1), id="review-negative"),
+        pytest.param(lambda box: worker(box, claim_ttl="5"), id="claim-ttl-text"),
+        pytest.param(lambda box: worker(box, max_failures="5"), id="max-failures-text"),
+        pytest.param(lambda box: worker(box, max_failures=2.5), id="max-failures-float"),
+    ],
+)
+def test_a_bad_limit_or_option_of_the_work_keys_is_refused_clearly(
+    box: Oncebox, call: Any
+) -> None:
+    """``work_keys(limit=-1)`` gave every key on SQLite (its LIMIT -1 is none at all)
+    and a StorageError on PostgreSQL; a text limit or option met a comparison
+    (TypeError) or the store. Each is the caller's error, said as one."""
+    box.ingest("listing", event_body("n-1"))
+    with pytest.raises(InvalidOperation):
+        call(box)

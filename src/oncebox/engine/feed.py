@@ -64,13 +64,21 @@ def idempotency_key(store_id: str, inbox_id: int, record_id: int, revision: int)
     return "obx_" + hashlib.sha256(spelled).hexdigest()[:32]
 
 
+def counted(value: object, what: str, least: int = 0) -> int:
+    """``value`` as a position or a count: an integer (not a bool) of at least ``least``.
+    Anything else is the caller's error, said as one, rather than a comparison's
+    TypeError, the store's refusal, or a float kept as a cursor."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    raise InvalidOperation(f"{what} is a whole number, {least} or more, not {value!r:.40}")
+
+
 def page(tx: Feeding, store_id: str, inbox_id: int, after: int, limit: int) -> FeedPage:
     """The entries after position ``after``: at most ``limit`` (and :data:`PAGE_MAX`),
     no more contents than :data:`PAGE_BYTES` once the first is in, and found among the
     next :data:`SCAN` positions of the log."""
-    if after < 0:
-        raise InvalidOperation(f"a feed position is 0 or more, not {after}")
-    if not 1 <= limit <= PAGE_MAX:
+    counted(after, "a feed position")
+    if not 1 <= counted(limit, "a page's limit") <= PAGE_MAX:
         raise InvalidOperation(f"a feed page holds 1 to {PAGE_MAX:,} entries, not {limit}")
     until = tx.feed_window(after, SCAN)
     rows = tx.feed_entries(inbox_id, after, until, limit, CONTENT_MAX)
@@ -117,6 +125,8 @@ def create(
 
 
 def check_name(name: str) -> None:
+    if not isinstance(name, str):
+        raise InvalidOperation(f"a consumer's name is text, not {name!r:.40}")
     if not (1 <= len(name) <= 128 and name.isprintable() and name == name.strip()):
         raise InvalidOperation(
             f"consumer name {name[:40]!r}: use 1 to 128 printable characters, no surrounding "
@@ -134,6 +144,10 @@ def found(tx: Feeding, name: str) -> Consumer:
 def lease(tx: FeedTx, name: str, holder: str, ttl: float, now: float) -> LeaseState:
     """The consumer's lease for ``holder``: a fencing token, valid ``ttl`` seconds on
     the server clock; refused while another holder's lease is live."""
+    if not (isinstance(holder, str) and 1 <= len(holder) <= 256 and holder.isprintable()):
+        raise InvalidOperation(
+            f"a consumer's holder is 1 to 256 printable characters, not {holder!r:.40}"
+        )
     found(tx, name)
     try:
         return fence.take(tx, consumer_resource(name), holder, ttl, now)
@@ -144,6 +158,7 @@ def lease(tx: FeedTx, name: str, holder: str, ttl: float, now: float) -> LeaseSt
 
 
 def _fenced(tx: FeedTx, name: str, token: int, now: float) -> Consumer:
+    counted(token, "a consumer's token")  # True would pass for token 1
     consumer = found(tx, name)
     said = fence.refused(fence.held(tx, consumer_resource(name)), token, now)
     if said is not None:
@@ -168,6 +183,7 @@ def hand_out(tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: 
 def acknowledge(tx: FeedTx, name: str, token: int, position: int, now: float) -> Consumer:
     """Move the cursor to ``position``: only forward (an older one changes nothing),
     only up to what was handed out, only under the current lease."""
+    counted(position, "a position acknowledged")
     consumer = _fenced(tx, name, token, now)
     if position > consumer.handed_out:
         raise PastHandedOut(

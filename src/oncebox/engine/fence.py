@@ -35,6 +35,14 @@ class LeaseHeld(InvalidOperation):
         self.lease = lease
 
 
+def check_ttl(ttl: object) -> None:
+    """A lease's ttl: a number of seconds, positive and finite (one that never runs out
+    is no lease, nor JSON, logged). Text or a bool is not one: compared, it would raise
+    a TypeError, or pass for 1."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+        raise InvalidOperation(f"a lease needs a positive ttl, and a finite one, not {ttl!r:.40}")
+
+
 def refused(lease: LeaseState | None, token: int | None, now: float) -> str | None:
     """Why a write under ``token`` at server time ``now`` is refused, if it is.
 
@@ -65,8 +73,7 @@ def grant(
 ) -> LeaseState:
     """A new lease on ``resource`` until ``now + ttl``: the next token, which fences
     every older one."""
-    if not 0 < ttl < math.inf:  # one that never runs out is no lease (nor JSON, logged)
-        raise InvalidOperation(f"a lease needs a positive ttl, and a finite one, not {ttl}")
+    check_ttl(ttl)
     lease = LeaseState(*resource, tx.next_token(), holder, now, now + ttl)
     tx.put_lease(lease)
     return lease
@@ -75,6 +82,7 @@ def grant(
 def take(tx: FencePort, resource: Resource, holder: str, ttl: float, now: float) -> LeaseState:
     """``holder``'s lease on ``resource``: granted if nobody else holds a live one
     (the holder's own live lease is taken again, under a new token)."""
+    check_ttl(ttl)  # before a live lease is reported held: the caller's error comes first
     current = held(tx, resource)
     if current is not None and live(current, now) and current.holder != holder:
         raise LeaseHeld(current)

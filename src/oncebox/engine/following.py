@@ -71,7 +71,7 @@ class Following(ABC):
     def _waiting(self, read: Callable[[], T], empty: Callable[[T], bool], wait: float) -> T:
         """``read()``, again as news comes, until it has something or ``wait`` seconds
         (at most :data:`WAIT_MAX`) have passed."""
-        if not 0 <= wait <= WAIT_MAX:
+        if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= WAIT_MAX:
             raise InvalidOperation(f"wait is 0 to {WAIT_MAX:g} seconds, not {wait}")
         deadline = time.monotonic() + wait
         with self._news:
@@ -170,6 +170,8 @@ class FeedConsumer:
         """The entries after what it acknowledged, handed out under its lease (acknowledge
         up to the page's ``next_after``)."""
         held, store_id = self._token(token), self.box._store_id()
+        if not 1 <= feeding.counted(limit, "a page's limit") <= feeding.PAGE_MAX:
+            raise InvalidOperation(f"a page holds 1 to {feeding.PAGE_MAX:,} entries, not {limit}")
 
         def read() -> feeding.FeedPage:
             # Looked at first without the write lock: a waiting consumer polls.

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from oncebox.domain import STALE_TOKEN, Preview, WorkItem
 from oncebox.engine import fence, log
 from oncebox.engine.documents import document_text
+from oncebox.engine.feed import counted
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.steps import generation as work
 from oncebox.engine.views import listed, to_read
@@ -152,10 +153,15 @@ class Reconciler:
         max_failures: int = 5,
         backoff: Backoff | None = None,
     ) -> None:
-        if not 0 < claim_ttl < math.inf:  # a worker that died would hold its key for good
-            raise InvalidOperation(f"claim_ttl must be positive and finite, not {claim_ttl}")
-        if max_failures < 1:
-            raise InvalidOperation("max_failures must be at least 1")
+        if (
+            isinstance(claim_ttl, bool)
+            or not isinstance(claim_ttl, int | float)
+            or not 0 < claim_ttl < math.inf  # a worker that died would hold its key for good
+        ):
+            raise InvalidOperation(
+                f"claim_ttl must be positive and finite seconds, not {claim_ttl!r:.40}"
+            )
+        counted(max_failures, "max_failures", least=1)
         self.box = box
         self.store = box.store
         self.inbox = inbox
@@ -168,6 +174,7 @@ class Reconciler:
 
     # -- the work-key contract (docs/concepts.md#work-keys) ----------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
+        counted(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
         with self.store.reading() as tx:
             return work.dirty(tx, self.inbox_id, limit)
 
@@ -341,6 +348,7 @@ class Reconciler:
     # -- operators -----------------------------------------------------------------------
     def review(self, limit: int = 2**62, preview: Preview | None = None) -> list[WorkItem]:
         """The keys in review, in key order (with a ``preview``: as a listing shows them)."""
+        counted(limit, "a page's limit")
         with self.store.scanning() as tx:
             rows = work.page(tx, self.inbox_id, limit, review=True, preview=to_read(preview))
         return listed(rows, preview)
