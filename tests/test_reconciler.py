@@ -402,12 +402,46 @@ def test_a_page_after_a_key_that_is_not_text_is_refused_clearly(box: Oncebox) ->
         pytest.param(lambda box: worker(box, max_failures=2.5), id="max-failures-float"),
     ],
 )
-def test_a_bad_limit_or_option_of_the_work_keys_is_refused_clearly(
-    box: Oncebox, call: Any
-) -> None:
+def test_a_bad_limit_or_option_of_the_work_keys_is_refused_clearly(box: Oncebox, call: Any) -> None:
     """``work_keys(limit=-1)`` gave every key on SQLite (its LIMIT -1 is none at all)
     and a StorageError on PostgreSQL; a text limit or option met a comparison
     (TypeError) or the store. Each is the caller's error, said as one."""
     box.ingest("listing", event_body("n-1"))
     with pytest.raises(InvalidOperation):
         call(box)
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        pytest.param(lambda key: {"status": "ACTIVE"}, id="the-document-alone"),
+        pytest.param(lambda key: None, id="none"),
+        pytest.param(lambda key: ReadResult(None, {"status": "ACTIVE"}), id="no-key"),  # type: ignore[arg-type]
+        pytest.param(lambda key: ReadResult(7, {"status": "ACTIVE"}), id="int-key"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_reader_that_returns_the_wrong_type_fails_its_key_not_every_worker(
+    box: Oncebox, returned: Any
+) -> None:
+    """A reader that returned something other than a ReadResult (the document alone, a
+    forgotten return) raised AttributeError or TypeError out of ``refresh_once``: the
+    worker thread died, ``run_workers`` set stop for every other worker and raised, and
+    the other keys were never refreshed. It is that key's failed read: counted, backed
+    off, in review after ``max_failures``, with a message that says what was returned."""
+    from oncebox.engine.reconciler import run_workers
+
+    box.ingest("listing", event_body("n-1"))
+    box.ingest("listing", event_body("n-2", sku="SKU-2"))
+
+    def reader(key: WorkKey) -> ReadResult:
+        if key == PRIMARY:
+            return returned(key)  # type: ignore[no-any-return]
+        return ReadResult(key, {"status": "ACTIVE"})
+
+    totals = run_workers(
+        box, "listing", reader, workers=2, once=True, backoff=Backoff(rng=lambda: 0.0)
+    )
+    assert totals[Outcome.FAILED] == 1 and totals[Outcome.APPLIED] == 1
+    bad = row(box)
+    assert bad.dirty and bad.failures == 1 and "ReadResult" in bad.last_error
+    assert not row(box, OTHER).dirty

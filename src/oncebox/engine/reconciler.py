@@ -225,6 +225,12 @@ class Reconciler:
         """Store the read and mark the key clean, only for the generation it was read for
         and only under the ticket's claim (the fence: its token still current, its lease
         not run out by the server clock)."""
+        if not isinstance(result, ReadResult):
+            raise WrongKey(f"a reader returns a ReadResult(key, document), not {result!r:.80}")
+        if not isinstance(result.key, tuple | list):
+            raise WrongKey(
+                f"a ReadResult's key is (seller_id, sku, marketplace_id), not {result.key!r:.80}"
+            )
         if tuple(result.key) != tuple(ticket.key):
             raise WrongKey(
                 f"the result is for {list(result.key)}, the ticket for {list(ticket.key)}"
@@ -319,7 +325,10 @@ class Reconciler:
         return True
 
     def refresh_once(self) -> Outcome:
-        """Claim one due key, read it outside any transaction, and complete it."""
+        """Claim one due key, read it outside any transaction, and complete it. A read
+        that raises, or returns what :meth:`complete` refuses (another key, a document
+        that is not one, not a :class:`ReadResult` at all), is that key's failure: the
+        reader is the user's code, and one key's bad read must not stop the workers."""
         if self.reader is None:
             raise InvalidOperation("this reconciler has no reader")
         ticket = self.begin_refresh()
