@@ -183,3 +183,22 @@ def test_reconcile_through_a_command_reader(tmp_path: Path) -> None:
     cli(tmp_path, "work", "retry", "SELLER-A", "SKU-BAD", "ATVPDKIKX0DER")
     assert json.loads(cli(tmp_path, "work", "review")) == []
     assert json.loads(cli(tmp_path, "work", "list", "--dirty"))[0]["failures"] == 0
+
+
+def test_reconcile_refuses_a_claim_no_longer_than_a_read_may_take(tmp_path: Path) -> None:
+    """``--claim-ttl`` and ``--timeout`` were both 30 s by default: a read that took its
+    whole timeout and then succeeded outlasted its claim by the time it completed, and was
+    refused and counted a failure (in review after five such reads). The default claim is
+    now twice the read's timeout, and a claim no longer than the timeout is refused."""
+    from oncebox.surfaces.cli.work import reconcile
+
+    defaults = {p.name: p.default for p in reconcile.params}
+    assert defaults["claim_ttl"] >= 2 * defaults["timeout"]
+    cli(tmp_path, "ingest", "listing", stdin=event_body("n-1"))
+    for ttl, timeout in [("30", "30"), ("10", "30"), ("20", None)]:
+        more = ["--timeout", timeout] if timeout else []
+        args = ["reconcile", "--reader", "true", "--once", "--claim-ttl", ttl, *more]
+        oncebox = oncebox_in(tmp_path, "--db", f"sqlite:///{tmp_path / 'cli.db'}")
+        refused = oncebox(*args, text=True)
+        assert refused.returncode == 2 and "--claim-ttl" in refused.stderr, refused.stderr
+    assert json.loads(cli(tmp_path, "work", "list"))[0]["failures"] == 0  # nothing was read

@@ -31,7 +31,13 @@ WORK = columns(
 )
 @click.option("--once", is_flag=True, help="Stop when no dirty key is due.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64))
-@click.option("--claim-ttl", default=30.0, show_default=True, help="Seconds a claim lasts.")
+@click.option(
+    "--claim-ttl",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a claim lasts: more than --timeout, or a read that takes all of it is refused.",
+)
 @click.option(
     "--max-failures",
     default=5,
@@ -39,7 +45,13 @@ WORK = columns(
     type=click.IntRange(1),
     help="Failures in a row before a key goes to operator review.",
 )
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds per read.")
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds per read.",
+)
 @click.pass_obj
 def reconcile(
     obj: Context,
@@ -55,6 +67,12 @@ def reconcile(
 
     Example: oncebox reconcile --reader "python3 fetch_listing.py" --workers 4 --once
     """
+    if claim_ttl <= timeout:  # a read that took its whole timeout would outlast its claim
+        raise click.BadParameter(
+            f"{claim_ttl:g} s is no longer than --timeout ({timeout:g} s): a read that takes "
+            f"all of it would be refused as it ends; give the claim some seconds more",
+            param_hint="--claim-ttl",
+        )
     box = obj.box
     reader = CommandReader(command, timeout=timeout)
     worker = box.reconciler(inbox)
