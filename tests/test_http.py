@@ -494,6 +494,45 @@ def test_group_commit_decides_like_serial_delivery(
     assert served.group.largest > 1 and served.group.transactions < 50
 
 
+def test_moving_a_consumer_needs_the_write_scope(
+    serve: Callable[..., Served], file_box: Oncebox
+) -> None:
+    """A read token could make a consumer, take its lease once the holder's had lapsed,
+    and acknowledge under it: it moved the cursor every holder shares, a write by a token
+    that may only read. Making a consumer, taking its lease and acknowledging need
+    `write`; being handed entries (`next`) needs `read`, so a worker needs both."""
+    served = serve(file_box)
+    reader = file_box.create_token("feed-r", ["ussd"], ["read"]).secret
+    writer = file_box.create_token("feed-w", ["ussd"], ["write"]).secret
+    worker = file_box.create_token("feed-rw", ["ussd"], ["read", "write"]).secret
+    with served.client() as admin:
+        for seq in (1, 2):
+            admin.post(
+                "/v1/inboxes/ussd/deliveries", content=frame(seq, 3),
+                headers={"Oncebox-Key": f"k{seq}"},
+            )  # fmt: skip
+    with served.client(reader) as http:
+        is_problem(http.put("/v1/consumers/desk", json={"inbox": "ussd"}), 403)
+    with served.client(worker) as http:
+        assert http.put("/v1/consumers/desk", json={"inbox": "ussd"}).status_code == 201
+        held = http.post("/v1/consumers/desk/lease", json={"holder": "w", "ttl": 1}).json()
+        page = http.get("/v1/consumers/desk/next", params={"token": held["token"]}).json()
+        assert len(page["entries"]) == 2
+    with served.client(reader) as http:
+        assert http.get("/v1/consumers/desk").json()["position"] == 0  # looking is reading
+        is_problem(http.post("/v1/consumers/desk/lease", json={"holder": "r"}), 403)
+        moved = {"token": held["token"], "position": page["next_after"]}
+        is_problem(http.post("/v1/consumers/desk/ack", json=moved), 403)
+    with served.client(writer) as http:
+        is_problem(http.get("/v1/consumers/desk/next", params={"token": held["token"]}), 403)
+        assert http.post("/v1/consumers/desk/ack", json=moved).status_code == 200
+    stranger = file_box.create_token("other-rw", ["listing"], ["read", "write"]).secret
+    with served.client(stranger) as http:  # another inbox's: as if there were none
+        is_problem(http.post("/v1/consumers/desk/lease", json={"holder": "s"}), 404)
+        is_problem(http.put("/v1/consumers/mine", json={"inbox": "ussd"}), 404)
+    assert file_box.consumer_standing("desk").consumer.position == page["next_after"]
+
+
 def test_group_commit_admits_each_request_by_its_own_token(
     serve: Callable[..., Served], file_box: Oncebox
 ) -> None:

@@ -4,7 +4,8 @@ A token is a random secret shown once at creation; the store keeps only its SHA-
 a leaked database does not leak credentials. Each token names the inboxes it may touch
 (or ``*`` for all) and its scopes:
 
-- ``write``: deliver, take and release leases;
+- ``write``: deliver, take and release leases, make a consumer, take its lease and
+  acknowledge (its cursor is a write);
 - ``read``: views (quarantine, dead letters, work keys, proofs, checkpoints, metrics);
 - ``operator``: resolve quarantine rows and send work keys back from review; it implies
   ``read``, since an operator must see what they resolve;

@@ -1,5 +1,9 @@
 """Durable consumers of an inbox's feed: the store keeps each one's cursor, and only the
-holder of its current lease moves it (``/v1/consumers``)."""
+holder of its current lease moves it (``/v1/consumers``).
+
+Making a consumer, taking its lease and acknowledging change what every holder of it
+shares, so they need the ``write`` scope; looking at one and being handed its entries
+(``next``, which shows the feed's contents) need ``read``: a worker needs both."""
 
 from __future__ import annotations
 
@@ -100,7 +104,7 @@ def list_consumers(who: Authed, svc: Served) -> ConsumerListOut:
         ),
     },
 )  # fmt: skip
-@needs(TokenScope.READ)
+@needs(TokenScope.WRITE)  # it changes what every holder shares: a write
 def put_consumer(
     name: Name, who: Authed, svc: Served, made: ConsumerIn, response: Response
 ) -> ConsumerOut:
@@ -154,7 +158,7 @@ def drop_consumer(name: Name, who: Authed, svc: Served) -> Response:
         e409="Another holder's lease is live.",
     ),
 )  # fmt: skip
-@needs(TokenScope.READ)
+@needs(TokenScope.WRITE)  # it changes what every holder shares: a write
 def lease_consumer(
     name: Name, who: Authed, svc: Served, lease: ConsumerLeaseIn
 ) -> ConsumerLeaseOut:
@@ -219,7 +223,7 @@ async def next_entries(
         e422="The position is past what the consumer was handed, or the body is invalid.",
     ),
 )  # fmt: skip
-@needs(TokenScope.READ)
+@needs(TokenScope.WRITE)  # it changes what every holder shares: a write
 def ack(name: Name, who: Authed, svc: Served, acked: AckIn) -> ConsumerOut:
     """Move the cursor to `position`, only forward and only up to what was handed out,
     under the current lease (an older position changes nothing)."""
