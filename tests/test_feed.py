@@ -188,3 +188,60 @@ def test_a_bad_argument_to_the_feed_or_a_consumer_is_refused_clearly(
     assert mine.state().position == 0 and isinstance(mine.state().handed_out, int)
     [standing] = box.consumers()
     assert standing.lease is not None and standing.lease.holder == "worker-1"
+
+
+def test_a_caught_up_consumer_is_told_its_token_is_stale_or_expired(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    """``next`` looked for news without the write lock and, finding none, answered an
+    empty page without asking the fence: a holder whose lease had run out, or been taken
+    over, went on polling a quiet feed as if it held it (over HTTP a 200 where the docs
+    say 409), and learnt only once something new was sealed."""
+    box = make_box()
+    box.ingest("ussd", frame(1))
+    mine = box.consumer("desk", "ussd")
+    mine.lease("worker-1", ttl=30)
+    mine.ack(mine.next().next_after)
+    assert mine.next().entries == []  # caught up, and holding it: nothing to say
+    clock.advance(31)
+    with pytest.raises(StaleCursor) as expired:
+        mine.next()
+    assert expired.value.reason == "expired_lease"
+    box.feed_consumer("desk").lease("worker-2")
+    with pytest.raises(StaleCursor) as stale:
+        mine.next()
+    assert stale.value.reason == "stale_token"
+
+
+def test_a_dropped_consumer_made_again_is_not_moved_by_the_old_holder(
+    make_box: BoxFactory,
+) -> None:
+    """Dropping a consumer forgot its cursor but not its lease: made again under the
+    same name (to start it over), the old holder's token still handed out and moved the
+    new cursor, and a new holder was refused while the old lease ran."""
+    box = make_box()
+    box.ingest_batch("ussd", [frame(1), frame(2)])
+    old = box.consumer("desk", "ussd")
+    old.lease("worker-1", ttl=30)
+    old.next()
+    box.drop_consumer("desk")
+    fresh = box.consumer("desk", "ussd", start="end")
+    with pytest.raises(StaleCursor):
+        old.next()
+    with pytest.raises(StaleCursor):
+        old.ack(1)
+    assert fresh.lease("worker-2").holder == "worker-2"
+    assert fresh.state().position == box.log_position()
+
+
+def test_a_consumer_cannot_start_past_the_log_s_end(make_box: BoxFactory) -> None:
+    """A consumer made after a position the log has not reached (a typo, a position of
+    another store) skipped, silently and for good, every entry sealed until the log got
+    there. Only a position the log has is a place to start after."""
+    box = make_box()
+    box.ingest("ussd", frame(1))
+    end = box.log_position()
+    with pytest.raises(InvalidOperation, match="past the log"):
+        box.consumer("far", "ussd", start=end + 1)
+    assert box.consumer("here", "ussd", start=end).state().position == end
+    assert [s.consumer.name for s in box.consumers()] == ["here"]

@@ -515,6 +515,8 @@ def test_moving_a_consumer_needs_the_write_scope(
         is_problem(http.put("/v1/consumers/desk", json={"inbox": "ussd"}), 403)
     with served.client(worker) as http:
         assert http.put("/v1/consumers/desk", json={"inbox": "ussd"}).status_code == 201
+        far = {"inbox": "ussd", "start": 10**9}  # past the log's end: it would skip for good
+        is_problem(http.put("/v1/consumers/far", json=far), 409)
         held = http.post("/v1/consumers/desk/lease", json={"holder": "w", "ttl": 1}).json()
         page = http.get("/v1/consumers/desk/next", params={"token": held["token"]}).json()
         assert len(page["entries"]) == 2

@@ -114,8 +114,13 @@ def create(
         position = tx.log_position()
     elif isinstance(start, int) and not isinstance(start, bool) and start >= 0:
         position = start
+        end = tx.log_position()
+        if position > end:  # it would skip, for good, all that is sealed until the log is there
+            raise InvalidOperation(
+                f"start {position} is past the log's end ({end}): start at a position it has"
+            )
     else:
-        raise InvalidOperation(f"start is beginning, end or a position, not {start!r}")
+        raise InvalidOperation(f"start is beginning, end or a position, not {start!r:.40}")
     new = tx.put_consumer(name, inbox_id, position, now)
     made = tx.get_consumer(name)
     assert made is not None
@@ -160,13 +165,34 @@ def lease(tx: FeedTx, name: str, holder: str, ttl: float, now: float) -> LeaseSt
 def _fenced(tx: FeedTx, name: str, token: int, now: float) -> Consumer:
     counted(token, "a consumer's token")  # True would pass for token 1
     consumer = found(tx, name)
-    said = fence.refused(fence.held(tx, consumer_resource(name)), token, now)
+    _refuse(name, token, fence.refused(fence.held(tx, consumer_resource(name)), token, now))
+    return consumer
+
+
+def _refuse(name: str, token: int, said: str | None) -> None:
     if said is not None:
         raise StaleCursor(
             said,
             f"token {token} does not hold consumer {name} ({said}): take its lease again",
         )
-    return consumer
+
+
+def check_token(tx: FeedTx, name: str, token: int, now: float) -> None:
+    """The fence's word on ``token`` without holding the lease, for a read that found
+    nothing new and takes no write lock: a stale or expired token is told so all the
+    same, not answered an empty page as if it held the consumer."""
+    counted(token, "a consumer's token")
+    current = next((held for held in tx.list_leases(Fenced.CONSUMER, 0) if held.name == name), None)
+    _refuse(name, token, fence.refused(current, token, now))
+
+
+def drop(tx: FeedTx, name: str, now: float) -> bool:
+    """Forget the consumer, and fence its lease: a consumer made again under the name
+    starts with no holder, and the old holder's token moves nothing."""
+    if not tx.drop_consumer(name):
+        return False
+    fence.supersede(tx, consumer_resource(name), now)
+    return True
 
 
 def hand_out(tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: float) -> FeedPage:

@@ -139,7 +139,7 @@ class Following(ABC):
         return FeedConsumer(self, name)
 
     def drop_consumer(self, name: str) -> None:
-        if not self.write(lambda tx: tx.drop_consumer(name)):
+        if not self.write(lambda tx: feeding.drop(tx, name, tx.now())):
             raise NotFound(f"no consumer {name}")
 
 
@@ -178,6 +178,7 @@ class FeedConsumer:
             with self.box.store.reading() as tx:
                 consumer = feeding.found(tx, self.name)
                 if tx.log_position() <= consumer.position:  # nothing new at all
+                    feeding.check_token(tx, self.name, held, tx.now())
                     return feeding.FeedPage([], consumer.position)
             return self.box.write(
                 lambda tx: feeding.hand_out(tx, store_id, self.name, held, limit, tx.now())

@@ -84,7 +84,8 @@ def page_out(page: FeedPage) -> FeedPageOut:
 @needs(TokenScope.READ)
 def list_consumers(who: Authed, svc: Served) -> ConsumerListOut:
     """Each consumer of an inbox the token covers, with how far behind it is: entries
-    after its cursor (counted up to 10,000 positions on) and the age of the oldest."""
+    after its cursor (counted over at most a million log positions on) and the age of
+    the oldest."""
     shown = [_out(s) for s in svc.box.consumers() if who.sees(s.inbox)]
     return ConsumerListOut(consumers=shown)
 
@@ -100,7 +101,8 @@ def list_consumers(who: Authed, svc: Served) -> ConsumerListOut:
         **errors(
             400, *AUTHENTICATED, 404, 409, 413, 422,
             e404="No such inbox (or not the token's).",
-            e409="A consumer of that name follows another inbox.",
+            e409="A consumer of that name follows another inbox, or the start is past the "
+            "log's end.",
         ),
     },
 )  # fmt: skip
