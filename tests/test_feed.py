@@ -245,3 +245,31 @@ def test_a_consumer_cannot_start_past_the_log_s_end(make_box: BoxFactory) -> Non
         box.consumer("far", "ussd", start=end + 1)
     assert box.consumer("here", "ussd", start=end).state().position == end
     assert [s.consumer.name for s in box.consumers()] == ["here"]
+
+
+def test_a_consumer_of_a_quiet_inbox_gets_past_a_busy_stretch_of_the_log(
+    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer is handed what follows its cursor among the next window of log
+    positions. When the window held none of its inbox's entries the page was empty, and
+    its holder (as the docs' loop and ``oncebox consumers read`` do) acknowledged
+    nothing: the next read looked at the same window again, empty again, for good. A
+    consumer of a quiet inbox in a busy store was never handed another entry."""
+    from helpers import event_body
+
+    monkeypatch.setattr(feeding, "SCAN", 5)
+    box = make_box()
+    box.ingest("ussd", frame(1))
+    for n in range(12):
+        box.ingest("listing", event_body(f"n-{n}"))
+    box.ingest("ussd", frame(2))
+    mine = box.consumer("desk", "ussd")
+    mine.lease("worker-1", ttl=30)
+    found = []
+    for _ in range(6):  # the docs' loop: acknowledge a page that had entries
+        page = mine.next(limit=100)
+        found += [e.identity for e in page.entries]
+        if page.entries:
+            mine.ack(page.next_after)
+    assert found == ["r-1", "r-2"]
+    assert mine.state().position == box.log_position()

@@ -82,3 +82,23 @@ def test_a_consumer_reads_each_entry_once_across_runs(db: str) -> None:
     assert run(db, "consumers", "drop", "ledger").returncode == 0
     gone = run(db, "consumers", "show", "ledger")
     assert gone.returncode != 0 and b"no consumer ledger" in gone.stderr
+
+
+def test_consumers_read_gets_past_a_stretch_of_other_inboxes_entries(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``consumers read`` acknowledged only pages with entries and, without --follow,
+    ended at the first empty one: a read that looked at a window of the log holding none
+    of its inbox's entries ended there, and every later read looked at the same window
+    again, so the entries after a busy stretch of other inboxes were never printed."""
+    from oncebox.engine import feed as feeding
+
+    ingest(db, "n-1")  # the test's first command: a process; the rest run in this one
+    monkeypatch.setattr(feeding, "SCAN", 5)
+    assert run(db, "consumers", "create", "ledger", "listing").returncode == 0
+    for n in range(12):  # log entries of another inbox
+        assert run(db, "lease", "feed", f"S{n}").returncode == 0
+    ingest(db, "n-2")
+    printed = lines(run(db, "consumers", "read", "ledger").stdout)
+    assert [ident(e) for e in printed] == ["n-1", "n-2"]
+    assert run(db, "consumers", "read", "ledger").stdout == b""

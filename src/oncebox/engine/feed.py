@@ -201,8 +201,14 @@ def hand_out(tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: 
     acknowledge up to the page's ``next_after``."""
     consumer = _fenced(tx, name, token, now)
     found = page(tx, store_id, consumer.inbox_id, consumer.position, limit)
-    if found.next_after > consumer.handed_out:
-        tx.move_consumer(name, consumer.position, found.next_after, now)
+    # A window with none of its inbox's entries has nothing to hand out again, ever (a
+    # position is given at seal time): the cursor moves past it. Left where it was, the
+    # next read would look at the same window, find nothing again, and a holder that
+    # acknowledges only what it was handed would never get past it.
+    position = consumer.position if found.entries else found.next_after
+    handed_out = max(consumer.handed_out, found.next_after)
+    if (position, handed_out) != (consumer.position, consumer.handed_out):
+        tx.move_consumer(name, position, handed_out, now)
     return found
 
 

@@ -173,6 +173,7 @@ def consumers_read(
     box = obj.box
     mine = box.feed_consumer(name)
     taken = 0.0
+    looked: int | None = None  # where the last read looked up to
     while True:
         if time.monotonic() - taken > ttl / 2:
             mine.lease(holder or default_actor(), ttl)
@@ -182,5 +183,6 @@ def consumers_read(
         _print(page)
         if page.entries:
             mine.ack(page.next_after)
-        elif not follow:
+        elif not follow and page.next_after == looked:  # caught up, not a quiet stretch
             return
+        looked = page.next_after
