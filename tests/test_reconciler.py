@@ -445,3 +445,21 @@ def test_a_reader_that_returns_the_wrong_type_fails_its_key_not_every_worker(
     bad = row(box)
     assert bad.dirty and bad.failures == 1 and "ReadResult" in bad.last_error
     assert not row(box, OTHER).dirty
+
+
+@pytest.mark.parametrize("key", [("a", "b"), "abc", (1, 2, 3), ("a", "b", "c", "d")])
+def test_a_work_key_that_is_not_three_strings_is_refused_clearly(box: Oncebox, key: Any) -> None:
+    """A key of two parts was the store's refusal ("Incorrect number of bindings", a
+    StorageError) or an IndexError; integers a TypeError; the string ``"abc"`` was read
+    as the key ``("a", "b", "c")``. A work key is three strings, or the caller's error."""
+    box.ingest("listing", event_body("n-1"))
+    recon = worker(box)
+    for call in (
+        lambda: box.work_key("listing", key),
+        lambda: box.work_keys("listing", after=key),
+        lambda: recon.begin_refresh(key),
+        lambda: recon.retry(key),
+    ):
+        with pytest.raises(InvalidOperation, match="three strings"):
+            call()
+    assert row(box).dirty and row(box).claimed_by is None

@@ -315,7 +315,7 @@ class Reads(ABC):
         inbox_id = self.inbox(inbox).row.id
         if limit is not None:
             counted(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
-        if after is not None and not work.storable(after):
+        if after is not None and not work.storable(work.checked(after)):
             raise InvalidQuery("a work key holds no NUL character or lone surrogate")
         with self.store.scanning() as tx:
             rows = work.page(
@@ -327,6 +327,7 @@ class Reads(ABC):
     def work_key(self, inbox: str, key: tuple[str, str, str]) -> WorkItem | None:
         """One work key, its document whole."""
         inbox_id = self.inbox(inbox).row.id
+        key = work.checked(key)
         with self.store.reading() as tx:
             return work.get(tx, inbox_id, key)
 

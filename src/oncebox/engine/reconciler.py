@@ -182,12 +182,14 @@ class Reconciler:
         """Claim ``key`` (or the next dirty key that is due) and capture its generation:
         the claim is a lease of the one fence on the key, until ``claim_ttl`` from now."""
 
+        wanted = None if key is None else work.checked(key)
+
         def claim(tx: WorkTx) -> Ticket | None:
             now = tx.now()
-            if key is not None:
-                row = work.get(tx, self.inbox_id, (key[0], key[1], key[2]), lock=True)
+            if wanted is not None:
+                row = work.get(tx, self.inbox_id, wanted, lock=True)
                 if row is None:
-                    raise NotFound(f"no work key {list(key)} in inbox {self.inbox}")
+                    raise NotFound(f"no work key {list(wanted)} in inbox {self.inbox}")
                 try:
                     return take(tx, row, now)
                 except fence.LeaseHeld as held:
@@ -366,10 +368,12 @@ class Reconciler:
         """Send a key back from review: its failure count starts again. ``actor`` (who
         sent it: an API token's name) is recorded in the log."""
 
+        wanted = work.checked(key)
+
         def send_back(tx: WorkTx) -> None:
-            if not work.retry(tx, self.inbox_id, (key[0], key[1], key[2])):
-                raise InvalidOperation(f"work key {list(key)} is not in review")
-            log.event(tx, "retry", {"inbox": self.inbox, "key": list(key), "actor": actor})
+            if not work.retry(tx, self.inbox_id, wanted):
+                raise InvalidOperation(f"work key {list(wanted)} is not in review")
+            log.event(tx, "retry", {"inbox": self.inbox, "key": list(wanted), "actor": actor})
 
         self.box.write(send_back)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from oncebox.domain import WHOLE, Fenced, Preview, Resource, WorkItem
 from oncebox.engine.step import Change
+from oncebox.errors import InvalidOperation
 from oncebox.formats import Invalid
 from oncebox.formats.json_event import bounded_string
 from oncebox.store.base import StepTx
@@ -114,6 +115,17 @@ def page(
     params = {"inbox": inbox_id, "limit": limit, "dirty": dirty, "review": review,
               "s": s, "k": k, "m": m, "text": preview.text, "fields": preview.fields}  # fmt: skip
     return tx.rows(_q(tx, "list_work_keys"), params, WorkItem)
+
+
+def checked(key: object) -> WorkKey:
+    """A work key as a caller gave it: three strings (seller_id, sku, marketplace_id).
+    Anything else is the caller's error, said as one, not an IndexError, a TypeError, the
+    store's refusal, or a string of three characters read as three parts."""
+    if isinstance(key, tuple | list) and len(key) == 3 and all(isinstance(p, str) for p in key):
+        return (key[0], key[1], key[2])
+    raise InvalidOperation(
+        f"a work key is (seller_id, sku, marketplace_id), three strings, not {key!r:.80}"
+    )
 
 
 def storable(key: WorkKey) -> bool:
