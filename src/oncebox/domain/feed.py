@@ -49,7 +49,13 @@ class Consumer:
 
     name: Annotated[str, Doc("The consumer's name.")]
     inbox_id: Annotated[int, Doc("The inbox's id in the store.")]
-    position: Annotated[int, Doc("The last position it acknowledged (0: none yet).")]
+    position: Annotated[
+        int,
+        Doc(
+            "Its cursor: the last position it acknowledged, or read past when that stretch "
+            "held none of its inbox's entries (0: none yet)."
+        ),
+    ]
     handed_out: Annotated[int, Doc("The last position handed to it; it acks up to here.")]
     created_at: Annotated[Instant, Doc("When it was made (ISO 8601).")]
     updated_at: Annotated[Instant, Doc("When its cursor last moved (ISO 8601).")]
