@@ -142,7 +142,7 @@ def consumers_drop(obj: Context, name: str) -> None:
 
 @consumers.command("read")
 @click.argument("name")
-@click.option("--holder", default=None, help="Who holds the lease (default: user@host).")
+@click.option("--holder", default=None, help="Who holds the lease (default: cli:$USER).")
 @click.option(
     "--ttl",
     default=30.0,
