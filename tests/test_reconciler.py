@@ -25,6 +25,16 @@ PRIMARY = WorkKey("SELLER-A", "SKU-1", "ATVPDKIKX0DER")
 OTHER = WorkKey("SELLER-A", "SKU-2", "ATVPDKIKX0DER")
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep."""
+    top: dict[str, Any] = {}
+    inner = top
+    for _ in range(depth):
+        inner["a"] = {}
+        inner = inner["a"]
+    return top
+
+
 def reading(status: str = "ACTIVE") -> Any:
     def reader(key: WorkKey) -> ReadResult:
         return ReadResult(key, {"status": status, "sku": key.sku})
@@ -170,6 +180,9 @@ def test_repeated_completion_is_a_no_op(box: Oncebox) -> None:
         ('{"a": NaN}', "non_finite_number"),
         ({"a": float("inf")}, "bad_json"),
         ("[" * 21 + "]" * 21, "too_deep"),
+        # As an object, too deep for json.dumps itself: its RecursionError escaped
+        # refresh_once and stopped every worker.
+        (_nested(100_000), "too_deep"),
         ({"a": "x" * 70_000}, "too_large"),
         (b"\xff{}", "invalid_unicode"),
         ("{not json", "bad_json"),

@@ -26,6 +26,8 @@ def document_text(document: Mapping[str, Any] | str | bytes | Any) -> str:
             raw: str | bytes = json.dumps(document, allow_nan=False, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise InvalidDocument(f"not JSON: {exc}", reason="bad_json") from None
+        except RecursionError:  # far past the bound: json.dumps itself cannot go so deep
+            raise InvalidDocument("nesting too deep to encode", reason="too_deep") from None
     else:
         raw = document
     size = len(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
