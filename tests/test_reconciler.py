@@ -413,6 +413,7 @@ def test_a_page_after_a_key_that_is_not_text_is_refused_clearly(box: Oncebox) ->
         pytest.param(lambda box: worker(box, claim_ttl="5"), id="claim-ttl-text"),
         pytest.param(lambda box: worker(box, max_failures="5"), id="max-failures-text"),
         pytest.param(lambda box: worker(box, max_failures=2.5), id="max-failures-float"),
+        pytest.param(lambda box: worker(box, worker=5), id="worker-int"),
     ],
 )
 def test_a_bad_limit_or_option_of_the_work_keys_is_refused_clearly(box: Oncebox, call: Any) -> None:

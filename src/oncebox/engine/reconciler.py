@@ -162,6 +162,8 @@ class Reconciler:
                 f"claim_ttl must be positive and finite seconds, not {claim_ttl!r:.40}"
             )
         counted(max_failures, "max_failures", least=1)
+        if worker is not None and not (isinstance(worker, str) and worker.isprintable()):
+            raise InvalidOperation(f"a worker's name is printable text, not {worker!r:.40}")
         self.box = box
         self.store = box.store
         self.inbox = inbox
