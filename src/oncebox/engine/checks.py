@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Sequence
 
 from oncebox.domain import REFUSAL_REASONS, LetterStatus
-from oncebox.errors import UnknownValue
+from oncebox.errors import InvalidOperation, UnknownValue
 from oncebox.store.letters import Selecting
 
 
@@ -37,3 +37,12 @@ def check_reason(tx: Selecting, inbox_ids: Sequence[int | None], reason: str | N
     stored = {r for inbox_id in inbox_ids for r in tx.dead_letter_reasons(inbox_id)}
     if reason not in stored:
         raise unknown("reason", reason, sorted(stored | set(REFUSAL_REASONS)))
+
+
+def whole_number(value: object, what: str, least: int = 0) -> int:
+    """``value`` as a position or a count: an integer (not a bool) of at least ``least``.
+    Anything else is the caller's error, said as one, rather than a comparison's
+    TypeError, the store's refusal, or a float kept as a cursor."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return value
+    raise InvalidOperation(f"{what} is a whole number, {least} or more, not {value!r:.40}")

@@ -21,6 +21,7 @@ from typing import NamedTuple, Protocol
 
 from oncebox.domain import Consumer, FeedEntry, Fenced, LeaseState, Resource
 from oncebox.engine import fence
+from oncebox.engine.checks import whole_number
 from oncebox.errors import InvalidOperation, NotFound
 from oncebox.store.base import Feeding, FencePort
 
@@ -64,21 +65,12 @@ def idempotency_key(store_id: str, inbox_id: int, record_id: int, revision: int)
     return "obx_" + hashlib.sha256(spelled).hexdigest()[:32]
 
 
-def counted(value: object, what: str, least: int = 0) -> int:
-    """``value`` as a position or a count: an integer (not a bool) of at least ``least``.
-    Anything else is the caller's error, said as one, rather than a comparison's
-    TypeError, the store's refusal, or a float kept as a cursor."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
-        return value
-    raise InvalidOperation(f"{what} is a whole number, {least} or more, not {value!r:.40}")
-
-
 def page(tx: Feeding, store_id: str, inbox_id: int, after: int, limit: int) -> FeedPage:
     """The entries after position ``after``: at most ``limit`` (and :data:`PAGE_MAX`),
     no more contents than :data:`PAGE_BYTES` once the first is in, and found among the
     next :data:`SCAN` positions of the log."""
-    counted(after, "a feed position")
-    if not 1 <= counted(limit, "a page's limit") <= PAGE_MAX:
+    whole_number(after, "a feed position")
+    if not 1 <= whole_number(limit, "a page's limit") <= PAGE_MAX:
         raise InvalidOperation(f"a feed page holds 1 to {PAGE_MAX:,} entries, not {limit}")
     until = tx.feed_window(after, SCAN)
     rows = tx.feed_entries(inbox_id, after, until, limit, CONTENT_MAX)
@@ -163,7 +155,7 @@ def lease(tx: FeedTx, name: str, holder: str, ttl: float, now: float) -> LeaseSt
 
 
 def _fenced(tx: FeedTx, name: str, token: int, now: float) -> Consumer:
-    counted(token, "a consumer's token")  # True would pass for token 1
+    whole_number(token, "a consumer's token")  # True would pass for token 1
     consumer = found(tx, name)
     _refuse(name, token, fence.refused(fence.held(tx, consumer_resource(name)), token, now))
     return consumer
@@ -181,7 +173,7 @@ def check_token(tx: FeedTx, name: str, token: int, now: float) -> None:
     """The fence's word on ``token`` without holding the lease, for a read that found
     nothing new and takes no write lock: a stale or expired token is told so all the
     same, not answered an empty page as if it held the consumer."""
-    counted(token, "a consumer's token")
+    whole_number(token, "a consumer's token")
     current = next((held for held in tx.list_leases(Fenced.CONSUMER, 0) if held.name == name), None)
     _refuse(name, token, fence.refused(current, token, now))
 
@@ -215,7 +207,7 @@ def hand_out(tx: FeedTx, store_id: str, name: str, token: int, limit: int, now: 
 def acknowledge(tx: FeedTx, name: str, token: int, position: int, now: float) -> Consumer:
     """Move the cursor to ``position``: only forward (an older one changes nothing),
     only up to what was handed out, only under the current lease."""
-    counted(position, "a position acknowledged")
+    whole_number(position, "a position acknowledged")
     consumer = _fenced(tx, name, token, now)
     if position > consumer.handed_out:
         raise PastHandedOut(

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from oncebox.domain import Consumer, LeaseState
 from oncebox.engine import feed as feeding
+from oncebox.engine.checks import whole_number
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.errors import InvalidOperation, NotFound
 from oncebox.store.base import Store, Tx
@@ -170,7 +171,7 @@ class FeedConsumer:
         """The entries after what it acknowledged, handed out under its lease (acknowledge
         up to the page's ``next_after``)."""
         held, store_id = self._token(token), self.box._store_id()
-        if not 1 <= feeding.counted(limit, "a page's limit") <= feeding.PAGE_MAX:
+        if not 1 <= whole_number(limit, "a page's limit") <= feeding.PAGE_MAX:
             raise InvalidOperation(f"a page holds 1 to {feeding.PAGE_MAX:,} entries, not {limit}")
 
         def read() -> feeding.FeedPage:

@@ -31,8 +31,7 @@ from oncebox.domain import (
 from oncebox.engine import attention, audit, journal, token_listing, tokens
 from oncebox.engine import verify as verification
 from oncebox.engine.checkpoint import Checkpoint
-from oncebox.engine.checks import check_reason, check_status, unknown
-from oncebox.engine.feed import counted
+from oncebox.engine.checks import check_reason, check_status, unknown, whole_number
 from oncebox.engine.inboxes import format_duration
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.steps import generation as work
@@ -314,7 +313,7 @@ class Reads(ABC):
         dirty ones if asked; with a ``preview``, shown as :meth:`quarantined` says."""
         inbox_id = self.inbox(inbox).row.id
         if limit is not None:
-            counted(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
+            whole_number(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
         if after is not None and not work.storable(work.checked(after)):
             raise InvalidQuery("a work key holds no NUL character or lone surrogate")
         with self.store.scanning() as tx:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import os
 import random
 import socket
@@ -32,8 +31,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from oncebox.domain import STALE_TOKEN, Preview, WorkItem
 from oncebox.engine import fence, log
+from oncebox.engine.checks import whole_number
 from oncebox.engine.documents import document_text
-from oncebox.engine.feed import counted
 from oncebox.engine.ingest import ActiveInbox
 from oncebox.engine.steps import generation as work
 from oncebox.engine.views import listed, to_read
@@ -153,15 +152,8 @@ class Reconciler:
         max_failures: int = 5,
         backoff: Backoff | None = None,
     ) -> None:
-        if (
-            isinstance(claim_ttl, bool)
-            or not isinstance(claim_ttl, int | float)
-            or not 0 < claim_ttl < math.inf  # a worker that died would hold its key for good
-        ):
-            raise InvalidOperation(
-                f"claim_ttl must be positive and finite seconds, not {claim_ttl!r:.40}"
-            )
-        counted(max_failures, "max_failures", least=1)
+        fence.check_ttl(claim_ttl)  # a worker that died would hold its key for good
+        whole_number(max_failures, "max_failures", least=1)
         if worker is not None and not (isinstance(worker, str) and worker.isprintable()):
             raise InvalidOperation(f"a worker's name is printable text, not {worker!r:.40}")
         self.box = box
@@ -176,7 +168,7 @@ class Reconciler:
 
     # -- the work-key contract (docs/concepts.md#work-keys) ----------------------------
     def dirty_keys(self, limit: int = 10_000) -> list[WorkItem]:
-        counted(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
+        whole_number(limit, "a page's limit")  # SQLite's LIMIT -1 is no limit at all
         with self.store.reading() as tx:
             return work.dirty(tx, self.inbox_id, limit)
 
@@ -361,7 +353,7 @@ class Reconciler:
     # -- operators -----------------------------------------------------------------------
     def review(self, limit: int = 2**62, preview: Preview | None = None) -> list[WorkItem]:
         """The keys in review, in key order (with a ``preview``: as a listing shows them)."""
-        counted(limit, "a page's limit")
+        whole_number(limit, "a page's limit")
         with self.store.scanning() as tx:
             rows = work.page(tx, self.inbox_id, limit, review=True, preview=to_read(preview))
         return listed(rows, preview)
