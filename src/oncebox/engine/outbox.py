@@ -117,9 +117,11 @@ def claim(
         if state.open_until is not None and now < state.open_until:
             return []  # open and cooling down, or half-open with its probe out
         limit = 1  # the probe: its answer closes the circuit or opens it again
-        tx.put_circuit(
-            replace(state, circuit=Circuit.HALF_OPEN.value, open_until=now + destination.lease)
+        probing = replace(
+            state, circuit=Circuit.HALF_OPEN.value, open_until=now + destination.lease
         )
+        if not tx.put_circuit(probing, state):
+            return []  # another dispatcher took the probe (or settled one) since the read
     found: list[Claim] = []
     gone: list[Forward] = []
     for row in tx.due_forwards(destination.name, inbox_id, now, limit, destination.ordered):
@@ -315,10 +317,18 @@ def breaker(
     counted = [a for a in attempts if a.outcome in (Outcome.DELIVERED, Outcome.RETRY)]
     if not counted:
         return
-    state = tx.destination_state(destination.name) or DestinationState(
-        _inbox_of(attempts, tx), destination.name
-    )
-    before = state
+    while True:  # written only over what was read: another settle's count is never lost
+        before = tx.destination_state(destination.name)
+        read = before or DestinationState(_inbox_of(attempts, tx), destination.name)
+        state = _after(read, destination, counted, now)
+        if state == read or tx.put_circuit(state, before):
+            return
+
+
+def _after(
+    state: DestinationState, destination: Destination, counted: Sequence[Attempt], now: float
+) -> DestinationState:
+    """The circuit ``state`` becomes through the ``counted`` attempts, in order."""
     for attempt in counted:
         if attempt.outcome is Outcome.DELIVERED:
             state = replace(state, circuit=Circuit.CLOSED.value, failures=0, open_until=None)
@@ -329,8 +339,7 @@ def breaker(
                             open_until=now + destination.circuit_cooldown)  # fmt: skip
         else:
             state = replace(state, failures=state.failures + 1)
-    if state != before:
-        tx.put_circuit(state)
+    return state
 
 
 def _inbox_of(attempts: Sequence[Attempt], tx: Outbox) -> int:

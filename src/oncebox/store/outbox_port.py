@@ -64,9 +64,11 @@ class Outbox(Clock, Protocol):
         """Write whether the destination is paused, and by whom; nothing of its circuit."""
         ...
 
-    def put_circuit(self, state: DestinationState) -> None:
-        """Write the destination's circuit; nothing of an operator's pause (each is
-        written alone, so neither overwrites the other from a state read before it)."""
+    def put_circuit(self, state: DestinationState, before: DestinationState | None) -> bool:
+        """Write the destination's circuit if it is still as ``before`` was read (None:
+        it had no row); False, writing nothing, when another dispatcher wrote it since
+        (read it again). Nothing of an operator's pause (each is written alone, so
+        neither overwrites the other from a state read before it)."""
         ...
 
     def count_forward_outcomes(

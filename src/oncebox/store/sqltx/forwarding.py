@@ -92,9 +92,17 @@ class ForwardingSql(SqlBase):
         self._run("destination_pause", (state.inbox_id, state.name, state.paused_at,
                                         state.paused_by))  # fmt: skip
 
-    def put_circuit(self, state: DestinationState) -> None:
-        self._run("destination_circuit", (state.inbox_id, state.name, state.circuit,
-                                          state.failures, state.open_until))  # fmt: skip
+    def put_circuit(self, state: DestinationState, before: DestinationState | None) -> bool:
+        if before is None:
+            written = (state.inbox_id, state.name, state.circuit, state.failures,
+                       state.open_until)  # fmt: skip
+            return bool(self._run("destination_circuit_new", written))
+        return bool(self._run("destination_circuit_swap", {
+            "inbox": state.inbox_id, "name": state.name, "circuit": state.circuit,
+            "failures": state.failures, "open_until": state.open_until,
+            "was_circuit": before.circuit, "was_failures": before.failures,
+            "was_open_until": before.open_until,
+        }))  # fmt: skip
 
     def count_forward_outcomes(
         self, destination: str, hour: int, counts: Mapping[str, int]

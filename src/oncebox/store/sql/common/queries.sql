@@ -601,13 +601,22 @@ ON CONFLICT (name) DO UPDATE
 SET inbox_id = excluded.inbox_id, paused_at = excluded.paused_at,
     paused_by = excluded.paused_by;
 
--- name: destination_circuit
--- The circuit as a claim or a settle left it; an operator's pause is left alone.
+-- name: destination_circuit_new
+-- A destination's first circuit, unless another dispatcher wrote one first (none
+-- changed: read it again).
 INSERT INTO forward_destinations (inbox_id, name, circuit, failures, open_until)
 VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (name) DO UPDATE
-SET inbox_id = excluded.inbox_id, circuit = excluded.circuit,
-    failures = excluded.failures, open_until = excluded.open_until;
+ON CONFLICT (name) DO NOTHING;
+
+-- name: destination_circuit_swap
+-- The circuit as a claim or a settle left it, only if it is still as it was read (none
+-- changed: another dispatcher wrote it since; on PostgreSQL, in READ COMMITTED, this
+-- waits for that one's commit and compares with what it wrote). An operator's pause is
+-- left alone.
+UPDATE forward_destinations
+SET inbox_id = :inbox, circuit = :circuit, failures = :failures, open_until = :open_until
+WHERE name = :name AND circuit = :was_circuit AND failures = :was_failures
+  AND open_until IS NOT DISTINCT FROM CAST(:was_open_until AS DOUBLE PRECISION);
 
 -- name: forward_count
 INSERT INTO forward_counts (destination, hour, outcome, n) VALUES (?, ?, ?, ?)
