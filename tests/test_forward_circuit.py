@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import oncebox
+from conftest import BoxFactory
 from oncebox import Delivery, InboxSpec, ManualClock, Oncebox
 from oncebox.engine.outbox import Claim, Sent
 
@@ -119,3 +120,22 @@ def test_two_dispatchers_claiming_at_once_send_one_probe(
         assert circuit(box) == ("half-open", 1)
     finally:
         box.close()
+
+
+def test_a_probe_that_finds_nothing_due_leaves_the_next_claim_free_to_probe(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # A claim past the cooldown wrote the circuit half-open for a whole lease (twice the
+    # timeout and 10 s) before it looked for a probe; finding none due, it left it so:
+    # what came due a moment later waited out the lease of a probe that never went.
+    box = keyed_box(make_box, retry=["0s", "1m"], circuit_failures=1, circuit_cooldown="30s")
+    ingest(box, "a")
+    [first] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(first, 503)], "d1", rng=lambda: 0.5)  # due in 60 s
+    assert circuit(box) == ("open", 1)
+    clock.advance(31)
+    assert box.claim_forwards("ledger", "d1", 10) == []  # cooled down; nothing due yet
+    assert circuit(box) == ("open", 1)  # no probe is out
+    clock.advance(30)
+    [probe] = box.claim_forwards("ledger", "d1", 10)  # due now: it goes as the probe
+    assert probe.forward.id == first.forward.id and circuit(box) == ("half-open", 1)

@@ -113,6 +113,7 @@ def claim(
     state = tx.destination_state(destination.name)
     if state is not None and state.paused_at is not None:
         return []
+    probing = None
     if state is not None and state.circuit != Circuit.CLOSED:
         if state.open_until is not None and now < state.open_until:
             return []  # open and cooling down, or half-open with its probe out
@@ -147,6 +148,10 @@ def claim(
         tx.drop_claims([(f.inbox_id, f.id) for f in dead])
         for forward in dead:  # dead as any other: an outbound dead letter, in the log
             _log_dead(tx, forward, forward.last_error or "dead")
+    if probing is not None and state is not None and not found:
+        # No probe went: the circuit is left as it was (this transaction holds its row),
+        # so what comes due next is the probe, not held back for a lease.
+        tx.put_circuit(state, probing)
     return found
 
 
