@@ -139,3 +139,23 @@ def test_a_probe_that_finds_nothing_due_leaves_the_next_claim_free_to_probe(
     clock.advance(30)
     [probe] = box.claim_forwards("ledger", "d1", 10)  # due now: it goes as the probe
     assert probe.forward.id == first.forward.id and circuit(box) == ("half-open", 1)
+
+
+def test_a_failure_that_ran_out_its_schedule_counts_toward_the_run(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # docs/forwarding.md: failures in a row open the circuit, and only answers dead at once
+    # (a refusal, not an outage) do not count. A failure whose schedule had run out was
+    # counted as dead and left out: a destination down for good, with a short schedule,
+    # never opened its circuit, and a failed probe on its last attempt left it half-open.
+    box = keyed_box(make_box, retry=["0s"], circuit_failures=2, circuit_cooldown="30s")
+    ingest(box, "a", "b", "c", "d")
+    claims = box.claim_forwards("ledger", "d1", 2)
+    box.settle_forwards("ledger", [sent(c, 503) for c in claims], "d1")  # both dead now
+    assert [f.status.value for f in box.forwards()][:2] == ["dead", "dead"]
+    assert circuit(box) == ("open", 2)
+    clock.advance(31)
+    [probe] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(probe, None)], "d1")  # timed out, and dead
+    assert circuit(box) == ("open", 3)
+    assert box.claim_forwards("ledger", "d1", 10) == []  # cooling down again

@@ -251,6 +251,7 @@ def settle(
     longer current (superseded, run out, or its forward settled by another) changes
     nothing and is kept as a ``stale`` attempt. Updates the destination's circuit."""
     attempts: list[Attempt] = []
+    judged: list[Outcome] = []  # as answered, a failure whose schedule ran out a retry
     settled: list[Forward] = []
     dead: list[tuple[Forward, str]] = []
     for sent in results:
@@ -268,6 +269,7 @@ def settle(
             )  # fmt: skip
             continue
         outcome = judge(destination, sent)
+        judged.append(outcome)
         made = row.attempts + 1
         delay = None
         if outcome is Outcome.RETRY:
@@ -301,7 +303,8 @@ def settle(
         _log_dead(tx, forward, why)
     counts = Counter(a.outcome.value for a in attempts)
     tx.count_forward_outcomes(destination.name, int(now // HOUR), counts)
-    breaker(tx, destination, attempts, now)
+    if settled:
+        breaker(tx, destination, settled[0].inbox_id, judged, now)
     return attempts
 
 
@@ -314,28 +317,29 @@ def _log_dead(tx: OutboxTx, forward: Forward, why: str) -> None:
 
 
 def breaker(
-    tx: OutboxTx, destination: Destination, attempts: Sequence[Attempt], now: float
+    tx: OutboxTx, destination: Destination, inbox_id: int, judged: Sequence[Outcome], now: float
 ) -> None:
-    """The destination's circuit after these attempts: any delivery closes it; failures
-    (retried ones: the receiver is down or overloaded, not refusing) add to the run, and
-    a run of ``circuit_failures``, or a failed probe, opens it for the cooldown."""
-    counted = [a for a in attempts if a.outcome in (Outcome.DELIVERED, Outcome.RETRY)]
+    """The destination's circuit after attempts answered as ``judged``: any delivery
+    closes it; failures worth a retry (the receiver is down or overloaded, not refusing),
+    whether or not the forward's schedule had one left, add to the run, and a run of
+    ``circuit_failures``, or a failed probe, opens it for the cooldown."""
+    counted = [o for o in judged if o in (Outcome.DELIVERED, Outcome.RETRY)]
     if not counted:
         return
     while True:  # written only over what was read: another settle's count is never lost
         before = tx.destination_state(destination.name)
-        read = before or DestinationState(_inbox_of(attempts, tx), destination.name)
+        read = before or DestinationState(inbox_id, destination.name)
         state = _after(read, destination, counted, now)
         if state == read or tx.put_circuit(state, before):
             return
 
 
 def _after(
-    state: DestinationState, destination: Destination, counted: Sequence[Attempt], now: float
+    state: DestinationState, destination: Destination, counted: Sequence[Outcome], now: float
 ) -> DestinationState:
-    """The circuit ``state`` becomes through the ``counted`` attempts, in order."""
-    for attempt in counted:
-        if attempt.outcome is Outcome.DELIVERED:
+    """The circuit ``state`` becomes through the ``counted`` answers, in order."""
+    for outcome in counted:
+        if outcome is Outcome.DELIVERED:
             state = replace(state, circuit=Circuit.CLOSED.value, failures=0, open_until=None)
         elif (
             state.circuit == Circuit.HALF_OPEN or state.failures + 1 >= destination.circuit_failures
@@ -345,8 +349,3 @@ def _after(
         else:
             state = replace(state, failures=state.failures + 1)
     return state
-
-
-def _inbox_of(attempts: Sequence[Attempt], tx: Outbox) -> int:
-    forward = tx.get_forward(attempts[0].forward_id)
-    return forward.inbox_id if forward is not None else 0
