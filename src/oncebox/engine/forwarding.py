@@ -100,11 +100,10 @@ class Forwarding(ABC):
             states = {s.name: s for s in tx.destination_states()}
             found = []
             for dest in chosen:
-                backlog, oldest, dead = tx.forward_backlog(dest.name)
+                inbox_id = self._inboxes[dest.inbox].row.id
+                backlog, oldest, dead = tx.forward_backlog(dest.name, inbox_id)
                 counts = tx.forward_outcomes(dest.name, since)
-                state = states.get(dest.name) or DestinationState(
-                    self._inboxes[dest.inbox].row.id, dest.name
-                )
+                state = states.get(dest.name) or DestinationState(inbox_id, dest.name)
                 found.append(
                     Standing(dest, state, backlog, max(0.0, now - oldest) if oldest else 0.0,
                              dead, counts.get("delivered", 0),
@@ -118,17 +117,28 @@ class Forwarding(ABC):
         with self.store.reading() as tx:
             return tx.forward_outcomes(name, 0)
 
+    def _owner(self, name: str | None) -> int | None:
+        """The id of the inbox the destination ``name`` is now of (None: no name)."""
+        if name is None:
+            return None
+        return self._inboxes[self.destination(name).inbox].row.id
+
+    def owns(self, forward: Forward) -> bool:
+        """Whether ``forward`` is its destination's now: of the inbox the destination is
+        of (what another inbox owed before the name was moved to this one is not)."""
+        return self._owner(forward.destination) == forward.inbox_id
+
     # -- forwards --------------------------------------------------------------------------
     def forwards(
         self, filters: ForwardFilter | None = None, after: int = 0, limit: int = 100
     ) -> list[Forward]:
         """Forwards matching ``filters`` (destination, status, accepted since/until, a
-        record), in id order after ``after``."""
+        record), in id order after ``after``. A destination's are those of its inbox:
+        what another inbox it was moved from still owed is never sent by it."""
         filters = filters or ForwardFilter()
-        if filters.destination is not None:
-            self.destination(filters.destination)
+        inbox_id = self._owner(filters.destination)
         with self.store.scanning() as tx:
-            return tx.list_forwards(filters, after, limit)
+            return tx.list_forwards(filters, after, limit, inbox_id)
 
     def forward(self, forward_id: int) -> tuple[Forward, list[Attempt]]:
         """One forward and its attempts, the first :data:`ATTEMPTS_SHOWN` of them."""
@@ -197,15 +207,14 @@ class Forwarding(ABC):
         status = filters.status or ForwardStatus.DEAD
         if status not in (ForwardStatus.DEAD, ForwardStatus.FAILED):
             raise InvalidOperation(f"only dead or failed forwards are sent again, not {status}")
-        if filters.destination is not None:
-            self.destination(filters.destination)
+        inbox_id = self._owner(filters.destination)
         chosen = replace(filters, status=status)
         shown: dict[str, Any] = {k: v for k, v in chosen.__dict__.items() if v is not None}
         total, after = 0, 0
         while True:
 
             def page(tx: Tx, start: int = after) -> tuple[int, int, int]:
-                rows = tx.list_forwards(chosen, start, RETRY_PAGE)
+                rows = tx.list_forwards(chosen, start, RETRY_PAGE, inbox_id)
                 revived = _revive(tx, rows, tx.now()) if rows else []
                 if revived:  # (one delivered since the listing is not among them)
                     log.event(tx, "forward_retry", {

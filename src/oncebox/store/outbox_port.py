@@ -79,10 +79,14 @@ class Outbox(Clock, Protocol):
 
     def forward_outcomes(self, destination: str, since_hour: int) -> dict[str, int]: ...
 
-    def forward_backlog(self, destination: str) -> tuple[int, float | None, int]:
-        """(unfinished, when the oldest of them was accepted, dead)."""
+    def forward_backlog(self, destination: str, inbox_id: int) -> tuple[int, float | None, int]:
+        """(unfinished, when the oldest of them was accepted, dead), of the destination's
+        forwards of its inbox."""
         ...
 
-    def list_forwards(self, filters: ForwardFilter, after: int, limit: int) -> list[Forward]:
-        """Forwards matching ``filters`` after id ``after``, in id order."""
+    def list_forwards(
+        self, filters: ForwardFilter, after: int, limit: int, inbox_id: int | None = None
+    ) -> list[Forward]:
+        """Forwards matching ``filters`` (and of inbox ``inbox_id``, if given) after id
+        ``after``, in id order."""
         ...

@@ -114,14 +114,17 @@ class ForwardingSql(SqlBase):
             str(k): int(n) for k, n in self._all("forward_counts_since", (destination, since_hour))
         }
 
-    def forward_backlog(self, destination: str) -> tuple[int, float | None, int]:
-        count, oldest = self._one("forward_backlog", (destination,))
-        dead = self._one("forward_dead_count", (destination,))[0]
+    def forward_backlog(self, destination: str, inbox_id: int) -> tuple[int, float | None, int]:
+        count, oldest = self._one("forward_backlog", (destination, inbox_id))
+        dead = self._one("forward_dead_count", (destination, inbox_id))[0]
         return int(count), oldest, int(dead)
 
-    def list_forwards(self, filters: ForwardFilter, after: int, limit: int) -> list[Forward]:
+    def list_forwards(
+        self, filters: ForwardFilter, after: int, limit: int, inbox_id: int | None = None
+    ) -> list[Forward]:
         params = {
             "destination": filters.destination,
+            "inbox": inbox_id,
             "status": filters.status.value if filters.status else None,
             "since": filters.since,
             "until": filters.until,

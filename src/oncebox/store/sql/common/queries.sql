@@ -627,14 +627,15 @@ SELECT outcome, sum(n) FROM forward_counts
 WHERE destination = ? AND hour >= ? GROUP BY outcome;
 
 -- name: forward_backlog
--- The unfinished, counted, and when the oldest of them was accepted.
+-- The unfinished of its inbox (a name moved to another inbox: not the first one's, which
+-- are never sent), counted, and when the oldest of them was accepted.
 SELECT count(*), min(created_at) FROM forwards
-WHERE destination = ? AND status IN ('pending', 'failed');
+WHERE destination = ? AND inbox_id = ? AND status IN ('pending', 'failed');
 
 -- name: forward_dead_count
 -- (the IN names forwards_failing's rows, so SQLite reads that partial index)
 SELECT count(*) FROM forwards
-WHERE destination = ? AND status = 'dead' AND status IN ('failed', 'dead');
+WHERE destination = ? AND inbox_id = ? AND status = 'dead' AND status IN ('failed', 'dead');
 
 -- name: forwards_of_record
 -- forwards_listed for one record, through forwards_record (the record page's).
@@ -643,6 +644,7 @@ SELECT id, inbox_id, destination, record_id, revision, order_key, status, attemp
 FROM forwards
 WHERE record_id = :record AND id > :after
   AND (CAST(:destination AS TEXT) IS NULL OR destination = :destination)
+  AND (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
   AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
   AND (CAST(:until AS REAL) IS NULL OR created_at < :until)
@@ -655,20 +657,21 @@ SELECT id, inbox_id, destination, record_id, revision, order_key, status, attemp
        schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
 FROM forwards
 WHERE destination = :destination AND status = :status AND status IN ('failed', 'dead')
-  AND id > :after
+  AND id > :after AND (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
   AND (CAST(:until AS REAL) IS NULL OR created_at < :until)
   AND (CAST(:record AS BIGINT) IS NULL OR record_id = :record)
 ORDER BY id LIMIT :limit;
 
 -- name: forwards_listed
--- Named parameters: destination, status, since, until, record, after, limit; a filter
--- left null takes every value. In id order, after :after.
+-- Named parameters: destination, inbox, status, since, until, record, after, limit; a
+-- filter left null takes every value. In id order, after :after.
 SELECT id, inbox_id, destination, record_id, revision, order_key, status, attempts,
        schedule_at, next_at, created_at, updated_at, last_status, last_error, finished_at
 FROM forwards
 WHERE id > :after
   AND (CAST(:destination AS TEXT) IS NULL OR destination = :destination)
+  AND (CAST(:inbox AS BIGINT) IS NULL OR inbox_id = :inbox)
   AND (CAST(:status AS TEXT) IS NULL OR status = :status)
   AND (CAST(:since AS REAL) IS NULL OR created_at >= :since)
   AND (CAST(:until AS REAL) IS NULL OR created_at < :until)

@@ -245,7 +245,9 @@ def shown_forward(
         forward, attempts = box.forward(forward_id)
     except NotFound:
         return None
-    return (forward, attempts) if standing(box, who, forward.destination) else None
+    if not standing(box, who, forward.destination) or not box.owns(forward):
+        return None  # another inbox's, or its destination's first inbox's (moved since)
+    return forward, attempts
 
 
 @dataclass(frozen=True)

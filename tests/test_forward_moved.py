@@ -1,0 +1,52 @@
+"""A destination moved in the configuration from one inbox to another: it is sent only
+its new inbox's forwards (claims), and what operators see of it is only those too (its
+backlog, dead letters, listings, bulk retries, one forward by id); what the first inbox
+still owed waits, as for a destination removed (docs/forwarding.md#destinations)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+import oncebox
+from oncebox import Delivery, ForwardFilter, ForwardStatus, InboxSpec, ManualClock
+from oncebox.engine.outbox import Sent
+from oncebox.surfaces.http import create_app
+
+
+def hooks(**destination: Any) -> dict[str, Any]:
+    return {"ledger": {"url": "http://127.0.0.1:9/h", "retry": ["0s"], **destination}}
+
+
+def test_a_moved_destination_shows_only_its_new_inboxs_forwards(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # Backlog, dead letters and listings asked for the destination's name alone: the
+    # first inbox's leftovers (never to be sent) stayed in its backlog for good, their
+    # age its lag, and a token for the new inbox alone read them, one by one too.
+    before = [InboxSpec("a", codec="keyed", forward=hooks()), InboxSpec("b", codec="keyed")]
+    with oncebox.open(shared_url, inboxes=before, clock=clock) as box:
+        box.ingest_batch("a", [Delivery(b"a1", key="k1"), Delivery(b"a2", key="k2")])
+        [claim] = box.claim_forwards("ledger", "d1", 1)
+        box.settle_forwards("ledger", [Sent(claim, 404, 0.01)], "d1")  # one dead, one owed
+        leftovers = [f.id for f in box.forwards()]
+    after = [InboxSpec("a", codec="keyed"), InboxSpec("b", codec="keyed", forward=hooks())]
+    clock.advance(3600)
+    with oncebox.open(shared_url, inboxes=after, clock=clock) as box:
+        box.ingest("b", b"b's own", key="k")
+        [standing] = box.forwarding()
+        assert (standing.backlog, standing.dead, standing.oldest_seconds) == (1, 0, 0.0)
+        [own] = box.forwards(ForwardFilter("ledger"))
+        assert own.id not in leftovers
+        assert box.forwards(ForwardFilter("ledger", ForwardStatus.DEAD)) == []
+        assert box.forwards(ForwardFilter("ledger", record_id=1)) == []
+        assert box.retry_forwards(ForwardFilter("ledger"), actor="ops") == 0
+        assert len(box.forwards()) == 3  # the leftovers are still in the store
+        reader = box.create_token("reader", ["b"], ["read"]).secret
+        http = TestClient(create_app(box), headers={"Authorization": f"Bearer {reader}"})
+        listed = http.get("/v1/forwarding/ledger/deliveries").json()["deliveries"]
+        assert [f["id"] for f in listed] == [own.id]
+        for forward_id in leftovers:  # inbox a's: not the b token's to read
+            assert http.get(f"/v1/forwarding/deliveries/{forward_id}").status_code == 404
+        assert http.get(f"/v1/forwarding/deliveries/{own.id}").status_code == 200
