@@ -348,6 +348,12 @@ def test_a_forward_whose_record_was_evicted_before_it_was_sent_is_dead_in_the_lo
         "attempts": 0, "error": "the record was evicted by retention before it was sent",
     }]  # fmt: skip
     assert box.forwarding()[0].dead == 1
+    # Sent again (docs/forwarding.md#retention): its content is gone, so dead again.
+    box.retry_forward(dead.id, actor="ops")
+    assert box.claim_forwards("ledger", "d1", 10) == []
+    [again] = box.forwards(ForwardFilter("ledger", ForwardStatus.DEAD))
+    assert (again.id, again.last_error) == (dead.id, dead.last_error)
+    assert [e.step for e in box.log_entries()].count("forward_dead") == 2
 
 
 def test_a_forward_waits_for_its_revision_in_the_log(store_url: str, clock: ManualClock) -> None:
