@@ -501,3 +501,35 @@ def test_an_operators_retry_does_not_undo_a_delivery_settled_meanwhile(
         assert (forward.status, forward.attempts) == (ForwardStatus.DELIVERED, 2)
     finally:
         box.close()
+
+
+def test_ordered_turned_on_later_orders_only_the_forwards_written_since(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # docs/forwarding.md#order: a forward takes its key when its revision is accepted, so
+    # what a destination owed before `ordered = "key"` was set goes unordered.
+    import oncebox
+
+    def opened(**destination: Any) -> Oncebox:
+        spec = InboxSpec("k", codec="keyed", forward=hooks(**destination))
+        return oncebox.open(shared_url, inboxes=[spec], clock=clock)
+
+    with opened() as box:
+        box.ingest("k", b"a1", key="a")
+        conflict = box.ingest("k", b"a2", key="a")
+        assert conflict.quarantine_id is not None
+        box.resolve(conflict.quarantine_id, "accept", "a's second version")
+    with opened(ordered="key") as box:
+        conflict = box.ingest("k", b"a3", key="a")
+        assert conflict.quarantine_id is not None
+        box.resolve(conflict.quarantine_id, "accept", "a's third version")
+        claimed = box.claim_forwards("ledger", "d1", 10)
+        assert [(c.forward.revision, c.forward.order_key) for c in claimed] == [
+            (1, None), (2, None), (3, "a"),
+        ]  # fmt: skip
+        box.ingest_batch("k", [Delivery(b"b1", key="b")])
+        conflict = box.ingest("k", b"b2", key="b")
+        assert conflict.quarantine_id is not None
+        box.resolve(conflict.quarantine_id, "accept", "b's second version")
+        [head] = box.claim_forwards("ledger", "d1", 10)  # written since: in order
+        assert (head.entry.identity, head.forward.revision) == ("b", 1)
