@@ -50,3 +50,21 @@ def test_a_moved_destination_shows_only_its_new_inboxs_forwards(
         for forward_id in leftovers:  # inbox a's: not the b token's to read
             assert http.get(f"/v1/forwarding/deliveries/{forward_id}").status_code == 404
         assert http.get(f"/v1/forwarding/deliveries/{own.id}").status_code == 200
+
+
+def test_a_moved_ordered_destination_is_not_held_back_by_the_first_inboxs_keys(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # Under ordered = "key" a forward waited while an earlier unfinished one had its key,
+    # of any inbox: the first inbox's leftovers, never sent, held back for good each of
+    # the new inbox's identities that the first one had too.
+    ordered = hooks(ordered="key")
+    before = [InboxSpec("a", codec="keyed", forward=ordered), InboxSpec("b", codec="keyed")]
+    with oncebox.open(shared_url, inboxes=before, clock=clock) as box:
+        box.ingest("a", b"a's own", key="k")
+    after = [InboxSpec("a", codec="keyed"), InboxSpec("b", codec="keyed", forward=ordered)]
+    with oncebox.open(shared_url, inboxes=after, clock=clock) as box:
+        box.ingest("b", b"b's own", key="k")
+        assert box.forwards_due("ledger")
+        [claim] = box.claim_forwards("ledger", "d1", 10)
+        assert (claim.entry.identity, claim.forward.inbox_id) == ("k", box.inbox("b").row.id)

@@ -518,7 +518,8 @@ SELECT * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::t
 -- What may be claimed of a destination now: its inbox's (a name moved to another inbox
 -- is not sent the first one's), unfinished, due, and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
--- head of each key (its oldest unfinished forward), so a failing head holds its key only.
+-- head of each key (its oldest unfinished forward of the inbox), so a failing head holds
+-- its key only.
 -- SKIP LOCKED: a row another dispatcher is claiming right now is left to it. Only a
 -- sealed revision (its seal no longer in log_pending): a batch's decision commits without
 -- its flush, and only its seal's durable commit makes it durable; sent before, a crash
@@ -538,7 +539,8 @@ WHERE o.destination = %(destination)s AND o.inbox_id = %(inbox)s
   AND (NOT %(ordered)s OR NOT EXISTS (
         SELECT 1 FROM forwards p
         WHERE p.destination = o.destination AND p.order_key = o.order_key
-          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id))
+          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id
+          AND p.inbox_id = o.inbox_id))
 ORDER BY o.next_at, o.id LIMIT %(limit)s
 FOR UPDATE OF o SKIP LOCKED;
 

@@ -333,7 +333,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 -- is not sent the first one's), unfinished, due, sealed (what is handed on is in the
 -- log: with sealing deferred, a revision waits for its seal), and under no live lease
 -- (a prefilter: the fence's take decides, engine/fence.py). Under :ordered, only the
--- head of each key (its oldest unfinished forward), so a failing head holds its key only.
+-- head of each key (its oldest unfinished forward of the inbox), so a failing head holds
+-- its key only.
 SELECT o.id, o.inbox_id, o.destination, o.record_id, o.revision, o.order_key, o.status,
        o.attempts, o.schedule_at, o.next_at, o.created_at, o.updated_at, o.last_status,
        o.last_error, o.finished_at
@@ -349,5 +350,6 @@ WHERE o.destination = :destination AND o.inbox_id = :inbox
   AND (NOT :ordered OR NOT EXISTS (
         SELECT 1 FROM forwards p
         WHERE p.destination = o.destination AND p.order_key = o.order_key
-          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id))
+          AND p.order_key IS NOT NULL AND p.status IN ('pending', 'failed') AND p.id < o.id
+          AND p.inbox_id = o.inbox_id))
 ORDER BY o.next_at, o.id LIMIT :limit;
