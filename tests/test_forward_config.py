@@ -116,6 +116,18 @@ def test_oncebox_inboxes_shows_destinations_and_never_a_secret(
         ({"url": "http://x/h", "timeout": "0s"}, "timeout must be longer than 0"),
         # A claim's lease is twice the timeout: the fence takes no lease that never ends.
         ({"url": "http://x/h", "timeout": float("inf")}, "timeout must be finite"),
+        # TOML's nan and inf, and a number past a double's range: a forward due at nan or
+        # inf was never sent again nor dead; a circuit open for inf never probed.
+        ({"url": "http://x/h", "timeout": float("nan")}, "timeout must be finite"),
+        ({"url": "http://x/h", "retry": ["0s", float("nan")]}, "retry must be finite"),
+        ({"url": "http://x/h", "retry": ["0s", float("inf")]}, "retry must be finite"),
+        ({"url": "http://x/h", "retry": ["1" + "0" * 400 + "s"]}, "retry must be finite"),
+        ({"url": "http://x/h", "circuit_cooldown": float("inf")}, "circuit_cooldown must be"),
+        ({"url": "http://x/h", "circuit_cooldown": float("nan")}, "circuit_cooldown must be"),
+        (
+            {"kind": "redis-stream", "url": "redis://x", "stream": "s", "marker_ttl": float("inf")},
+            "marker_ttl must be finite",
+        ),
         ({"url": "http://x/h", "max_in_flight": 0}, "max_in_flight must be a whole number"),
         ({"url": "http://x/h", "retry_on": [500]}, "retry_on is a list of 4xx"),
         ({"url": "http://x/h", "sign": {"secret_env": "NOT_SET_ANYWHERE"}}, "is not set"),

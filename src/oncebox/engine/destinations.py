@@ -160,9 +160,7 @@ def _destination(
     if "sign" in table:
         options["secret"], options["secret_source"] = _sign(table["sign"], env)
     if "timeout" in table:
-        options["timeout"] = _positive(table["timeout"], "timeout")
-        if options["timeout"] == math.inf:  # a claim's lease (twice it) must run out
-            raise ConfigError("timeout must be finite")
+        options["timeout"] = _positive(table["timeout"], "timeout")  # (finite: a lease ends)
     if "max_in_flight" in table:
         options["max_in_flight"] = _whole(table["max_in_flight"], "max_in_flight", IN_FLIGHT_MAX)
     if "rate" in table:
@@ -259,6 +257,8 @@ def _seconds(value: Any, what: str) -> float:
     except ConfigError as exc:
         raise ConfigError(f"{what}: {exc}") from None
     assert seconds is not None
+    if not math.isfinite(seconds):  # TOML's nan and inf, or past a double's range
+        raise ConfigError(f"{what} must be finite, not {value!r}")
     return seconds
 
 
