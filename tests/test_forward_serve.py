@@ -36,6 +36,7 @@ max_in_flight = 8
 [inboxes.payments.forward.nowhere]
 url = "http://127.0.0.1:9/hooks"
 retry = ["0s"]
+circuit_failures = 1000  # every attempt fails: all 20 die, the circuit kept closed
 """
 B_CONFIG = """
 [inboxes.hooks]
