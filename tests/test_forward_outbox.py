@@ -533,3 +533,17 @@ def test_ordered_turned_on_later_orders_only_the_forwards_written_since(
         box.resolve(conflict.quarantine_id, "accept", "b's second version")
         [head] = box.claim_forwards("ledger", "d1", 10)  # written since: in order
         assert (head.entry.identity, head.forward.revision) == ("b", 1)
+
+
+def test_the_first_delay_is_kept_as_written_and_the_next_ones_jittered(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # docs/forwarding.md#retries: the first delay counts from the acceptance, unjittered;
+    # each after a failure is moved by up to a fifth either way.
+    box = forwarding_box(make_box, retry=["10s", "100s"], circuit_failures=100)
+    box.ingest("ussd", frame(1))
+    assert box.forwards()[0].next_at == clock.now + 10
+    clock.advance(10)
+    [claim] = box.claim_forwards("ledger", "d1", 10)
+    box.settle_forwards("ledger", [sent(claim, 503)], "d1", rng=lambda: 1.0)
+    assert box.forwards()[0].next_at == pytest.approx(clock.now + 120)
