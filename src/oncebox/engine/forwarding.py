@@ -123,7 +123,7 @@ class Forwarding(ABC):
             return None
         return self._inboxes[self.destination(name).inbox].row.id
 
-    def owns(self, forward: Forward) -> bool:
+    def destination_owns(self, forward: Forward) -> bool:
         """Whether ``forward`` is its destination's now: of the inbox the destination is
         of (what another inbox owed before the name was moved to this one is not)."""
         return self._owner(forward.destination) == forward.inbox_id

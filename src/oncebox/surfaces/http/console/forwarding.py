@@ -245,7 +245,7 @@ def shown_forward(
         forward, attempts = box.forward(forward_id)
     except NotFound:
         return None
-    if not standing(box, who, forward.destination) or not box.owns(forward):
+    if not standing(box, who, forward.destination) or not box.destination_owns(forward):
         return None  # another inbox's, or its destination's first inbox's (moved since)
     return forward, attempts
 

@@ -157,7 +157,7 @@ def _forward(svc: Service, who: Caller, forward_id: int) -> tuple[Forward, list[
     except NotFound:
         raise ProblemError(404, "not-found", "no such forward") from None
     _standing(svc, who, forward.destination)
-    if not svc.box.owns(forward):  # another inbox's, from before the name was moved
+    if not svc.box.destination_owns(forward):  # another inbox's, from before the name was moved
         raise ProblemError(404, "not-found", "no such forward")
     return forward, attempts
 
