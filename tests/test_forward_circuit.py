@@ -159,3 +159,25 @@ def test_a_failure_that_ran_out_its_schedule_counts_toward_the_run(
     box.settle_forwards("ledger", [sent(probe, None)], "d1")  # timed out, and dead
     assert circuit(box) == ("open", 3)
     assert box.claim_forwards("ledger", "d1", 10) == []  # cooling down again
+
+
+def test_a_refused_probe_leaves_the_next_claim_free_to_probe(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # A refusal (a 4xx not retried) neither closes nor opens the circuit: it says nothing
+    # of an outage. Answered to the probe, it left the circuit half-open with the probe's
+    # lease (twice the timeout and 10 s) to run: what was due waited for a probe that had
+    # already come back.
+    box = keyed_box(make_box, retry=["0s", "1m"], circuit_failures=1, circuit_cooldown="30s")
+    ingest(box, "a", "b", "c")
+    [first] = box.claim_forwards("ledger", "d1", 1)
+    box.settle_forwards("ledger", [sent(first, 503)], "d1", rng=lambda: 0.5)
+    assert circuit(box) == ("open", 1)
+    clock.advance(31)
+    [probe] = box.claim_forwards("ledger", "d1", 10)
+    assert circuit(box) == ("half-open", 1)
+    box.settle_forwards("ledger", [sent(probe, 422)], "d1")  # refused: dead at once
+    assert [f.status.value for f in box.forwards() if f.id == probe.forward.id] == ["dead"]
+    assert circuit(box)[0] == "half-open"
+    [again] = box.claim_forwards("ledger", "d1", 10)  # at once, not a lease later
+    assert again.forward.id != probe.forward.id and circuit(box) == ("half-open", 1)

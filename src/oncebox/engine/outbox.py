@@ -322,14 +322,20 @@ def breaker(
     """The destination's circuit after attempts answered as ``judged``: any delivery
     closes it; failures worth a retry (the receiver is down or overloaded, not refusing),
     whether or not the forward's schedule had one left, add to the run, and a run of
-    ``circuit_failures``, or a failed probe, opens it for the cooldown."""
+    ``circuit_failures``, or a failed probe, opens it for the cooldown. A refused probe
+    lets the next claim probe again."""
     counted = [o for o in judged if o in (Outcome.DELIVERED, Outcome.RETRY)]
-    if not counted:
-        return
     while True:  # written only over what was read: another settle's count is never lost
         before = tx.destination_state(destination.name)
         read = before or DestinationState(inbox_id, destination.name)
-        state = _after(read, destination, counted, now)
+        if counted:
+            state = _after(read, destination, counted, now)
+        elif read.circuit == Circuit.HALF_OPEN:
+            # A refused probe says nothing of an outage, but it is back: the next claim
+            # sends another, rather than waiting out this one's lease.
+            state = replace(read, open_until=now)
+        else:
+            return
         if state == read or tx.put_circuit(state, before):
             return
 
