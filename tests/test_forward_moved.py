@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 import oncebox
 from oncebox import Delivery, ForwardFilter, ForwardStatus, InboxSpec, ManualClock
 from oncebox.engine.outbox import Sent
+from oncebox.errors import InvalidOperation
 from oncebox.surfaces.http import create_app
 
 
@@ -68,3 +70,22 @@ def test_a_moved_ordered_destination_is_not_held_back_by_the_first_inboxs_keys(
         assert box.forwards_due("ledger")
         [claim] = box.claim_forwards("ledger", "d1", 10)
         assert (claim.entry.identity, claim.forward.inbox_id) == ("k", box.inbox("b").row.id)
+
+
+def test_a_moved_destinations_leftover_is_not_revived_by_a_retry(
+    shared_url: str, clock: ManualClock
+) -> None:
+    # The API and the console answer 404 for the first inbox's leftovers; the library and
+    # the CLI's `forwarding retry ID` revived one all the same, "failed" and due at once,
+    # though no dispatcher would ever claim it: a retry that said it was done.
+    before = [InboxSpec("a", codec="keyed", forward=hooks()), InboxSpec("b", codec="keyed")]
+    with oncebox.open(shared_url, inboxes=before, clock=clock) as box:
+        box.ingest("a", b"a's own", key="k")
+        [claim] = box.claim_forwards("ledger", "d1", 1)
+        box.settle_forwards("ledger", [Sent(claim, 404, 0.01)], "d1")  # dead
+    after = [InboxSpec("a", codec="keyed"), InboxSpec("b", codec="keyed", forward=hooks())]
+    with oncebox.open(shared_url, inboxes=after, clock=clock) as box:
+        with pytest.raises(InvalidOperation, match="inbox b"):
+            box.retry_forward(claim.forward.id, actor="ops")
+        [left] = box.forwards()
+        assert left.status is ForwardStatus.DEAD

@@ -192,6 +192,12 @@ class Forwarding(ABC):
                 raise InvalidOperation(f"forward {forward_id} was delivered already")
             if found.status is ForwardStatus.PENDING:
                 raise InvalidOperation(f"forward {forward_id} has not been tried yet")
+            if not self.destination_owns(found):  # revived, it would wait for good
+                raise InvalidOperation(
+                    f"forward {forward_id} is another inbox's: {found.destination} is of "
+                    f"inbox {self.destination(found.destination).inbox} now, and sends "
+                    f"only its forwards"
+                )
             [sent] = _revive(tx, [found], tx.now())
             log.event(tx, "forward_retry", {
                 "destination": found.destination, "forward": forward_id, "actor": actor,
