@@ -181,3 +181,26 @@ def test_a_refused_probe_leaves_the_next_claim_free_to_probe(
     assert circuit(box)[0] == "half-open"
     [again] = box.claim_forwards("ledger", "d1", 10)  # at once, not a lease later
     assert again.forward.id != probe.forward.id and circuit(box) == ("half-open", 1)
+
+
+def test_nothing_is_due_to_an_idle_dispatcher_while_paused_or_open(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    # An idle dispatcher reads forwards_due before it takes the write lock to claim. It
+    # said yes while the destination was paused or its circuit cooling down, so every
+    # dispatcher process ran a claim transaction (SQLite's one write lock, which ingest
+    # waits for) every poll, to claim nothing.
+    box = keyed_box(make_box, retry=["0s", "0s"], circuit_failures=1, circuit_cooldown="30s")
+    ingest(box, "a", "b")
+    assert box.forwards_due("ledger")
+    box.pause_destination("ledger", actor="ops")
+    assert not box.forwards_due("ledger") and box.claim_forwards("ledger", "d1", 10) == []
+    box.resume_destination("ledger", actor="ops")
+    [first] = box.claim_forwards("ledger", "d1", 1)
+    box.settle_forwards("ledger", [sent(first, 503)], "d1", rng=lambda: 0.5)
+    assert circuit(box) == ("open", 1)
+    assert not box.forwards_due("ledger")  # "b" is due, but the circuit cools down
+    clock.advance(31)
+    assert box.forwards_due("ledger")  # it may probe
+    [probe] = box.claim_forwards("ledger", "d1", 10)
+    assert not box.forwards_due("ledger")  # the probe is out

@@ -236,11 +236,15 @@ class Forwarding(ABC):
 
     # -- dispatchers -----------------------------------------------------------------------
     def forwards_due(self, name: str) -> bool:
-        """Whether any of the destination's forwards is due now (read only: what an idle
-        dispatcher looks at before it claims)."""
+        """Whether any of the destination's forwards may be claimed now (read only: what
+        an idle dispatcher looks at before it takes the write lock to claim): none while
+        it is paused or its circuit holds everything back."""
         inbox_id = self._inboxes[self.destination(name).inbox].row.id
         with self.store.reading() as tx:
-            return tx.forward_due(name, inbox_id, tx.now())
+            now = tx.now()
+            if outbox.held_back(tx.destination_state(name), now):
+                return False
+            return tx.forward_due(name, inbox_id, now)
 
     def claim_forwards(self, name: str, holder: str, limit: int) -> list[outbox.Claim]:
         """Up to ``limit`` of a destination's due forwards, each claimed by ``holder``

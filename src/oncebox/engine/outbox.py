@@ -95,6 +95,18 @@ class Claim(NamedTuple):
     body: bytes
 
 
+def held_back(state: DestinationState | None, now: float) -> bool:
+    """Whether nothing of the destination may be claimed at ``now``: it is paused, or its
+    circuit is open and cooling down, or half-open with its probe out."""
+    if state is None:
+        return False
+    if state.paused_at is not None:
+        return True
+    return (
+        state.circuit != Circuit.CLOSED and state.open_until is not None and now < state.open_until
+    )
+
+
 def claim(
     tx: OutboxTx,
     destination: Destination,
@@ -111,12 +123,10 @@ def claim(
     (``inbox``, ``inbox_id``): a name the configuration moved to another inbox is not
     sent what the first one still owed."""
     state = tx.destination_state(destination.name)
-    if state is not None and state.paused_at is not None:
+    if held_back(state, now):
         return []
     probing = None
     if state is not None and state.circuit != Circuit.CLOSED:
-        if state.open_until is not None and now < state.open_until:
-            return []  # open and cooling down, or half-open with its probe out
         limit = 1  # the probe: its answer closes the circuit or opens it again
         probing = replace(
             state, circuit=Circuit.HALF_OPEN.value, open_until=now + destination.lease
