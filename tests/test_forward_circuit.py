@@ -203,4 +203,5 @@ def test_nothing_is_due_to_an_idle_dispatcher_while_paused_or_open(
     clock.advance(31)
     assert box.forwards_due("ledger")  # it may probe
     [probe] = box.claim_forwards("ledger", "d1", 10)
+    assert probe.forward.id != first.forward.id  # "b", due, went as the probe
     assert not box.forwards_due("ledger")  # the probe is out
