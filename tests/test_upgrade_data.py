@@ -1,0 +1,109 @@
+"""A store with data, at the migration before the last, brought up to date by today's
+code: every row as it was (quarantine rows open and closed, in several inboxes), the
+log still verifying, and the newest migration's behaviour there afterwards."""
+
+from __future__ import annotations
+
+
+import apsw
+import psycopg
+
+import oncebox
+from conftest import SESSION
+from helpers import frame
+from oncebox import InboxSpec, Oncebox
+from oncebox.formats.ussd_h1 import make_frame
+from schemas import NewDatabase, backend, new_database, path, rows, schema
+from test_read_only_schema import LAST, store_at
+
+__all__ = ["backend", "new_database"]  # fixtures, from schemas.py
+
+INBOXES = [InboxSpec(name, codec="ussd-h1", apply="triage") for name in ("north", "south")]
+
+
+def conflicts(box: Oncebox, inbox: str) -> None:
+    """Open, kept and accepted quarantine rows, one seen twice, in ``inbox``."""
+    for fid, text in SESSION:
+        box.ingest(inbox, frame(fid, text))
+    opened = frame("rec1", make_frame(1, "Kakuma1", "MED", 9, 86))
+    assert box.ingest(inbox, opened).quarantine_id is not None
+    box.ingest(inbox, opened)  # seen twice
+    kept = box.ingest(inbox, frame("rec2", make_frame(2, "Kakuma2", "SHE", 5, 71)))
+    box.resolve(kept.quarantine_id, "keep", "a typo")
+    accepted = box.ingest(inbox, frame("rec3", make_frame(3, "Kakuma1", "WAT", 20, 69)))
+    box.resolve(accepted.quarantine_id, "accept", "confirmed")
+
+
+def pre_last_quarantine(backend: str, url: str, made_at_pre_last: str) -> None:
+    """Undo the last migration on a store made whole: its quarantine table as the
+    migrations before it left it, its rows kept, the migration no longer recorded."""
+    if backend == "sqlite":
+        old = apsw.Connection(path(made_at_pre_last))
+        table, *indexes = [str(sql) for (sql,) in old.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'quarantine' AND sql IS NOT NULL "
+            "ORDER BY type = 'index', name")]  # fmt: skip
+        old.close()
+        conn = apsw.Connection(path(url))
+        conn.execute("BEGIN")
+        conn.execute(table.replace("CREATE TABLE quarantine", "CREATE TABLE quarantine_old", 1))
+        conn.execute("INSERT INTO quarantine_old SELECT * FROM quarantine")
+        conn.execute("DROP TABLE quarantine")
+        conn.execute("ALTER TABLE quarantine_old RENAME TO quarantine")
+        for sql in indexes:
+            conn.execute(sql)
+        conn.execute("DELETE FROM schema_version WHERE version = ?", (LAST,))
+        conn.execute("COMMIT")
+        conn.close()
+        return
+    with psycopg.connect(url, autocommit=True) as pg, pg.transaction():
+        pg.execute("DROP INDEX quarantine_one_open")
+        pg.execute("DROP INDEX quarantine_newcomer")
+        pg.execute(
+            "ALTER TABLE quarantine ADD CONSTRAINT quarantine_one_per_newcomer "
+            "UNIQUE (inbox_id, ident, witness)"
+        )
+        pg.execute("DELETE FROM schema_version WHERE version = %s", (LAST,))
+
+
+def before_last(backend: str, url: str, reference: str) -> bool:
+    """Whether ``url``'s quarantine table is as in ``reference`` (a store at the
+    migration before the last)."""
+    mine, theirs = schema(backend, url), schema(backend, reference)
+    if backend == "sqlite":
+        return all(mine.get(name) == made for name, made in theirs.items() if "quar" in name)
+    wanted = {line for line in theirs if "quarantine" in line}
+    return wanted <= set(mine) and not any("quarantine_one_open" in line for line in mine)
+
+
+def test_the_last_migration_keeps_every_row_and_the_log_verifies(
+    backend: str, new_database: NewDatabase
+) -> None:
+    url = new_database()
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        for inbox in ("north", "south"):
+            conflicts(box, inbox)
+        assert box.verify().ok
+    reference = new_database()
+    store_at(backend, reference, LAST - 1)
+    pre_last_quarantine(backend, url, reference)
+    assert before_last(backend, url, reference)
+    where = path(url) if backend == "sqlite" else url
+    before = rows(backend, where)
+    assert {row[9] for row in before["quarantine"]} == {"open", "kept", "accepted"}
+
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        after = rows(backend, where)
+        for table in set(before) - {"schema_version"}:
+            # Opening PostgreSQL notes that it reached the server (meta's ready_probe).
+            kept = [row for row in after[table] if row[0] != "ready_probe"]
+            assert kept == [row for row in before[table] if row[0] != "ready_probe"], table
+        assert box.verify().ok
+        # The migration's point: a resend of the kept newcomer opens a row of its own.
+        again = box.ingest("north", frame("rec2", make_frame(2, "Kakuma2", "SHE", 5, 71)))
+        assert str(again.verdict) == "conflict" and again.first_quarantine
+        assert box.verify().ok
+    fresh = new_database()
+    oncebox.open(fresh, inboxes=[]).close()
+    assert schema(backend, url) == schema(backend, fresh)
+
+
