@@ -4,15 +4,17 @@ log still verifying, and the newest migration's behaviour there afterwards."""
 
 from __future__ import annotations
 
-
 import apsw
 import psycopg
+import pytest
 
 import oncebox
 from conftest import SESSION
 from helpers import frame
 from oncebox import InboxSpec, Oncebox
+from oncebox.errors import StorageError
 from oncebox.formats.ussd_h1 import make_frame
+from oncebox.store.sqlfile import load_queries
 from schemas import NewDatabase, backend, new_database, path, rows, schema
 from test_read_only_schema import LAST, store_at
 
@@ -107,3 +109,28 @@ def test_the_last_migration_keeps_every_row_and_the_log_verifies(
     assert schema(backend, url) == schema(backend, fresh)
 
 
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "to-read"])
+def test_a_store_a_newer_version_migrated_is_refused_and_left_alone(
+    backend: str, new_database: NewDatabase, read_only: bool
+) -> None:
+    """A downgrade: this version's statements against a schema it does not know (the
+    quarantine's unique key gone, a column renamed) would fail or misread later, at
+    whatever write meets the change first; it is refused when the store is opened."""
+    url = new_database()
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        conflicts(box, "north")
+    where = path(url) if backend == "sqlite" else url
+    newer = (LAST + 1, 1_900_000_000.0, None)
+    if backend == "sqlite":
+        conn = apsw.Connection(where)
+        conn.execute(load_queries(backend)["record_migration"].sql, newer)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(load_queries(backend)["record_migration"].sql.encode(), newer)
+    before = (schema(backend, url), rows(backend, where))
+    with pytest.raises(StorageError, match=rf"newer.*\[{LAST + 1}\]"):
+        oncebox.open(url, inboxes=[] if read_only else INBOXES, read_only=read_only)
+    assert (schema(backend, url), rows(backend, where)) == before

@@ -77,13 +77,15 @@ def migrate(begin: Begin, backend: str, now: Callable[[], float]) -> None:
         if "renumbered_from" not in columns:
             renumber(tx, backend)
         applied = {int(version) for version, _ in tx.all(q["migrations_applied"])}
+        refuse_newer(applied, migrations)
     _apply(begin, migrations, applied, q["migrations_applied"], q["record_migration"], (), now)
 
 
 def check_current(read: Begin, backend: str, where: str) -> None:
     """For a store opened only to read: that its schema is the one this version makes,
     changing nothing. Raises :class:`SchemaBehind` naming the migrations it lacks (and
-    what upgrades it), or StorageError for a database that holds no store at all."""
+    what upgrades it), or StorageError for a database that holds no store at all or one a
+    newer oncebox migrated."""
     q = load_queries(backend)
     known = [version for version, _ in load_migrations(backend)]
     with read() as tx:
@@ -96,8 +98,8 @@ def check_current(read: Begin, backend: str, where: str) -> None:
             f"{where} is not an oncebox store (no schema): a command that only reads never "
             "makes one (check --db, $ONCEBOX_DB or the config's store)"
         )
-    # As migrating does, a number this version does not know (a newer oncebox's) is left
-    # alone: only what this version needs and the store lacks is refused.
+    if "renumbered_from" in columns:
+        refuse_newer(applied, load_migrations(backend))
     missing = tuple(v for v in known if v not in applied)
     if "renumbered_from" not in columns:  # numbered as before both backends shared one
         lacks = "its migrations are numbered the old way"
@@ -112,6 +114,18 @@ def check_current(read: Begin, backend: str, where: str) -> None:
         "the store: run `oncebox migrate` (or any command that writes) first",
         missing,
     )
+
+
+def refuse_newer(applied: set[int], migrations: Sequence[tuple[int, str]]) -> None:
+    """A store a newer oncebox migrated is refused, before anything is written: this
+    version's statements would meet a schema they were not written for (a unique key
+    gone, a table made again) at whatever write or read came to it first."""
+    newer = sorted(applied - {version for version, _ in migrations})
+    if newer:
+        raise StorageError(
+            f"this store was migrated by a newer oncebox (migrations {newer}, which this "
+            "version does not know): open it with that version or a later one"
+        )
 
 
 def renumber(tx: Migrating, backend: str) -> None:
