@@ -109,8 +109,6 @@ def test_the_last_migration_keeps_every_row_and_the_log_verifies(
     assert schema(backend, url) == schema(backend, fresh)
 
 
-
-
 @pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "to-read"])
 def test_a_store_a_newer_version_migrated_is_refused_and_left_alone(
     backend: str, new_database: NewDatabase, read_only: bool
