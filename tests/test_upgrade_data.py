@@ -4,6 +4,10 @@ log still verifying, and the newest migration's behaviour there afterwards."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from typing import Any
+
 import apsw
 import psycopg
 import pytest
@@ -132,3 +136,81 @@ def test_a_store_a_newer_version_migrated_is_refused_and_left_alone(
     with pytest.raises(StorageError, match=rf"newer.*\[{LAST + 1}\]"):
         oncebox.open(url, inboxes=[] if read_only else INBOXES, read_only=read_only)
     assert (schema(backend, url), rows(backend, where)) == before
+
+
+# A process that opens the store and dies (os._exit, no clean-up of any kind) the moment
+# the SQL of the migration naming argv[2] has run, before its transaction commits.
+DIES_MIGRATING = """
+import os, sys
+import oncebox
+from oncebox.store.pgpipe import PipelinedTx
+from oncebox.store.sqlitetx import SQLiteTx
+for cls in (PipelinedTx, SQLiteTx):
+    def script(self, sql, run=cls.script):
+        run(self, sql)
+        if sys.argv[2] in sql:
+            os._exit(9)
+    cls.script = script
+oncebox.open(sys.argv[1], inboxes=[]).close()
+"""
+OPENS = "import sys, oncebox; oncebox.open(sys.argv[1], inboxes=[]).close()"
+
+
+def store_before_last(backend: str, new_database: NewDatabase) -> str:
+    """A store with quarantine rows in two inboxes, at the migration before the last."""
+    url = new_database()
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        for inbox in ("north", "south"):
+            conflicts(box, inbox)
+    reference = new_database()
+    store_at(backend, reference, LAST - 1)
+    pre_last_quarantine(backend, url, reference)
+    return url
+
+
+def without_probe(found: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row, but for meta's note of when PostgreSQL was last reached."""
+    return {table: [row for row in got if row[0] != "ready_probe"] for table, got in found.items()}
+
+
+def test_a_migration_killed_half_way_leaves_the_store_as_it_was(
+    backend: str, new_database: NewDatabase
+) -> None:
+    url = store_before_last(backend, new_database)
+    where = path(url) if backend == "sqlite" else url
+    before = (schema(backend, url), without_probe(rows(backend, where)))
+    died = subprocess.run(
+        [sys.executable, "-c", DIES_MIGRATING, url, "Migration 30"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert died.returncode == 9, died.stderr
+    assert (schema(backend, url), without_probe(rows(backend, where))) == before
+    with oncebox.open(url, inboxes=INBOXES) as box:  # opens cleanly, and migrates
+        assert box.verify().ok
+        assert len(box.quarantined("north")) == 1
+    fresh = new_database()
+    oncebox.open(fresh, inboxes=[]).close()
+    assert schema(backend, url) == schema(backend, fresh)
+
+
+def test_processes_upgrading_one_old_store_at_once_migrate_it_once(
+    backend: str, new_database: NewDatabase
+) -> None:
+    url = store_before_last(backend, new_database)
+    where = path(url) if backend == "sqlite" else url
+    before = without_probe(rows(backend, where))
+    openers = [
+        subprocess.Popen([sys.executable, "-c", OPENS, url], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    for opener in openers:
+        _, err = opener.communicate(timeout=120)
+        assert opener.returncode == 0, err
+    after = without_probe(rows(backend, where))
+    versions = [row[0] for row in after["schema_version"]]
+    assert sorted(versions) == sorted(set(versions)) and LAST in versions
+    assert {t: r for t, r in after.items() if t != "schema_version"} == {
+        t: r for t, r in before.items() if t != "schema_version"
+    }
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        assert box.verify().ok
