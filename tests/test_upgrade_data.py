@@ -214,3 +214,26 @@ def test_processes_upgrading_one_old_store_at_once_migrate_it_once(
     }
     with oncebox.open(url, inboxes=INBOXES) as box:
         assert box.verify().ok
+
+
+def test_a_step_a_newer_version_migrated_is_refused_and_left_alone(
+    backend: str, new_database: NewDatabase
+) -> None:
+    """As for the store's own migrations, for the tables an apply step owns: this
+    version's step would write to tables it was not written for."""
+    url = new_database()
+    with oncebox.open(url, inboxes=INBOXES) as box:
+        conflicts(box, "north")
+    where = path(url) if backend == "sqlite" else url
+    newer = ("generation", 99, 1_900_000_000.0)
+    if backend == "sqlite":
+        conn = apsw.Connection(where)
+        conn.execute(load_queries(backend)["record_step_migration"].sql, newer)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(load_queries(backend)["record_step_migration"].sql.encode(), newer)
+    before = (schema(backend, url), without_probe(rows(backend, where)))
+    with pytest.raises(StorageError, match=r"generation.*newer.*\[99\]"):
+        oncebox.open(url, inboxes=INBOXES)
+    assert (schema(backend, url), without_probe(rows(backend, where))) == before

@@ -116,14 +116,16 @@ def check_current(read: Begin, backend: str, where: str) -> None:
     )
 
 
-def refuse_newer(applied: set[int], migrations: Sequence[tuple[int, str]]) -> None:
+def refuse_newer(
+    applied: set[int], migrations: Sequence[tuple[int, str]], what: str = "this store"
+) -> None:
     """A store a newer oncebox migrated is refused, before anything is written: this
     version's statements would meet a schema they were not written for (a unique key
     gone, a table made again) at whatever write or read came to it first."""
     newer = sorted(applied - {version for version, _ in migrations})
     if newer:
         raise StorageError(
-            f"this store was migrated by a newer oncebox (migrations {newer}, which this "
+            f"{what} was migrated by a newer oncebox (migrations {newer}, which this "
             "version does not know): open it with that version or a later one"
         )
 
@@ -157,6 +159,7 @@ def migrate_step(
     q = load_queries(backend)
     with begin() as tx:
         applied = {int(version) for (version,) in tx.all(q["step_migrations_applied"], (step,))}
+        refuse_newer(applied, migrations, f"this store's {step} tables")
     _apply(
         begin, migrations, applied, q["step_migrations_applied"], q["record_step_migration"],
         (step,), now,
