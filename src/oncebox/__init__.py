@@ -60,7 +60,8 @@ def open(
     nothing: it reads the inboxes the store already has, configured as given where they
     are named, and an SQLite file that does not exist is an error, not a new store; a
     store whose schema is older than this version is an error too
-    (:class:`~oncebox.errors.SchemaBehind`), never upgraded by reading.
+    (:class:`~oncebox.errors.SchemaBehind`), never upgraded by reading. A store a newer
+    oncebox migrated is refused, to write or to read (:class:`StorageError`).
     """
     specs: list[InboxSpec] = list(inboxes) if inboxes is not None else []
     if config is not None:
