@@ -237,3 +237,21 @@ def test_a_step_a_newer_version_migrated_is_refused_and_left_alone(
     with pytest.raises(StorageError, match=r"generation.*newer.*\[99\]"):
         oncebox.open(url, inboxes=INBOXES)
     assert (schema(backend, url), without_probe(rows(backend, where))) == before
+
+
+def test_processes_making_one_new_store_at_once_make_it_once(
+    backend: str, new_database: NewDatabase
+) -> None:
+    url = new_database()
+    openers = [
+        subprocess.Popen([sys.executable, "-c", OPENS, url], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    for opener in openers:
+        _, err = opener.communicate(timeout=120)
+        assert opener.returncode == 0, err
+    fresh = new_database()
+    oncebox.open(fresh, inboxes=[]).close()
+    assert schema(backend, url) == schema(backend, fresh)
+    where = path(url) if backend == "sqlite" else url
+    assert sorted(row[0] for row in rows(backend, where)["schema_version"]) == [*range(1, LAST + 1)]
