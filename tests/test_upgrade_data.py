@@ -255,3 +255,43 @@ def test_processes_making_one_new_store_at_once_make_it_once(
     assert schema(backend, url) == schema(backend, fresh)
     where = path(url) if backend == "sqlite" else url
     assert sorted(row[0] for row in rows(backend, where)["schema_version"]) == [*range(1, LAST + 1)]
+
+
+# Another application's bookkeeping under the same name: Flyway's of before 5.0 (its
+# version is text), and one numbered as oncebox's once was, with no oncebox table beside.
+FOREIGN = (
+    [
+        "CREATE TABLE schema_version (installed_rank INTEGER, version TEXT, description TEXT)",
+        "INSERT INTO schema_version VALUES (1, '1.0', 'init')",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)",
+    ],
+    [
+        "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)",
+        "INSERT INTO schema_version VALUES (3, 1.0)",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)",
+    ],
+)
+
+
+@pytest.mark.parametrize("tables", FOREIGN, ids=["flyway", "numbered"])
+@pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "to-read"])
+def test_another_applications_database_is_refused_and_left_alone(
+    backend: str, new_database: NewDatabase, tables: list[str], read_only: bool
+) -> None:
+    """A --db that names another application's database, which keeps a table called
+    schema_version too: not taken for an old oncebox store to renumber and migrate."""
+    url = new_database()
+    where = path(url) if backend == "sqlite" else url
+    if backend == "sqlite":
+        conn = apsw.Connection(where)
+        for sql in tables:
+            conn.execute(sql)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            for sql in tables:
+                pg.execute(sql.encode())
+    before = (schema(backend, url), rows(backend, where))
+    with pytest.raises(StorageError, match="not an oncebox store"):
+        oncebox.open(url, inboxes=[], read_only=read_only)
+    assert (schema(backend, url), rows(backend, where)) == before

@@ -74,6 +74,7 @@ def migrate(begin: Begin, backend: str, now: Callable[[], float]) -> None:
             for version, _ in migrations:
                 tx.run(q["record_migration"], (version, stamp, None))
             return
+        refuse_foreign(tx, q, columns, "this database")
         if "renumbered_from" not in columns:
             renumber(tx, backend)
         applied = {int(version) for version, _ in tx.all(q["migrations_applied"])}
@@ -90,6 +91,8 @@ def check_current(read: Begin, backend: str, where: str) -> None:
     known = [version for version, _ in load_migrations(backend)]
     with read() as tx:
         columns = {str(column) for (column,) in tx.all(q["schema_version_columns"])}
+        if columns:
+            refuse_foreign(tx, q, columns, where)
         applied = (
             {int(version) for version, _ in tx.all(q["migrations_applied"])} if columns else set()
         )
@@ -114,6 +117,20 @@ def check_current(read: Begin, backend: str, where: str) -> None:
         "the store: run `oncebox migrate` (or any command that writes) first",
         missing,
     )
+
+
+def refuse_foreign(tx: Migrating, q: dict[str, Query], columns: set[str], where: str) -> None:
+    """Another application's table named schema_version (a --db that names the wrong
+    database) is refused before anything is read from it as migration numbers, or
+    written: it is not an old oncebox store to renumber and migrate. Ours, empty, is a
+    store that has applied nothing yet (migration 1 makes the inboxes and records itself
+    in one transaction)."""
+    ours = {"version", "applied_at"} <= columns
+    if not ours or not (tx.all(q["inboxes_columns"]) or not tx.all(q["migrations_applied"])):
+        raise StorageError(
+            f"{where} is not an oncebox store: its schema_version table is another's "
+            "(check --db, $ONCEBOX_DB or the config's store)"
+        )
 
 
 def refuse_newer(

@@ -416,6 +416,12 @@ SET LOCAL synchronous_commit TO OFF;
 SELECT column_name FROM information_schema.columns
 WHERE table_schema = current_schema() AND table_name = 'schema_version';
 
+-- name: inboxes_columns
+-- Some: the schema_version beside it is an oncebox store's (every store has had its
+-- inboxes since migration 1), not another application's table of that name.
+SELECT column_name FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'inboxes';
+
 -- name: create_schema_version
 CREATE TABLE schema_version (
     version         integer PRIMARY KEY,

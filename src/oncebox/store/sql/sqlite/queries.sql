@@ -233,6 +233,11 @@ DELETE FROM log_pending WHERE id = ?;
 -- shared one numbering (oncebox.store.migrate).
 SELECT name FROM pragma_table_info('schema_version');
 
+-- name: inboxes_columns
+-- Some: the schema_version beside it is an oncebox store's (every store has had its
+-- inboxes since migration 1), not another application's table of that name.
+SELECT name FROM pragma_table_info('inboxes');
+
 -- name: create_schema_version
 CREATE TABLE schema_version (
     version         INTEGER PRIMARY KEY,
