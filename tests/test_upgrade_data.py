@@ -24,7 +24,10 @@ from test_read_only_schema import LAST, store_at
 
 __all__ = ["backend", "new_database"]  # fixtures, from schemas.py
 
-INBOXES = [InboxSpec(name, codec="ussd-h1", apply="triage") for name in ("north", "south")]
+INBOXES = [
+    *(InboxSpec(name, codec="ussd-h1", apply="triage") for name in ("north", "south")),
+    InboxSpec("gate", codec="ussd-h1", fenced=True),  # its senders hold leases
+]
 
 
 def conflicts(box: Oncebox, inbox: str) -> None:
@@ -38,6 +41,13 @@ def conflicts(box: Oncebox, inbox: str) -> None:
     box.resolve(kept.quarantine_id, "keep", "a typo")
     accepted = box.ingest(inbox, frame("rec3", make_frame(3, "Kakuma1", "WAT", 20, 69)))
     box.resolve(accepted.quarantine_id, "accept", "confirmed")
+    # The rows beside them: a dead letter, a lease, a token, a consumer's cursor.
+    assert box.ingest(inbox, frame("rec9", SESSION[0][1][:-2] + "00")).verdict == "rejected"
+    box.lease("gate", f"gw-{inbox}", 30.0)
+    box.create_token(f"{inbox}-ops", [inbox], ["read", "operator"])
+    consumer = box.consumer(f"{inbox}-reader", inbox)
+    consumer.lease("worker-1")
+    consumer.ack(consumer.next(limit=2).entries[-1].position)
 
 
 def pre_last_quarantine(backend: str, url: str, made_at_pre_last: str) -> None:
@@ -96,6 +106,7 @@ def test_the_last_migration_keeps_every_row_and_the_log_verifies(
     where = path(url) if backend == "sqlite" else url
     before = rows(backend, where)
     assert {row[9] for row in before["quarantine"]} == {"open", "kept", "accepted"}
+    assert all(before[t] for t in ("dead_letters", "fences", "api_tokens", "consumers", "log"))
 
     with oncebox.open(url, inboxes=INBOXES) as box:
         after = rows(backend, where)
