@@ -9,6 +9,7 @@ that time (a version and when), the built-in steps' migrations recorded per step
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import apsw
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 import oncebox
 from conftest import POSTGRES
@@ -24,6 +26,7 @@ from oncebox.errors import StorageError
 from oncebox.store import open_store
 from oncebox.store.migrate import RENUMBERED
 from oncebox.store.sqlfile import load_migrations, to_psycopg
+from oncebox.surfaces.cli import cli
 from schemas import NewDatabase, backend, new_database, path, rows, schema
 
 __all__ = ["backend", "new_database"]  # fixtures, from schemas.py
@@ -272,3 +275,21 @@ def test_a_number_this_version_does_not_know_is_refused(
     old.close()
     with pytest.raises(StorageError, match=r"\[99\]"):
         open_store(url)
+
+
+def test_migrate_names_the_migrations_it_applied_to_a_store_numbered_apart(
+    old_store: tuple[str, OldStore], backend: str
+) -> None:
+    """Not the shared numbers the old ones were translated into: those ran long ago."""
+    url, old = old_store
+    old.migrate(upto=max(RENUMBERED[backend]))
+    old.steps()
+    old.close()
+    upgraded = CliRunner().invoke(cli, ["--db", url, "migrate"])
+    assert upgraded.exit_code == 0, upgraded.output
+    translated = {new for news in RENUMBERED[backend].values() for new in news}
+    known = [version for version, _ in load_migrations(backend)]
+    assert json.loads(upgraded.stdout) == {
+        "schema_version": known[-1],
+        "applied": [version for version in known if version not in translated],
+    }
