@@ -15,7 +15,7 @@ import pytest
 import oncebox
 from conftest import SESSION
 from helpers import frame
-from oncebox import InboxSpec, Oncebox
+from oncebox import Delivery, InboxSpec, Oncebox
 from oncebox.errors import StorageError
 from oncebox.formats.ussd_h1 import make_frame
 from oncebox.store.sqlfile import load_queries
@@ -306,3 +306,26 @@ def test_another_applications_database_is_refused_and_left_alone(
     with pytest.raises(StorageError, match="not an oncebox store"):
         oncebox.open(url, inboxes=[], read_only=read_only)
     assert (schema(backend, url), rows(backend, where)) == before
+
+
+class Tallies:
+    """A user's step that owns a table, made by its one migration, which looks at the
+    store first (a statement that returns a row) before it makes the table."""
+
+    name = "tallies"
+
+    def migrations(self, dialect: str) -> list[tuple[int, str]]:
+        return [(1, "SELECT count(*) FROM inboxes; CREATE TABLE tallies (n INTEGER);")]
+
+    def apply(self, tx: Any, changes: Any) -> None:
+        tx.execute("INSERT INTO tallies VALUES (1)")
+
+
+def test_every_statement_of_a_step_migration_runs(backend: str, new_database: NewDatabase) -> None:
+    """On SQLite a statement that returned a row stopped the script there: the table
+    after it was never made, the migration recorded as applied all the same."""
+    url = new_database()
+    with oncebox.open(url, inboxes=[InboxSpec("t", codec="keyed", apply=Tallies())]) as box:
+        assert str(box.ingest("t", Delivery(b"x", key="k1")).verdict) == "accepted"
+    where = path(url) if backend == "sqlite" else url
+    assert rows(backend, where)["tallies"] == [(1,)]

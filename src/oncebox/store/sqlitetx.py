@@ -239,4 +239,7 @@ class SQLiteTx(SqlTx):
         return [tuple(row) for row in self._conn.execute(sql, params)]
 
     def script(self, sql: str) -> None:
-        self._conn.execute(sql)
+        """Every statement of ``sql``: APSW runs the next statement only once the rows
+        of one that returns some are read, so they are read (and dropped) to the end."""
+        for _ in self._conn.execute(sql):
+            pass
