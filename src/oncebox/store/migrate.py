@@ -85,8 +85,8 @@ def migrate(begin: Begin, backend: str, now: Callable[[], float]) -> None:
 def check_current(read: Begin, backend: str, where: str) -> None:
     """For a store opened only to read: that its schema is the one this version makes,
     changing nothing. Raises :class:`SchemaBehind` naming the migrations it lacks (and
-    what upgrades it), or StorageError for a database that holds no store at all or one a
-    newer oncebox migrated."""
+    what upgrades it), or StorageError for a database that holds no store at all (or
+    another application's schema_version) or one a newer oncebox migrated."""
     q = load_queries(backend)
     known = [version for version, _ in load_migrations(backend)]
     with read() as tx:
