@@ -131,6 +131,14 @@ def lines(
     """Up to ``limit`` downloadable dead letters as NDJSON lines (each ending in a
     newline), reading a page at a time; the ids of those without a line are appended
     to ``left_out`` as the download goes."""
+    return (line for _, line in numbered_lines(box, inboxes, query, limit, left_out))
+
+
+def numbered_lines(
+    box: Oncebox, inboxes: Sequence[str], query: Query, limit: int, left_out: list[int]
+) -> Iterator[tuple[int, bytes]]:
+    """:func:`lines`, each beside its dead letter's id: where an export cut short by its
+    limit goes on (``--after``)."""
     after, sent, query = query.after, 0, replace(query, newest=False)
     while sent < limit:
         batch = page(box, inboxes, replace(query, after=after), PAGE, preview=None)
@@ -141,7 +149,7 @@ def lines(
             if line is None:
                 left_out.append(letter.id)
                 continue
-            yield line + b"\n"
+            yield letter.id, line + b"\n"
             sent += 1
             if sent >= limit:
                 return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
@@ -13,6 +13,13 @@ from oncebox.surfaces import letters, listing
 from oncebox.surfaces.cli.base import ACTOR, AFTER, ROW_ID, Context, cli, emit, emit_pages, fail
 from oncebox.surfaces.cli.output import JSON, columns, show, show_pages
 from oncebox.surfaces.views import as_json, parse_when
+
+if TYPE_CHECKING:
+    from oncebox.engine.box import Oncebox
+
+# Dead letters one --format ndjson export gives by default: as many as the HTTP route's
+# and the console's downloads, so that the export piped into `ingest` re-delivers them all.
+EXPORT_LIMIT = 100_000
 
 LETTERS = columns(
     "id", "inbox", "reason", "status", ("received", "received_at"), "key", ("head", "head"),
@@ -44,7 +51,11 @@ class When(click.ParamType[float]):
 @click.option("--search", metavar="TEXT", help="Only those whose kept head holds TEXT.")
 @click.option("--after", default=0, type=AFTER, help="Page on: ids after this.")
 @click.option("--status", help="Only those open, replayed or archived.")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    help=f"At most this many [default: 100; with --format ndjson, {EXPORT_LIMIT:,}].",
+)
 @click.option(
     "--format",
     "shape",
@@ -63,7 +74,7 @@ def dead_letters(
     search: str | None,
     after: int,
     status: str | None,
-    limit: int,
+    limit: int | None,
     shape: str | None,
 ) -> None:
     """Invalid deliveries: the first 1,024 bytes of the kept copy, its length, SHA-256
@@ -92,23 +103,41 @@ def dead_letters(
     if shape == "ndjson":
         if inbox is None:
             fail("--format ndjson needs --inbox: each inbox's codec has its own line form")
-        left_out: list[int] = []
-        for line in letters.lines(box, names, query, limit, left_out):
-            sys.stdout.buffer.write(line)
-        sys.stdout.buffer.flush()
-        if left_out:
-            shown = ", ".join(str(i) for i in left_out[:20])
-            click.echo(
-                f"oncebox: left out {len(left_out)} dead letter(s) that no line can "
-                f"re-deliver (kept only in part, or beyond the line form): {shown}",
-                err=True,
-            )
+        export(box, names, query, EXPORT_LIMIT if limit is None else limit)
         return
-    pages = listing.letter_pages(box, names, query, limit)
+    pages = listing.letter_pages(box, names, query, 100 if limit is None else limit)
     if shape == "json":
         emit_pages(pages)
     else:
         show_pages(pages, LETTERS)
+
+
+def export(box: Oncebox, names: list[str], query: letters.Query, limit: int) -> None:
+    """Up to ``limit`` dead letters as the lines `ingest` reads; on stderr, those no line
+    can carry, and where to go on when more matched than ``limit``: never cut unsaid."""
+    left_out: list[int] = []
+    sent, last, more = 0, 0, False
+    for letter_id, line in letters.numbered_lines(box, names, query, limit + 1, left_out):
+        if sent == limit:  # one past the limit: there are more
+            more = True
+            break
+        sys.stdout.buffer.write(line)
+        sent, last = sent + 1, letter_id
+    sys.stdout.buffer.flush()
+    if more:
+        left_out = [i for i in left_out if i < last]  # past the cut: not exported anyway
+    if left_out:
+        shown = ", ".join(str(i) for i in left_out[:20])
+        click.echo(
+            f"oncebox: left out {len(left_out)} dead letter(s) that no line can "
+            f"re-deliver (kept only in part, or beyond the line form): {shown}",
+            err=True,
+        )
+    if more:
+        click.echo(
+            f"oncebox: the first {limit:,} exported; more match: --after {last} for the next",
+            err=True,
+        )
 
 
 @dead_letters.command("show")
