@@ -23,6 +23,7 @@ import pytest
 import oncebox
 from oncebox.engine import config
 from oncebox.formats import json_codec, sp_api, webhook_config
+from oncebox.store import SQLITE_OPTIONS
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
 from openapidoc import openapi_document
@@ -102,6 +103,25 @@ def test_every_serve_option_has_its_default_in_the_configuration_page() -> None:
             assert shown in rows[param.opts[0]], param.opts[0]
 
 
+def test_every_option_default_is_in_its_commands_section() -> None:
+    """``--batch 500``, ``--limit 100``: a default the page names is the one the code has
+    (``--after``, which starts at the beginning, aside)."""
+    wrong = []
+    for name, command in commands(cli):
+        text = section(page("cli.md"), name)
+        for param in command.params:
+            default = param.default
+            if not isinstance(param, click.Option) or param.is_flag or param.opts[0] == "--after":
+                continue
+            if isinstance(default, bool) or not isinstance(default, int | float | str):
+                continue
+            shown = {str(default), f"{default:g}" if isinstance(default, float) else str(default)}
+            before = rf"{re.escape(param.opts[0])}`? (?:\[|\((?:default:? )?`?)?"
+            if not any(re.search(rf"{before}{re.escape(s)}(?![\d.])", text) for s in shown):
+                wrong.append(f"{name} {param.opts[0]} {default}")
+    assert wrong == []
+
+
 # -- configuration ---------------------------------------------------------------------------
 def documented_keys(title: str) -> set[str]:
     table = section(page("configuration.md"), title)
@@ -112,6 +132,13 @@ def test_every_configuration_key_is_documented() -> None:
     assert {"store", "inboxes"} <= documented_keys("The TOML file")
     assert set(config._KEYS) <= documented_keys("Inboxes")  # what the loader takes
     assert set(webhook_config._KEYS) <= documented_keys("Webhook")
+
+
+def test_every_sqlite_url_option_is_documented() -> None:
+    """Every option a ``sqlite:///...?`` URL is taken with, the harness's own included:
+    one that changes what a commit syncs must not be there unsaid."""
+    store = section(page("configuration.md"), "The store")
+    assert [o for o in SQLITE_OPTIONS if f"| `{o}` |" not in store] == []
 
 
 def test_every_codec_setting_is_documented() -> None:
@@ -155,6 +182,44 @@ def test_every_route_is_documented(app: object) -> None:
         # Followed by its end, or by a query it takes: not a longer path.
         if not re.search(re.escape(spelled) + r"[`?\[]", where):
             missing.append(spelled)
+    assert missing == []
+
+
+# A route whose row says it takes another's filters ("the same filters"): a query
+# parameter it shares with that route, spelled the same, may be named in that row alone.
+LETTERS = "/v1/inboxes/{inbox}/dead-letters"
+SHARED_FILTERS = {
+    f"GET {LETTERS}/lines": f"GET {LETTERS}",
+    f"GET {LETTERS}/preview": f"GET {LETTERS}",
+    f"POST {LETTERS}/replay": f"GET {LETTERS}",
+    f"POST {LETTERS}/archive": f"GET {LETTERS}",
+    "POST /v1/inboxes/{inbox}/quarantine/resolve": "GET /v1/inboxes/{inbox}/quarantine/preview",
+}
+
+
+def test_every_query_parameter_is_in_its_routes_row() -> None:
+    rows = {
+        f"{m.group(1)} {m.group(2)}": m.group(0)
+        for m in re.finditer(r"^\| `(\w+) ([^`?]+)[`?].*$", section(page("http.md"), "Routes"),
+                             re.MULTILINE)
+    }  # fmt: skip
+    spec = openapi_document()
+    query = {
+        f"{method.upper()} {path}": {p["name"]: p["schema"] for p in op.get("parameters", [])
+                                     if p["in"] == "query"}
+        for path, ops in spec["paths"].items()
+        for method, op in ops.items()
+    }  # fmt: skip
+    missing = []
+    for route, parameters in query.items():
+        base = SHARED_FILTERS.get(route, route)
+        for name, schema in parameters.items():
+            named = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+            if re.search(named, rows[route]):
+                continue
+            if base != route and query[base].get(name) == schema and re.search(named, rows[base]):
+                continue
+            missing.append(f"{route} {name}")
     assert missing == []
 
 
