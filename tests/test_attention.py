@@ -62,6 +62,28 @@ def test_each_triage_site_says_when_it_last_delivered(
     assert dict(box.triage_sites("ussd"))["Kakuma1"] == first + 660
 
 
+def test_an_operator_accepting_a_conflict_is_no_delivery(
+    make_box: BoxFactory, clock: ManualClock
+) -> None:
+    """A record's ``last_seen`` is when it last arrived (docs: the overview's last
+    delivery, a site's last delivery, the lookup timeline's duplicates): an operator who
+    accepts a newcomer hours later makes it no arrival, so a silent gateway stays silent."""
+    box = make_box()
+    box.ingest("ussd", Delivery(make_frame(1, "Kakuma1", "MED", 3, 86).encode(), key="a-1"))
+    clock.advance(60)
+    other = box.ingest("ussd", Delivery(make_frame(1, "Kakuma1", "MED", 9, 86).encode(), key="a-1"))
+    arrived = clock()
+    clock.advance(DAY + 3600)  # the operator accepts it a day and an hour later
+    assert other.quarantine_id is not None
+    box.resolve(other.quarantine_id, "accept", "the site confirmed 9", actor="op")
+    record = box.record("ussd", "a-1")
+    assert record is not None and record.revision == 2
+    assert record.last_seen == arrived
+    assert box.attention("ussd").last_delivery == arrived
+    assert box.attention("ussd").silent
+    assert box.triage_sites("ussd") == [("Kakuma1", arrived)]
+
+
 def test_the_log_pages_by_seq_and_filters_by_step_actor_and_inbox(
     make_box: BoxFactory,
 ) -> None:

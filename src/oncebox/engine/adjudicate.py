@@ -69,7 +69,13 @@ def resolve(
             )
         if record.witness != row.witness:
             assert row.fields is not None  # read whole, under its lock
-            revision = tx.revise_record(record, row.witness, row.content, row.fields, now, note)
+            # When it last arrived: the newcomer's arrival, or a resend of the original
+            # since; never this resolution, which is no delivery (an inbox gone silent
+            # stays silent).
+            arrived = max(record.last_seen, row.last_seen)
+            revision = tx.revise_record(
+                record, row.witness, row.content, row.fields, now, note, arrived
+            )
             revised = (record.id, revision)
             change = Change(
                 inbox.name,

@@ -154,8 +154,10 @@ class Operating(Events, Clock, Protocol):
         fields: str,
         now: float,
         note: str | None,
+        last_seen: float,
     ) -> int:
-        """Keep the current revision and make this content the next; its number."""
+        """Keep the current revision and make this content the next; its number.
+        ``last_seen`` is when it last arrived: an operator's accepting is no arrival."""
         ...  # fmt: skip
 
     def get_quarantine(self, quarantine_id: int, lock: bool = False) -> Quarantined | None: ...

@@ -74,13 +74,15 @@ class RecordsSql(SqlBase):
         fields: str,
         now: float,
         note: str | None,
+        last_seen: float,
     ) -> int:
         self._run(
             "keep_revision",
             (record.id, record.revision, record.witness, record.content, record.fields,
              record.revised_at or record.first_seen, now, note),
         )  # fmt: skip
-        return int(self._one("revise_record", (witness, content, fields, now, now, record.id))[0])
+        revised = (witness, content, fields, last_seen, now, record.id)
+        return int(self._one("revise_record", revised)[0])
 
     def revisions(self, record_id: int) -> list[Revision]:
         return self._rows("revisions", (record_id,), Revision)
