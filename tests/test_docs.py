@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 import oncebox
 from oncebox.engine import config
@@ -237,6 +238,17 @@ def test_every_header_and_status_is_documented() -> None:
                 missing.append(status)
             missing += [h for h in answer.get("headers", {}) if h not in api]
     assert sorted(set(missing)) == []
+
+
+def test_every_metric_is_in_the_metrics_table() -> None:
+    with oncebox.open("sqlite:///:memory:") as box:
+        secret = box.create_token("scraper", ["*"], ["read"]).secret
+        box.consumer("reader", "ussd")  # the consumers' series show once there is one
+        with TestClient(create_app(box), headers={"Authorization": f"Bearer {secret}"}) as http:
+            text = http.get("/metrics").text
+    families = set(re.findall(r"^# TYPE (oncebox_\w+?)(?:_created)? ", text, re.MULTILINE))
+    table = section(page("http.md"), "Metrics")
+    assert families and sorted(f for f in families if f"`{f}`" not in table) == []
 
 
 # -- the README ------------------------------------------------------------------------------
