@@ -5,6 +5,7 @@ the README starts with its two commands, and its tour runs as written."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,6 +150,54 @@ def test_every_codec_setting_is_documented() -> None:
         table = section(codecs, codec)
         assert {s for s in settings if f"| `{s}` |" not in table} == set(), codec
         assert all(f"`{s}`" in section(page("configuration.md"), "Inboxes") for s in settings)
+
+
+# -- the library -----------------------------------------------------------------------------
+def library_calls(text: str) -> Iterator[tuple[str, list[str]]]:
+    """Each ``box.NAME(...)`` the page spells in code, with its arguments as written
+    (split at the commas of its own parentheses, not those of an argument's)."""
+    for match in re.finditer(r"`box\.(\w+)\(", text):
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        arguments, depth, current = [], 0, ""
+        for char in text[match.end() : end - 1]:
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+            if char == "," and depth == 0:
+                arguments.append(current.strip())
+                current = ""
+            else:
+                current += char
+        yield match.group(1), [a for a in [*arguments, current.strip()] if a]
+
+
+def test_every_library_call_names_its_parameters_and_defaults() -> None:
+    """A keyword the page shows (``prove_consistency(old_size, new_size)``) is one a
+    caller can pass, and a default it gives is the one the method has."""
+    wrong = []
+    for name, arguments in library_calls(page("library.md")):
+        method = getattr(oncebox.Oncebox, name, None)
+        if method is None:
+            wrong.append(name)
+            continue
+        parameters = {
+            p.name: p
+            for f in (method, *typing.get_overloads(method))
+            for p in inspect.signature(f).parameters.values()
+        }
+        for argument in arguments:
+            keyword, _, default = (part.strip() for part in argument.partition("="))
+            if not re.fullmatch(r"[a-z_]+", keyword):
+                continue  # *, **facts, a LogFilter(...) spelled out
+            if keyword not in parameters:
+                wrong.append(f"{name}({keyword})")
+                continue
+            real = parameters[keyword].default
+            real = str(real) if isinstance(real, str) else real  # an enum's value: "newest"
+            if default and default.replace('"', "'") != repr(real):
+                wrong.append(f"{name}({keyword}={default})")
+    assert wrong == []
 
 
 # -- the HTTP API ----------------------------------------------------------------------------
