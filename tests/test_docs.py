@@ -24,7 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import oncebox
-from oncebox.engine import config
+from oncebox.engine import config, destinations
 from oncebox.formats import json_codec, sp_api, webhook_config
 from oncebox.store import SQLITE_OPTIONS
 from oncebox.surfaces.cli import cli
@@ -135,6 +135,12 @@ def test_every_configuration_key_is_documented() -> None:
     assert {"store", "inboxes"} <= documented_keys("The TOML file")
     assert set(config._KEYS) <= documented_keys("Inboxes")  # what the loader takes
     assert set(webhook_config._KEYS) <= documented_keys("Webhook")
+
+
+def test_every_destination_key_is_documented() -> None:
+    table = section(page("forwarding.md"), "Destinations")
+    keys = set().union(*destinations._KEYS.values())
+    assert sorted(k for k in keys if f"| `{k}` |" not in table) == []
 
 
 def test_every_sqlite_url_option_is_documented() -> None:
