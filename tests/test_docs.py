@@ -29,6 +29,7 @@ from oncebox.formats import json_codec, sp_api, webhook_config
 from oncebox.store import SQLITE_OPTIONS
 from oncebox.surfaces.cli import cli
 from oncebox.surfaces.http import create_app
+from oncebox.surfaces.http.auth import NEEDS
 from openapidoc import openapi_document
 from serveproc import free_port
 
@@ -278,6 +279,30 @@ def test_every_query_parameter_is_in_its_routes_row() -> None:
                 continue
             missing.append(f"{route} {name}")
     assert missing == []
+
+
+def test_every_routes_scope_is_the_one_it_needs(app: object) -> None:
+    """The routes table's scope column says what each route's ``@needs`` asks for."""
+    table = section(page("http.md"), "Routes")
+    row = re.compile(r"^\| `(\w+) ([^`?]+)[`?][^|]*\| ([^|]+) \|", re.MULTILINE)
+    scopes = {f"{m.group(1)} {m.group(2)}": m.group(3) for m in row.finditer(table)}
+
+    def endpoints(found: list[object]) -> Iterator[object]:
+        for route in found:
+            inner = getattr(route, "original_router", None)
+            yield from endpoints(inner.routes) if inner is not None else [route]
+
+    wrong = []
+    for route in endpoints(app.routes):  # type: ignore[attr-defined]
+        path = re.sub(r"\{(\w+):\w+\}", r"{\1}", getattr(route, "path", ""))
+        if path.startswith("/console") or not hasattr(route, "endpoint"):
+            continue
+        need = NEEDS.get(route.endpoint)
+        scope = need.scope.value if need is not None and need.scope is not None else "none"
+        for method in sorted(set(getattr(route, "methods", ())) - {"HEAD"}):
+            if not scopes.get(f"{method} {path}", "").startswith(scope):
+                wrong.append(f"{method} {path}: {scope}")
+    assert wrong == []
 
 
 def test_every_header_and_status_is_documented() -> None:
