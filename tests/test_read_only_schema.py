@@ -88,6 +88,14 @@ def test_read_commands_refuse_and_migrate_upgrades(tmp_path: Path) -> None:
     assert json.loads(again.stdout) == {"schema_version": LAST, "applied": []}
 
 
+def test_migrate_never_makes_a_store(tmp_path: Path) -> None:
+    """docs/cli.md: `migrate` upgrades a store and never makes one (a typo in --db)."""
+    typo = tmp_path / "intkae.db"
+    refused = CliRunner().invoke(cli, ["--db", f"sqlite:///{typo}", "migrate"])
+    assert refused.exit_code != 0 and "no store at" in str(refused.exception)
+    assert not typo.exists()
+
+
 def test_a_file_that_holds_no_store_is_not_made_one_by_reading(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.touch()
