@@ -77,3 +77,22 @@ def test_a_key_or_identity_is_published_without_nul(app: tuple[Any, str]) -> Non
     with TestClient(created, headers={"Authorization": f"Bearer {secret}"}) as http:
         assert http.get("/v1/inboxes/ussd/lookup", params={"key": "a\x00b"}).status_code == 422
         assert http.get("/v1/inboxes/ussd/lookup", params={"key": "gw-1"}).status_code == 200
+
+
+def test_a_limit_in_the_query_of_a_route_that_takes_none_there_is_refused() -> None:
+    """The bulk actions take their limit in the body, the preview none: `?limit=5` on
+    them was accepted and not applied (a bulk replay then replayed up to 100, its body's
+    default), where docs/http.md says an unknown query parameter is a 400."""
+    box = oncebox.open("sqlite:///:memory:", inboxes=INBOXES)
+    try:
+        secret = box.create_token("ops", ["*"], ["operator"]).secret
+        with TestClient(create_app(box), headers={"Authorization": f"Bearer {secret}"}) as http:
+            letters = "/v1/inboxes/ussd/dead-letters"
+            for method, path in (("GET", "/preview"), ("POST", "/replay"), ("POST", "/archive")):
+                answer = http.request(method, letters + path, params={"limit": 5})
+                assert answer.status_code == 400, (method, path, answer.text)
+                assert "limit" not in answer.json()["known"]
+            for path in ("", "/lines"):  # these page by it
+                assert http.get(letters + path, params={"limit": 5}).status_code == 200
+    finally:
+        box.close()

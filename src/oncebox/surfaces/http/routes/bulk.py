@@ -26,7 +26,7 @@ from oncebox.surfaces.http.operating import (
 )
 from oncebox.surfaces.http.routes.letters import (
     After,
-    Filters,
+    Selected,
     Since,
     Until,
     known_only,
@@ -90,7 +90,7 @@ def _run(run: BulkRun) -> dict[str, Any]:
 )
 @needs(TokenScope.READ, on_inbox=True)
 def preview_dead_letters(
-    inbox: InboxName, who: Authed, svc: Served, query: Filters
+    inbox: InboxName, who: Authed, svc: Served, query: Selected
 ) -> dict[str, Any]:
     """How many of the inbox's dead letters the filters select now, and the first 20
     (as a listing shows them): what ``POST .../dead-letters/replay`` or ``.../archive``
@@ -110,7 +110,7 @@ def preview_dead_letters(
 )
 @needs(TokenScope.OPERATOR, on_inbox=True)
 def bulk_replay(
-    inbox: InboxName, who: Authed, svc: Served, query: Filters, bulk: BulkIn | None = None
+    inbox: InboxName, who: Authed, svc: Served, query: Selected, bulk: BulkIn | None = None
 ) -> dict[str, Any]:
     """Replay each selected dead letter as one replay does (closed as ``replayed`` when
     decided; refused again, one attempt more and outcome ``rejected:REASON``); one log
@@ -131,7 +131,7 @@ def bulk_replay(
 )
 @needs(TokenScope.OPERATOR, on_inbox=True)
 def bulk_archive(
-    inbox: InboxName, who: Authed, svc: Served, query: Filters, bulk: BulkIn
+    inbox: InboxName, who: Authed, svc: Served, query: Selected, bulk: BulkIn
 ) -> dict[str, Any]:
     """Archive each selected dead letter with the note, in one transaction with its one
     log entry. Add ``status=open`` to leave out those archived already."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
@@ -72,7 +72,7 @@ FILTERED = errors(
     "known ones.",
     e404="No such inbox.",
 )
-FILTER_NAMES = ("reason", "status", "since", "until", "search", "after", "limit")
+FILTER_NAMES = ("reason", "status", "since", "until", "search", "after")
 
 
 def known_only(request: Request, known: Sequence[str]) -> None:
@@ -90,28 +90,37 @@ def known_only(request: Request, known: Sequence[str]) -> None:
             )
 
 
-def _filters(
-    request: Request,
-    reason: Reason = None,
-    since: Since = None,
-    until: Until = None,
-    search: Search = None,
-    after: After = 0,
-    status: Status = None,
-) -> letters.Query:
-    """The dead-letter filters every dead-letter listing and bulk route takes, as one
-    query."""
-    known_only(request, FILTER_NAMES)
-    times = seconds("since", since), seconds("until", until)
-    try:
-        search_term(search)
-    except InvalidOperation as exc:
-        raise ProblemError(422, "validation", f"query.search: {exc}") from None
-    # An empty reason or search is no filter, as the console's form reads them.
-    return letters.Query(reason or None, *times, search or None, after, status)
+def _filters(known: tuple[str, ...]) -> Callable[..., letters.Query]:
+    """The dependency that reads the dead-letter filters as one query, refusing any query
+    parameter but ``known`` (400)."""
+
+    def read(
+        request: Request,
+        reason: Reason = None,
+        since: Since = None,
+        until: Until = None,
+        search: Search = None,
+        after: After = 0,
+        status: Status = None,
+    ) -> letters.Query:
+        known_only(request, known)
+        times = seconds("since", since), seconds("until", until)
+        try:
+            search_term(search)
+        except InvalidOperation as exc:
+            raise ProblemError(422, "validation", f"query.search: {exc}") from None
+        # An empty reason or search is no filter, as the console's form reads them.
+        return letters.Query(reason or None, *times, search or None, after, status)
+
+    return read
 
 
-Filters = Annotated[letters.Query, Depends(_filters)]
+# The filters of the listing and its lines, which page by ``?limit=``.
+Filters = Annotated[letters.Query, Depends(_filters((*FILTER_NAMES, "limit")))]
+# The filters of the preview and the bulk actions, which take no ``?limit=`` (a bulk
+# action's limit is in its body): one there would be accepted and not applied, and a
+# bulk replay would act on its body's default of 100 instead.
+Selected = Annotated[letters.Query, Depends(_filters(FILTER_NAMES))]
 
 
 @router.get(
