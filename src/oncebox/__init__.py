@@ -77,8 +77,8 @@ def open(
         path = sqlite_options(url)[0]
         if path != ":memory:" and not Path(path).exists():
             raise ConfigError(
-                f"no store at {path}: a command that only reads never makes one "
-                "(check --db, $ONCEBOX_DB or the config's store)"
+                f"no store at {path}: a command that reads a store (or migrates one) never "
+                "makes one (check --db, $ONCEBOX_DB or the config's store)"
             )
     store = open_store(url, clock=clock, read_only=read_only)
     return Oncebox(store, specs, seal=seal, read_only=read_only)
