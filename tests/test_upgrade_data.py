@@ -124,6 +124,18 @@ def test_the_last_migration_keeps_every_row_and_the_log_verifies(
     assert schema(backend, url) == schema(backend, fresh)
 
 
+def recorded(backend: str, url: str, query: str, row: tuple[object, ...]) -> None:
+    """Record a migration the way a newer oncebox would, behind this one's back."""
+    sql = load_queries(backend)[query].sql
+    if backend == "sqlite":
+        conn = apsw.Connection(path(url))
+        conn.execute(sql, row)
+        conn.close()
+    else:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(sql.encode(), row)
+
+
 @pytest.mark.parametrize("read_only", [False, True], ids=["to-write", "to-read"])
 def test_a_store_a_newer_version_migrated_is_refused_and_left_alone(
     backend: str, new_database: NewDatabase, read_only: bool
@@ -135,14 +147,7 @@ def test_a_store_a_newer_version_migrated_is_refused_and_left_alone(
     with oncebox.open(url, inboxes=INBOXES) as box:
         conflicts(box, "north")
     where = path(url) if backend == "sqlite" else url
-    newer = (LAST + 1, 1_900_000_000.0, None)
-    if backend == "sqlite":
-        conn = apsw.Connection(where)
-        conn.execute(load_queries(backend)["record_migration"].sql, newer)
-        conn.close()
-    else:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(load_queries(backend)["record_migration"].sql.encode(), newer)
+    recorded(backend, url, "record_migration", (LAST + 1, 1_900_000_000.0, None))
     before = (schema(backend, url), rows(backend, where))
     with pytest.raises(StorageError, match=rf"newer.*\[{LAST + 1}\]"):
         oncebox.open(url, inboxes=[] if read_only else INBOXES, read_only=read_only)
@@ -236,14 +241,7 @@ def test_a_step_a_newer_version_migrated_is_refused_and_left_alone(
     with oncebox.open(url, inboxes=INBOXES) as box:
         conflicts(box, "north")
     where = path(url) if backend == "sqlite" else url
-    newer = ("generation", 99, 1_900_000_000.0)
-    if backend == "sqlite":
-        conn = apsw.Connection(where)
-        conn.execute(load_queries(backend)["record_step_migration"].sql, newer)
-        conn.close()
-    else:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(load_queries(backend)["record_step_migration"].sql.encode(), newer)
+    recorded(backend, url, "record_step_migration", ("generation", 99, 1_900_000_000.0))
     before = (schema(backend, url), without_probe(rows(backend, where)))
     with pytest.raises(StorageError, match=r"generation.*newer.*\[99\]"):
         oncebox.open(url, inboxes=INBOXES)
