@@ -75,9 +75,11 @@ trap - EXIT
 # On several workers (pytest-xdist): many tests wait on processes, servers, fsyncs and a
 # browser, so four workers keep two CPUs busy (the run is bound by CPU:
 # docs/contributing.md). A module's tests stay on one worker (--dist loadscope), in
-# order, sharing its fixtures. ONCEBOX_TEST_WORKERS=0 runs them in this process, one
-# after another. schemathesis's pytest plugin is left out (as
+# order, sharing its fixtures, and modules are handed out in collection order, longest
+# first (tests/conftest.py), not xdist's own order by number of tests, which left the
+# campaigns of a few long tests to the end. ONCEBOX_TEST_WORKERS=0 runs them in this
+# process, one after another. schemathesis's pytest plugin is left out (as
 # in the collection above): tests/test_schemathesis.py drives Hypothesis itself, and the
 # plugin cost each of the five pytest processes most of a second before any test.
 exec .venv/bin/python -m pytest -q -n "${ONCEBOX_TEST_WORKERS:-4}" --dist loadscope \
-    -p no:schemathesis "$@"
+    --no-loadscope-reorder -p no:schemathesis "$@"

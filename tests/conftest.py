@@ -103,10 +103,11 @@ POSTGRES_FIXTURES = {"pg_server", "pg_durable"}
 
 
 # The modules that take longest, longest first (each module's summed durations, from
-# `pytest --durations=0` on four workers at 49882df). On workers, `--dist loadscope` hands
-# modules out in collection order: a long module collected late (they are mostly
-# test_reliability_*, test_security_*, ..., late in the alphabet) would run on one worker
-# while the others have finished. Started first, the short ones fill in behind them.
+# `pytest --durations=0` on four workers at 49882df). test.sh has `--dist loadscope` hand
+# modules out in collection order (`--no-loadscope-reorder`: xdist's own order, most
+# tests first, left the campaigns of a few long tests to the end, each on one worker
+# while the others had finished, as did name order). Started first, the short ones fill
+# in behind them.
 LONGEST_FIRST = (
     "reliability_fuzz", "reliability_forward", "log_positions", "pg_edge_memo",
     "dead_letter_serve", "apply_isolation", "feed_serve", "forward_serve", "schemathesis",
