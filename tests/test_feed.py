@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import SESSION, BoxFactory
-from oncebox import Delivery, InvalidOperation, ManualClock
+from oncebox import Delivery, InvalidOperation, ManualClock, Oncebox
 from oncebox.engine import feed as feeding
 from oncebox.engine.feed import PastHandedOut, StaleCursor
 from oncebox.formats.ussd_h1 import make_frame
@@ -124,11 +124,9 @@ def test_a_consumer_can_start_at_the_end_or_a_position(make_box: BoxFactory) -> 
     assert SESSION  # the shared frames stay the conftest's
 
 
-def test_a_quiet_inbox_is_read_a_window_at_a_time(
-    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A read looks at a bounded window of the log, whatever the inbox: a reader of a
-    quiet inbox among busy ones moves on by ``next_after`` and misses nothing."""
+def quiet_among_busy(make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch) -> Oncebox:
+    """Two ussd frames with twelve listing events between them, read five log positions
+    at a time: the quiet inbox's second entry is two windows past its first."""
     from helpers import event_body
 
     monkeypatch.setattr(feeding, "SCAN", 5)
@@ -137,6 +135,15 @@ def test_a_quiet_inbox_is_read_a_window_at_a_time(
     for n in range(12):
         box.ingest("listing", event_body(f"n-{n}"))
     box.ingest("ussd", frame(2))
+    return box
+
+
+def test_a_quiet_inbox_is_read_a_window_at_a_time(
+    make_box: BoxFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read looks at a bounded window of the log, whatever the inbox: a reader of a
+    quiet inbox among busy ones moves on by ``next_after`` and misses nothing."""
+    box = quiet_among_busy(make_box, monkeypatch)
     found, after, reads = [], 0, 0
     while after < box.log_position():
         page = box.feed("ussd", after=after)
@@ -255,14 +262,7 @@ def test_a_consumer_of_a_quiet_inbox_gets_past_a_busy_stretch_of_the_log(
     its holder (as the docs' loop and ``oncebox consumers read`` do) acknowledged
     nothing: the next read looked at the same window again, empty again, for good. A
     consumer of a quiet inbox in a busy store was never handed another entry."""
-    from helpers import event_body
-
-    monkeypatch.setattr(feeding, "SCAN", 5)
-    box = make_box()
-    box.ingest("ussd", frame(1))
-    for n in range(12):
-        box.ingest("listing", event_body(f"n-{n}"))
-    box.ingest("ussd", frame(2))
+    box = quiet_among_busy(make_box, monkeypatch)
     mine = box.consumer("desk", "ussd")
     mine.lease("worker-1", ttl=30)
     found = []
