@@ -55,6 +55,11 @@ def storage_error(exc: BaseException, reading: bool = False) -> StorageError:
         return StorageUnavailable(f"PostgreSQL is unreachable or out of resources: {exc}")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CannotConnectNow):
         return StorageUnavailable(f"PostgreSQL is restarting: {exc}")
+    if isinstance(exc, pg_errors.InFailedSqlTransaction):
+        # A statement after one whose error was caught: in pipeline mode that error can
+        # reach the caller before libpq reads the status saying so, and the store's own
+        # next statement (a guard's lift, the COMMIT's checks) is the one refused.
+        return StorageError(ROLLED_BACK)
     return StorageError(f"PostgreSQL failed: {exc}")
 
 
@@ -71,6 +76,6 @@ def commit_done(committed: psycopg.Cursor[Any] | None) -> bool:
 
 
 ROLLED_BACK = (
-    "PostgreSQL rolled the transaction back at its COMMIT: a statement in it had failed "
-    "and its error was caught; nothing of it was written"
+    "PostgreSQL rolled the transaction back: a statement in it had failed and its error "
+    "was caught; nothing of it was written"
 )
