@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -14,11 +15,113 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO
+from multiprocessing import reduction
+from typing import IO, Any, Protocol
 
 import oncebox
 
 ONCEBOX = [sys.executable, "-m", "oncebox"]
+
+# What `oncebox serve` imports before it answers: two seconds of CPU per start, paid once
+# per test worker by a fork server that imports them and then forks a server per test.
+PRELOAD = [
+    "oncebox.surfaces.cli",
+    "oncebox.surfaces.serve",
+    "oncebox.surfaces.http",
+    "oncebox.surfaces.http.server",
+    "oncebox.surfaces.http.limits",
+    "oncebox.surfaces.forwarding.dispatcher",
+    "oncebox.store.sqlite",
+    "oncebox.store.postgres",
+    "uvloop",
+    "uvicorn.protocols.http.httptools_impl",
+    "uvicorn.protocols.websockets.websockets_sansio_impl",
+]
+_forks: Any = None
+
+
+class Process(Protocol):
+    """What the tests use of a server's process: a :class:`subprocess.Popen`'s."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def kill(self) -> None: ...
+
+
+class _Fd:
+    """A descriptor of this process's, given to the forked child (a copy of it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_detached, (reduction.DupFd(self.fd),))
+
+
+def _detached(dup: Any) -> int:
+    return int(dup.detach())
+
+
+def _run_cli(args: list[str], env: dict[str, str], cwd: str, fds: list[int]) -> None:
+    """In the fork: ``oncebox ARGS`` as ``python -m oncebox`` runs it, with the caller's
+    environment, directory and standard output and error (the test's capture, or its
+    log), and /dev/null for input, as the process it stands for."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    for target, fd in zip((1, 2), fds, strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.argv = ["oncebox", *args]
+    from oncebox.surfaces.cli import main
+
+    main()
+
+
+class Forked:
+    """A server forked from the fork server, seen as a :class:`subprocess.Popen`."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+        self.pid = int(process.pid or 0)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return None if self._process.is_alive() else self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(["oncebox", "serve"], timeout or 0)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def forked(args: list[str], env: Mapping[str, str], stderr: IO[bytes] | None) -> Forked:
+    """``oncebox ARGS`` in a child of the fork server (started at the first call)."""
+    global _forks
+    if _forks is None:
+        _forks = multiprocessing.get_context("forkserver")
+        _forks.set_forkserver_preload(PRELOAD)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    err = stderr.fileno() if stderr is not None else 2
+    process = _forks.Process(
+        target=_run_cli, args=(args, dict(env), os.getcwd(), [_Fd(1), _Fd(err)])
+    )
+    process.start()
+    return Forked(process)
 
 
 def free_port() -> int:
@@ -38,7 +141,7 @@ def create_token(url: str, *scopes: str) -> str:
 
 @dataclass
 class Served:
-    proc: subprocess.Popen[bytes]
+    proc: Process
     port: int
 
     @property
@@ -81,8 +184,14 @@ def serving(
     # each worker builds the app again, a second of CPU. test_serve_workers.py and
     # test_forward_serve.py ask for two and prove what several workers must do.
     workers = [] if "--workers" in args else ["--workers", "1"]
-    command = [*ONCEBOX, "serve", "--port", str(port), *workers, *args]
-    proc = subprocess.Popen(command, env=env, stderr=stderr)
+    command = ["serve", "--port", str(port), *workers, *args]
+    # A crash point is read when its module is imported, which the fork server did
+    # before this test armed one: such a server starts as a process of its own.
+    proc: Process
+    if "ONCEBOX_CRASH_AT" in env:
+        proc = subprocess.Popen([*ONCEBOX, *command], env=env, stderr=stderr)
+    else:
+        proc = forked(command, env, stderr)
     if os.environ.get("ONCEBOX_TEST_CPU"):  # counted beside each test's CPU (conftest.py)
         with open(os.environ["ONCEBOX_TEST_CPU"], "a") as log:
             log.write(json.dumps({"serve": os.environ.get("PYTEST_CURRENT_TEST", "")}) + "\n")
