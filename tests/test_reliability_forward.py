@@ -21,8 +21,10 @@ SCRIPT = Path(__file__).parent.parent / "reliability" / "forward.py"
 
 
 def campaign(*args: str) -> tuple[int, dict[str, object]]:
+    # Two clients: the kills and the proxy's faults are what a short run is for; four
+    # only doubled the deliveries (and a third of the CPU) with the same kills.
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--seconds", "6", "--clients", "4", *args],
+        [sys.executable, str(SCRIPT), "--seconds", "6", "--clients", "2", *args],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     report = done.stdout[: done.stdout.rindex("}") + 1]
