@@ -103,19 +103,20 @@ POSTGRES_FIXTURES = {"pg_server", "pg_durable"}
 
 
 # The modules that take longest, longest first (each module's summed durations, from
-# `pytest --durations=0` on four workers at 49882df). test.sh has `--dist loadscope` hand
-# modules out in collection order (`--no-loadscope-reorder`: xdist's own order, most
-# tests first, left the campaigns of a few long tests to the end, each on one worker
-# while the others had finished, as did name order). Started first, the short ones fill
-# in behind them.
+# `pytest --durations=0` on four workers at 20aaecd, tmp files in /dev/shm as test.sh has
+# them). test.sh has `--dist loadscope` hand modules out in collection order
+# (`--no-loadscope-reorder`: xdist's own order, most tests first, left the campaigns of a
+# few long tests to the end, each on one worker while the others had finished, as did
+# name order). Started first, the short ones fill in behind them.
 LONGEST_FIRST = (
-    "reliability_fuzz", "reliability_forward", "log_positions", "pg_edge_memo",
-    "dead_letter_serve", "apply_isolation", "feed_serve", "forward_serve", "schemathesis",
-    "security_unauthenticated", "reliability_powerloss", "security_lines",
-    "reliability_crashpoints", "reliability_history", "console_access", "postgres",
-    "seed000", "security_loglines", "properties", "forward_dispatch", "security_lists",
-    "records_serve", "cpu_round_three", "feed_example", "serve_workers", "engine",
-    "differential", "listing", "docs", "console", "http", "webhook_budget",
+    "reliability_forward", "reliability_fuzz", "schemathesis", "pg_edge_memo",
+    "forward_serve", "reliability_powerloss", "log_positions", "postgres",
+    "reliability_crashpoints", "console_day", "pgcluster", "security_unauthenticated",
+    "webhook_budget", "console_access", "differential", "docs", "feed_serve",
+    "dead_letter_serve", "console_desk", "security_lines", "upgrade_data",
+    "forward_dispatch", "reconciler", "cpu_round_five", "cpu_round_four", "http",
+    "reliability_history", "console_forwarding", "security_lists", "feed_cursor",
+    "openapi", "properties",
 )  # fmt: skip
 _RANK = {f"test_{name}.py": rank for rank, name in enumerate(LONGEST_FIRST)}
 
