@@ -299,6 +299,8 @@ def test_every_routes_scope_is_the_one_it_needs(app: object) -> None:
             continue
         need = NEEDS.get(route.endpoint)
         scope = need.scope.value if need is not None and need.scope is not None else "none"
+        if need is not None and need.also is not None:
+            scope = f"{scope} and {need.also.value}"
         for method in sorted(set(getattr(route, "methods", ())) - {"HEAD"}):
             if not scopes.get(f"{method} {path}", "").startswith(scope):
                 wrong.append(f"{method} {path}: {scope}")

@@ -500,7 +500,8 @@ def test_moving_a_consumer_needs_the_write_scope(
     """A read token could make a consumer, take its lease once the holder's had lapsed,
     and acknowledge under it: it moved the cursor every holder shares, a write by a token
     that may only read. Making a consumer, taking its lease and acknowledging need
-    `write`; being handed entries (`next`) needs `read`, so a worker needs both."""
+    `write`; being handed entries (`next`) needs `read` and `write`: it moves how far the
+    holder may acknowledge, and a lease token is a small number anyone may guess."""
     served = serve(file_box)
     reader = file_box.create_token("feed-r", ["ussd"], ["read"]).secret
     writer = file_box.create_token("feed-w", ["ussd"], ["write"]).secret
@@ -525,6 +526,7 @@ def test_moving_a_consumer_needs_the_write_scope(
         is_problem(http.post("/v1/consumers/desk/lease", json={"holder": "r"}), 403)
         moved = {"token": held["token"], "position": page["next_after"]}
         is_problem(http.post("/v1/consumers/desk/ack", json=moved), 403)
+        is_problem(http.get("/v1/consumers/desk/next", params={"token": held["token"]}), 403)
     with served.client(writer) as http:
         is_problem(http.get("/v1/consumers/desk/next", params={"token": held["token"]}), 403)
         assert http.post("/v1/consumers/desk/ack", json=moved).status_code == 200

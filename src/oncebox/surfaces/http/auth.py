@@ -80,6 +80,7 @@ class Need:
     scope: TokenScope | None = None  # None: any live token
     on_inbox: bool = False  # it must cover the inbox of the route's path
     signed: bool = False  # on a webhook inbox, a sender's signature will do instead
+    also: TokenScope | None = None  # a second scope it needs as well
 
 
 ANY = Need()  # a body on a public route, or on none, needs a live token all the same
@@ -89,10 +90,14 @@ Checked = Delivery | ProblemError | None  # a request as the group commit turn f
 
 
 def needs(
-    scope: TokenScope | None = None, *, on_inbox: bool = False, signed: bool = False
+    scope: TokenScope | None = None,
+    *,
+    on_inbox: bool = False,
+    signed: bool = False,
+    also: TokenScope | None = None,
 ) -> Callable[[Endpoint], Endpoint]:
     """Declare what a route needs of its caller (written under the route's decorator)."""
-    need = Need(scope, on_inbox, signed)
+    need = Need(scope, on_inbox, signed, also)
 
     def declare(endpoint: Endpoint) -> Endpoint:
         NEEDS[endpoint] = need
@@ -396,8 +401,9 @@ def _live(found: _LookedUp) -> Token:
 
 
 def _allow(token: Token, need: Need, inbox: str | None) -> None:
-    if need.scope is not None and not token.has(need.scope):
-        raise ProblemError(403, "forbidden", f"this token lacks the {need.scope} scope")
+    for scope in (need.scope, need.also):
+        if scope is not None and not token.has(scope):
+            raise ProblemError(403, "forbidden", f"this token lacks the {scope} scope")
     if inbox is not None and not token.covers(inbox):
         raise ProblemError(403, "forbidden", f"this token may not use inbox {inbox!r}")
 

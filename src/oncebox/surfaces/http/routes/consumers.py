@@ -2,8 +2,9 @@
 holder of its current lease moves it (``/v1/consumers``).
 
 Making a consumer, taking its lease and acknowledging change what every holder of it
-shares, so they need the ``write`` scope; looking at one and being handed its entries
-(``next``, which shows the feed's contents) need ``read``: a worker needs both."""
+shares, so they need the ``write`` scope; looking at one needs ``read``. Being handed its
+entries (``next``) needs both: it shows the feed's contents, and it moves how far the
+holder may acknowledge."""
 
 from __future__ import annotations
 
@@ -190,7 +191,7 @@ Token = Annotated[
         e409="The token does not hold the consumer's lease (stale or expired).",
     ),
 )  # fmt: skip
-@needs(TokenScope.READ)
+@needs(TokenScope.READ, also=TokenScope.WRITE)  # it moves what the holder was handed
 async def next_entries(
     name: Name,
     who: Authed,
