@@ -88,10 +88,6 @@ class Forked:
         self._process = process
         self.pid = int(process.pid or 0)
 
-    @property
-    def returncode(self) -> int | None:
-        return self._process.exitcode
-
     def poll(self) -> int | None:
         return None if self._process.is_alive() else self._process.exitcode
 

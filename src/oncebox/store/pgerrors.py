@@ -14,6 +14,10 @@ from psycopg_pool import PoolTimeout
 from oncebox.errors import ReadTimedOut, StorageError, StorageUnavailable
 
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+ROLLED_BACK = (
+    "PostgreSQL rolled the transaction back: a statement in it had failed and its error "
+    "was caught; nothing of it was written"
+)
 
 
 class Retry(Exception):
@@ -73,9 +77,3 @@ def commit_done(committed: psycopg.Cursor[Any] | None) -> bool:
         and result.status == ExecStatus.COMMAND_OK
         and result.command_status == b"COMMIT"
     )
-
-
-ROLLED_BACK = (
-    "PostgreSQL rolled the transaction back: a statement in it had failed and its error "
-    "was caught; nothing of it was written"
-)
