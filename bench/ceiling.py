@@ -16,7 +16,8 @@ then new events one at a time and those again) this runs, back to back on the sa
 
 The three sides of a pass start from equal table sizes (every side holds the same events
 before it). The replay's copy is checked afterwards against the traced one: the same
-records, the same log. Targets (issue 24) are printed beside the ratios, never asserted.
+records, counts, log entries and verdict counts. Targets (issue 24) are printed beside
+the ratios, never asserted.
 
     .venv/bin/python bench/ceiling.py                        # N=100,000, --single-n 5,000
     .venv/bin/python bench/ceiling.py --n 20000 --single-n 2000 --codec json-event
@@ -78,6 +79,9 @@ class Capture:
         taken, self.statements, self._ids = self.statements, [], {}
         return taken
 
+    def close(self) -> None:
+        apsw.connection_hooks.remove(self._hook)
+
 
 def copy_store(src: Path, dst: Path) -> None:
     """A copy on disk, synced: else the first checkpoint's fsync in the copy would write
@@ -129,11 +133,18 @@ def replay(path: Path, statements: list[Statement], start: int, end: int) -> flo
     return seconds
 
 
+FOOTPRINT = (  # what a pass leaves: its records, their counts, its log, its verdicts
+    "SELECT count(*) FROM records",
+    "SELECT coalesce(sum(seen_count), 0) FROM records",
+    "SELECT count(*) FROM log",
+    "SELECT coalesce(sum(n), 0) FROM verdict_counts",
+)
+
+
 def footprint(path: Path) -> tuple[int, ...]:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").get
-                     for t in ("records", "log"))
+        return tuple(conn.execute(query).get for query in FOOTPRINT)
     finally:
         conn.close()
 
@@ -205,6 +216,7 @@ def measure(tmp: Path, codec: str, n: int, single_n: int, batch: int,
             log_line(f"{mode:7} {step:5} {count:>8,}: naive {naive_rate:>9,.0f}, oncebox "
                      f"{box_rate:>9,.0f}, its statements alone {replay_rate:>9,.0f} ev/s")
     finally:
+        capture.close()
         naive.close()
     return rates
 

@@ -18,11 +18,11 @@ at a time and those again) this runs, back to back:
   that sends these statements, and ``replay / baseline`` the best ratio oncebox could
   reach without asking the server for less.
 
-The replay's copy is checked afterwards against the recorded one: the same records, the
-same log. A throwaway server (tests/pgcluster.py, fsync off as bench/ingest.py's
-``--pg-throwaway``) is started and stopped by the script. Targets (issue 24: batched
->= 0.4 of ``executemany``, one per transaction >= 0.5 of insert-and-commit) are printed
-beside the ratios, never asserted.
+The replay's copy is checked afterwards against the recorded one: the same records,
+counts, log entries and verdict counts. A throwaway server (tests/pgcluster.py, fsync off
+as bench/ingest.py's ``--pg-throwaway``) is started and stopped by the script. Targets
+(issue 24: batched >= 0.4 of ``executemany``, one per transaction >= 0.5 of
+insert-and-commit) are printed beside the ratios, never asserted.
 
     .venv/bin/python bench/pgceiling.py                      # N=20,000, --single-n 1,000
     .venv/bin/python bench/pgceiling.py --n 5000 --single-n 300
@@ -51,6 +51,7 @@ from typing import Any
 import psycopg
 
 import oncebox
+from ceiling import FOOTPRINT
 from ingest import PgBaseline, PgPlaces, deliveries, digests, open_box
 from peers import table
 
@@ -297,9 +298,10 @@ def replay(server_url: str, database: str, recording: Recording,
 
 
 def footprint(url: str) -> tuple[int, ...]:
+    """What a pass leaves (bench/ceiling.py's FOOTPRINT), and the log's queue."""
     with psycopg.connect(url) as conn:
-        return tuple(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
-                     for t in ("records", "log", "log_pending"))
+        return tuple(int(conn.execute(query).fetchone()[0])
+                     for query in (*FOOTPRINT, "SELECT count(*) FROM log_pending"))
 
 
 def box_pass(url: str, items: list[oncebox.Delivery], batch: int,
