@@ -38,9 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import argparse
 import contextlib
 import itertools
-import shutil
 import socket
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -51,9 +49,9 @@ from typing import Any
 import psycopg
 
 import oncebox
-from ceiling import FOOTPRINT
+from ceiling import FOOTPRINT, report
 from ingest import PgBaseline, PgPlaces, deliveries, digests, open_box
-from peers import table
+from pgproxy import Relay, socket_path
 
 INBOX, CODEC = "listing", "json-event"
 PASSES = (("batched", "first"), ("batched", "dup"), ("single", "first"), ("single", "dup"))
@@ -64,11 +62,6 @@ WARM = 2_000_000_000  # the warm-up delivery's number: outside every pass's
 
 def log(message: str) -> None:
     print(f"[pgceiling] {message}", file=sys.stderr, flush=True)
-
-
-def socket_path(url: str) -> str:
-    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
-    return str(Path(query["host"]) / f".s.PGSQL.{query.get('port', '5432')}")
 
 
 def messages(buffer: bytearray) -> int:
@@ -129,72 +122,49 @@ class Recording:
     answered: dict[int, int] = field(default_factory=dict)  # server messages per connection
 
 
-class Recorder:
-    """A proxy on a unix socket of its own that keeps what every client sent, in order."""
+class _Wire:
+    """One recorded connection: its number, where its client's messages end, and its
+    server's bytes not yet whole messages."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.stream = ClientStream()
+        self.pending = bytearray()
+
+
+class Recorder(Relay):
+    """A relay (tests/pgproxy.py) that keeps what every client sent, in order, and how
+    many answers each connection had been sent."""
 
     def __init__(self, server_url: str) -> None:
-        self._upstream = socket_path(server_url)
-        self._dir = tempfile.mkdtemp(prefix="pgceiling-", dir="/tmp")
-        Path(self._dir).chmod(0o755)
-        port = Path(self._upstream).name.rsplit(".", 1)[1]
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(Path(self._dir) / f".s.PGSQL.{port}"))
-        self._listener.listen(16)
-        parts = urllib.parse.urlsplit(server_url)
-        query = {**dict(urllib.parse.parse_qsl(parts.query)), "host": self._dir}
-        self.server_url = parts._replace(query=urllib.parse.urlencode(query))
         self.recording = Recording()
         self._lock = threading.Lock()
         self._numbers = itertools.count()
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(server_url, "pgceiling-")
 
-    def url(self, target: str) -> str:
-        """``target``'s database, reached through the proxy."""
-        path = urllib.parse.urlsplit(target).path
-        return urllib.parse.urlunsplit(self.server_url._replace(path=path))
+    def opened(self) -> _Wire:
+        with self._lock:
+            wire = _Wire(next(self._numbers))
+            self.recording.answered[wire.number] = 0
+        return wire
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            upstream.connect(self._upstream)
-            with self._lock:
-                conn = next(self._numbers)
-                self.recording.answered[conn] = 0
-            threading.Thread(target=self._from_client, args=(conn, client, upstream),
-                             daemon=True).start()
-            threading.Thread(target=self._from_server, args=(conn, upstream, client),
-                             daemon=True).start()
+    def passing(self, state: _Wire, client: bool, data: bytes) -> None:
+        if not client:
+            return
+        asks = state.stream.asks(data)
+        with self._lock:  # a connection of a recording taken already is not kept
+            answered = self.recording.answered.get(state.number)
+            if answered is not None:
+                self.recording.chunks.append(Chunk(state.number, data, answered, asks))
 
-    def _from_client(self, conn: int, source: socket.socket, sink: socket.socket) -> None:
-        stream = ClientStream()
-        with contextlib.suppress(OSError):
-            while data := source.recv(1 << 16):
-                asks = stream.asks(data)
-                with self._lock:  # a connection of a recording taken already is not kept
-                    if conn in self.recording.answered:
-                        self.recording.chunks.append(
-                            Chunk(conn, data, self.recording.answered[conn], asks))
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    def _from_server(self, conn: int, source: socket.socket, sink: socket.socket) -> None:
-        pending = bytearray()
-        with contextlib.suppress(OSError):
-            while data := source.recv(1 << 16):
-                pending += data
-                whole = messages(pending)
-                sink.sendall(data)
-                with self._lock:  # counted once the client can have seen them
-                    if conn in self.recording.answered:
-                        self.recording.answered[conn] += whole
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
+    def passed(self, state: _Wire, client: bool, data: bytes) -> None:
+        if client:
+            return
+        state.pending += data
+        whole = messages(state.pending)
+        with self._lock:  # counted once the client can have seen them
+            if state.number in self.recording.answered:
+                self.recording.answered[state.number] += whole
 
     def take(self) -> Recording:
         with self._lock:
@@ -205,11 +175,6 @@ class Recorder:
         """Where the recording is now: chunks so far, and each connection's answers."""
         with self._lock:
             return len(self.recording.chunks), dict(self.recording.answered)
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def startup_for(data: bytes, database: str) -> bytes:
@@ -309,7 +274,7 @@ def box_pass(url: str, items: list[oncebox.Delivery], batch: int,
                                                         tuple[int, dict[int, int]]]:
     """One oncebox pass on a fresh open (through the recorder if given): its seconds, how
     many were accepted, and the recorder's marks at its start and end."""
-    box = open_box(recorder.url(url) if recorder else url)
+    box = open_box(recorder.via(url) if recorder else url)
     nothing: tuple[int, dict[int, int]] = (0, {})
     try:
         box.ingest(INBOX, deliveries(CODEC, WARM, 1)[0])  # connections open, plans made
@@ -373,24 +338,6 @@ def measure(server: Any, n: int, single_n: int, batch: int
     return rates
 
 
-def report(rates: dict[tuple[str, str], dict[str, float]]) -> None:
-    out = []
-    for (mode, step), r in rates.items():
-        target, ceiling = TARGETS.get((mode, step)), r["replay"] / r["baseline"]
-        out.append([mode, "duplicates" if step == "dup" else "first", f"{r['bytes']:,.0f}",
-                    f"{r['trips']:.3g}",
-                    f"{r['baseline']:,.0f}", f"{r['oncebox']:,.0f}", f"{r['replay']:,.0f}",
-                    f"{r['oncebox'] / r['baseline']:.2f}", f"{ceiling:.2f}",
-                    f"{r['oncebox'] / r['replay']:.2f}", "-" if target is None else f"{target}",
-                    "-" if target is None else ("above" if ceiling >= target else "BELOW")])
-    print(f"\noncebox {CODEC} on PostgreSQL against psycopg, and its own wire replayed "
-          "(ev/s; baseline: executemany batched, insert and commit one at a time)\n")
-    table(sys.stdout, ["mode", "pass", "bytes sent/ev", "round trips/ev", "psycopg",
-                       "oncebox", "wire alone",
-                       "oncebox/psycopg", "ceiling/psycopg", "oncebox/ceiling", "target",
-                       "ceiling vs target"], out)
-
-
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=20_000, help="deliveries per batched pass")
@@ -412,7 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with throwaway() as server:
         log("throwaway server up")
         rates = measure(server, args.n, min(args.single_n, args.n), args.batch)
-    report(rates)
+    report(f"oncebox {CODEC} on PostgreSQL against psycopg, and its own wire replayed (ev/s; "
+           "baseline: executemany batched, insert and commit one at a time)", rates, "psycopg",
+           TARGETS, [("bytes sent/ev", "bytes", ",.0f"), ("round trips/ev", "trips", ".3g")],
+           "wire alone")
     return 0
 
 

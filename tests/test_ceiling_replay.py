@@ -25,7 +25,7 @@ def test_the_sqlite_replay_sends_every_statement_of_the_pass(tmp_path: Path) -> 
     # the record's count, the hour's count, COMMIT; a new one more.
     assert rates[("single", "dup")]["statements"] == 5.0
     assert rates[("single", "first")]["statements"] > 5.0
-    assert all(r["replay"] > 0 and r["naive"] > 0 and r["oncebox"] > 0 for r in rates.values())
+    assert all(r["replay"] > 0 and r["baseline"] > 0 and r["oncebox"] > 0 for r in rates.values())
 
 
 def test_a_replay_that_leaves_work_out_is_caught(tmp_path: Path) -> None:
