@@ -38,6 +38,7 @@ from typing import Any
 
 import apsw
 
+import oncebox
 from peers import Box, Event, Naive, json_events, make_events, table
 
 Statement = tuple[int, str, Any]  # (which connection, SQL, bindings)
@@ -168,9 +169,8 @@ def box_pass(path: Path, codec: str, events: list[Event], size: int,
     return seconds, new, slice(start, end)
 
 
-def _warm(codec: str) -> Any:
+def _warm(codec: str) -> oncebox.Delivery:
     """The same delivery before every pass on every copy: a duplicate after the first."""
-    import oncebox
     body = b'{"notification_id": "warm-up", "kind": "warm"}'
     return oncebox.Delivery(body=body, key="warm-up" if codec == "keyed" else None)
 

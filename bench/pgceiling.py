@@ -51,7 +51,7 @@ import psycopg
 import oncebox
 from ceiling import FOOTPRINT, report
 from ingest import PgBaseline, PgPlaces, deliveries, digests, open_box
-from pgproxy import Relay, socket_path
+from pgproxy import ASKS, ClientMessages, Relay, socket_path
 
 INBOX, CODEC = "listing", "json-event"
 PASSES = (("batched", "first"), ("batched", "dup"), ("single", "first"), ("single", "dup"))
@@ -78,8 +78,6 @@ def messages(buffer: bytearray) -> int:
     return count
 
 
-ASKS = frozenset(b"SHQ")  # Sync, Flush, simple Query: the server answers what came before
-
 
 @dataclass
 class Chunk:
@@ -91,29 +89,6 @@ class Chunk:
     data: bytes
     after: int
     asks: bool
-
-
-class ClientStream:
-    """Where one client's messages begin and end: its first one (the startup) has no type."""
-
-    def __init__(self) -> None:
-        self._pending = bytearray()
-        self._started = False
-
-    def asks(self, data: bytes) -> bool:
-        self._pending += data
-        asked = False
-        while True:
-            head = 5 if self._started else 4
-            if len(self._pending) < head:
-                break
-            whole = int.from_bytes(self._pending[head - 4:head], "big") + (head == 5)
-            if len(self._pending) < whole:
-                break
-            asked |= not self._started or self._pending[0] in ASKS
-            del self._pending[:whole]
-            self._started = True
-        return asked
 
 
 @dataclass
@@ -128,7 +103,7 @@ class _Wire:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self.stream = ClientStream()
+        self.messages = ClientMessages()
         self.pending = bytearray()
 
 
@@ -151,7 +126,8 @@ class Recorder(Relay):
     def passing(self, state: _Wire, client: bool, data: bytes) -> None:
         if not client:
             return
-        asks = state.stream.asks(data)
+        kinds = [kind for kind, _ in state.messages.feed(data)]
+        asks = any(kind == b"" or kind in ASKS for kind in kinds)
         with self._lock:  # a connection of a recording taken already is not kept
             answered = self.recording.answered.get(state.number)
             if answered is not None:

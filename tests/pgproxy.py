@@ -15,14 +15,41 @@ import socket
 import tempfile
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+ASKS = (b"S", b"H", b"Q")  # Sync, Flush, simple Query: the client may now wait for answers
 
 
 def socket_path(url: str) -> str:
     """The unix socket a ``postgresql://...?host=DIR&port=N`` URL reaches."""
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
     return str(Path(query["host"]) / f".s.PGSQL.{query.get('port', '5432')}")
+
+
+class ClientMessages:
+    """Cuts one client's bytes into whole messages as they come: the first (the startup)
+    has no type byte, each later one a type byte and then its length."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._started = False
+
+    def feed(self, data: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Each message ``data`` completes: its type (``b""`` for the startup) and its
+        bytes, type and length included."""
+        self._pending += data
+        while True:
+            head = 5 if self._started else 4
+            if len(self._pending) < head:
+                return
+            whole = int.from_bytes(self._pending[head - 4 : head], "big") + (head == 5)
+            if len(self._pending) < whole:
+                return
+            message, self._pending = self._pending[:whole], self._pending[whole:]
+            kind, self._started = (message[:1] if self._started else b""), True
+            yield kind, message
 
 
 class Relay:

@@ -22,9 +22,8 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from pgproxy import Relay
+from pgproxy import ASKS, ClientMessages, Relay
 
-ASKS = (b"S", b"H", b"Q")  # Sync, Flush, simple Query: the client waits for answers
 RUNS = (b"E", b"Q")  # Execute, simple Query: one statement each
 
 
@@ -34,12 +33,11 @@ def _cstring(body: bytes, at: int) -> tuple[str, int]:
 
 
 class _Connection:
-    """One connection's reading of its client's messages, and whether it has asked for
-    answers the server has not begun."""
+    """One connection's client messages, the statements it prepared, and whether it has
+    asked for answers the server has not begun."""
 
     def __init__(self) -> None:
-        self.pending = b""
-        self.started = False  # the client's first message (startup) has no type
+        self.messages = ClientMessages()
         self.prepared: dict[str, str] = {}  # statement name -> SQL, as Parse gave it
         self.bound = ""  # the SQL of the statement the last Bind named
         self.asked = False
@@ -64,32 +62,21 @@ class TurnCounter(Relay):
             with self._lock:
                 state.asked = False
             return
-        state.pending += data
-        while True:
-            pending = state.pending
-            head = 5 if state.started else 4
-            if len(pending) < head:
-                break
-            size = int.from_bytes(pending[head - 4 : head], "big")
-            whole = size + 1 if state.started else size
-            if len(pending) < whole:
-                break
-            kind = pending[:1] if state.started else b""
+        for kind, message in state.messages.feed(data):
             if kind in ASKS:
                 with self._lock:
                     self.turns += not state.asked
                     state.asked = True
             if kind == b"P":
-                name, at = _cstring(pending, 5)
-                state.prepared[name] = _cstring(pending, at)[0]
+                name, at = _cstring(message, 5)
+                state.prepared[name] = _cstring(message, at)[0]
             elif kind == b"B":
-                state.bound = state.prepared.get(_cstring(pending, _cstring(pending, 5)[1])[0], "")
+                state.bound = state.prepared.get(_cstring(message, _cstring(message, 5)[1])[0], "")
             if kind in RUNS:
-                text = _cstring(pending, 5)[0] if kind == b"Q" else state.bound
+                text = _cstring(message, 5)[0] if kind == b"Q" else state.bound
                 with self._lock:
                     self.statements += 1
                     self.sent.append(text)
-            state.pending, state.started = pending[whole:], True
 
     @contextlib.contextmanager
     def counting(self) -> Iterator[list[int]]:

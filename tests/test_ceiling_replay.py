@@ -16,6 +16,7 @@ from typing import Any
 sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 import ceiling
 import pgceiling
+from pgproxy import ClientMessages
 
 
 def test_the_sqlite_replay_sends_every_statement_of_the_pass(tmp_path: Path) -> None:
@@ -61,12 +62,14 @@ def test_the_postgres_replay_takes_the_stores_round_trips(pg_server: Any) -> Non
 def test_the_wire_helpers() -> None:
     startup = pgceiling.startup_for(_startup({b"user": b"postgres", b"database": b"a"}), "bb")
     assert startup == _startup({b"user": b"postgres", b"database": b"bb"})
-    stream = pgceiling.ClientStream()
-    assert stream.asks(startup)  # the startup asks for the server's answer
+    stream = ClientMessages()
     parse, sync = b"P" + (4 + 3).to_bytes(4, "big") + b"\0\0\0", b"S\0\0\0\4"
-    assert not stream.asks(parse)
-    assert not stream.asks(sync[:2])  # half a Sync asks for nothing yet
-    assert stream.asks(sync[2:])
+    assert list(stream.feed(startup)) == [(b"", startup)]  # the startup has no type
+    assert list(stream.feed(parse + sync[:2])) == [(b"P", parse)]  # half a Sync: not yet
+    assert list(stream.feed(sync[2:])) == [(b"S", sync)]
+    left = ClientMessages()  # a reader that stops at the startup still knows it began
+    assert next(iter(left.feed(startup + parse))) == (b"", startup)
+    assert list(left.feed(b"")) == [(b"P", parse)]
     ready = bytearray(b"Z\0\0\0\5I" + b"C\0\0\0\5")
     assert pgceiling.messages(ready) == 1 and ready == b"C\0\0\0\5"
 
