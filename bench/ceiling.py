@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -254,6 +255,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the temp dir goes
     with tempfile.TemporaryDirectory(prefix="oncebox-ceiling-", dir=args.dir) as tmp:
         log(f"working in {tmp}")
         rates = measure(Path(tmp), args.codec, args.n, min(args.single_n, args.n),

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import argparse
 import contextlib
 import itertools
+import signal
 import socket
 import threading
 import time
@@ -332,6 +333,7 @@ def throwaway() -> Iterator[Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the server is stopped
     with throwaway() as server:
         log("throwaway server up")
         rates = measure(server, args.n, min(args.single_n, args.n), args.batch)
