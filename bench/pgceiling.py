@@ -36,14 +36,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import argparse
-import contextlib
 import itertools
 import signal
 import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +51,7 @@ import psycopg
 import oncebox
 from ceiling import FOOTPRINT, report
 from ingest import PgBaseline, PgPlaces, deliveries, digests, open_box
+from pgcluster import throwaway_server
 from pgproxy import ASKS, ClientMessages, Relay, socket_path
 
 INBOX, CODEC = "listing", "json-event"
@@ -323,18 +323,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-@contextlib.contextmanager
-def throwaway() -> Iterator[Any]:
-    from pgcluster import throwaway_server
-
-    with throwaway_server("oncebox-pgceiling-") as server:
-        yield server
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the server is stopped
-    with throwaway() as server:
+    with throwaway_server("oncebox-pgceiling-") as server:
         log("throwaway server up")
         rates = measure(server, args.n, min(args.single_n, args.n), args.batch)
     report(f"oncebox {CODEC} on PostgreSQL against psycopg, and its own wire replayed (ev/s; "
